@@ -1,0 +1,592 @@
+package bucket
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Dir is a bucket in a local directory: the embedded default for one
+// machine, demos and tests. It honours the whole contract, conditional writes
+// included, for any number of goroutines and processes sharing the directory.
+//
+// Layout. The object "a/b/c" is the regular file <root>/a/b/c holding exactly
+// the object's bytes. A directory exists only while keys live under it:
+// deleting the last one removes it, so "a/b" can become a key later (as on
+// versitygw, and for the same reason "a/b" and "a/b/c" cannot both exist:
+// ErrKeyConflict). <root>/.framectl is reserved: tmp/ holds bodies being
+// written, lock serialises commits.
+//
+// Writes. The body is written to a file in .framectl/tmp (same filesystem as
+// the keys) and fsynced without any lock held. Then, under the commit lock,
+// the condition is checked against the current file, parent directories are
+// created and the file is renamed over the key. The parent directory is
+// fsynced before Put returns. Readers open the file, so they see the old
+// object or the new one, whole.
+//
+// Commit lock. A sync.Mutex orders this process's goroutines; flock(2) on
+// .framectl/lock orders processes. flock (not fcntl) is used because its
+// locks belong to the open file, so it also excludes another Dir opened on
+// the same root inside this process.
+//
+// ETags. An ETag is derived from the file's modification time in
+// nanoseconds, its inode number and its size, so Stat and List read no
+// content (hashing would cost a full read of a multi-gigabyte snapshot on
+// every Stat, or a second file per object to keep it in). The kernel's own
+// timestamps are not enough: they tick coarsely (4 ms on the ext4 this was
+// written on) and many filesystems reuse a replaced file's inode number, so
+// two versions written in one tick could share an ETag and a stale
+// compare-and-swap would succeed. Therefore every commit sets the new file's
+// modification time, under the lock, to the current time and strictly after
+// the modification time of the version it replaces; the ETag reported is
+// computed from what the filesystem then stores. Writing identical content
+// twice yields two ETags (S3 yields one): a caller can only see a spurious
+// ErrPrecondition, never a lost update. What is not covered: the wall
+// clock stepping back so far that a key deleted and re-created gets the
+// timestamp, inode and size of a version from before the delete.
+//
+// Requirements: a case-sensitive filesystem (on a case-insensitive one "A"
+// and "a" would be one object) that supports flock and rename within a
+// directory tree. The root is trusted: the bucket never creates symbolic
+// links, and Get, Stat and List treat one at a key's path as no object, but
+// links planted in parent directories by someone who can already write the
+// root are followed.
+type Dir struct {
+	root string // absolute and clean
+	mu   sync.Mutex
+}
+
+var _ Bucket = (*Dir)(nil)
+
+const (
+	reservedTmp  = "tmp"
+	reservedLock = "lock"
+	// staleTempAge: temporary files older than this are left-overs of a
+	// crashed writer and removed when the bucket is opened. A live writer's
+	// temporary file is touched by every write, so it never looks stale.
+	staleTempAge = 24 * time.Hour
+)
+
+// NewDir returns the directory bucket rooted at root, which must exist (use
+// Open with a file:// URL to create it). Left-over temporary files of crashed
+// writers are removed.
+func NewDir(root string) (*Dir, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("bucket: directory %q: %w", root, err)
+	}
+	d := &Dir{root: abs}
+	fi, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, &Error{Op: "open", Key: abs, Err: ErrNoBucket}
+	case err != nil:
+		return nil, &Error{Op: "open", Key: abs, Err: err}
+	case !fi.IsDir():
+		return nil, &Error{Op: "open", Key: abs, Err: errors.New("not a directory")}
+	}
+	if err := os.MkdirAll(d.tmpDir(), 0o755); err != nil {
+		return nil, &Error{Op: "open", Key: abs, Err: err}
+	}
+	d.removeStaleTemps()
+	return d, nil
+}
+
+// String returns the bucket's file:// URL.
+func (d *Dir) String() string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(d.root)}).String()
+}
+
+// Root returns the directory the bucket lives in.
+func (d *Dir) Root() string { return d.root }
+
+func (d *Dir) tmpDir() string   { return filepath.Join(d.root, ReservedName, reservedTmp) }
+func (d *Dir) lockPath() string { return filepath.Join(d.root, ReservedName, reservedLock) }
+func (d *Dir) path(key string) string {
+	return filepath.Join(d.root, filepath.FromSlash(key))
+}
+
+// Get opens the object. The Info comes from the open file, so it describes
+// exactly the bytes the reader returns even if the key is replaced meanwhile.
+func (d *Dir) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
+	if err := CheckKey(key); err != nil {
+		return nil, Info{}, &Error{Op: "get", Key: key, Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, Info{}, &Error{Op: "get", Key: key, Err: err}
+	}
+	f, err := os.OpenFile(d.path(key), os.O_RDONLY|oNoFollow, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			err = ErrNotFound // a symbolic link: not an object
+		}
+		return nil, Info{}, &Error{Op: "get", Key: key, Err: d.missing(err)}
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = ErrNotFound // a "directory" of other keys is not an object
+	}
+	if err != nil {
+		f.Close()
+		return nil, Info{}, &Error{Op: "get", Key: key, Err: err}
+	}
+	return f, fileInfo(key, fi), nil
+}
+
+// Stat describes the object from its file's metadata.
+func (d *Dir) Stat(ctx context.Context, key string) (Info, error) {
+	if err := CheckKey(key); err != nil {
+		return Info{}, &Error{Op: "stat", Key: key, Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return Info{}, &Error{Op: "stat", Key: key, Err: err}
+	}
+	fi, err := os.Lstat(d.path(key))
+	if err != nil {
+		return Info{}, &Error{Op: "stat", Key: key, Err: d.missing(err)}
+	}
+	if !fi.Mode().IsRegular() {
+		return Info{}, &Error{Op: "stat", Key: key, Err: ErrNotFound}
+	}
+	return fileInfo(key, fi), nil
+}
+
+// Put writes the body to a temporary file, then commits it under the lock.
+func (d *Dir) Put(ctx context.Context, key string, body io.Reader, size int64, cond Condition) (Info, error) {
+	if err := checkPut(key, size, cond); err != nil {
+		return Info{}, &Error{Op: "put", Key: key, Err: err}
+	}
+	if err := d.precheck(key, cond); err != nil {
+		return Info{}, &Error{Op: "put", Key: key, Err: err}
+	}
+	tmp, err := d.writeTemp(ctx, body, size)
+	if err != nil {
+		return Info{}, &Error{Op: "put", Key: key, Err: err}
+	}
+	committed := false
+	defer func() {
+		tmp.Close()
+		if !committed {
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return Info{}, &Error{Op: "put", Key: key, Err: err}
+	}
+	info, syncDirs, err := d.commit(key, tmp, cond)
+	if err != nil {
+		return Info{}, &Error{Op: "put", Key: key, Err: err}
+	}
+	committed = true // the name is free again: another put may reuse it
+	for _, dir := range syncDirs {
+		if err := syncDir(dir); err != nil {
+			return Info{}, &Error{Op: "put", Key: key, Err: err}
+		}
+	}
+	return info, nil
+}
+
+// precheck fails a conditional put that has already lost, before its body
+// is written: a create-only put of an existing key (the common case when
+// many nodes race to claim one) or a compare-and-swap on a stale ETag. The
+// answer is correct as of the check; a put that passes is checked again
+// under the lock.
+func (d *Dir) precheck(key string, cond Condition) error {
+	if !cond.IfAbsent && cond.IfMatch == "" {
+		return nil
+	}
+	fi, err := os.Lstat(d.path(key))
+	exists := err == nil && fi.Mode().IsRegular()
+	switch {
+	case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		return nil // let the commit report it
+	case cond.IfAbsent && exists:
+		return ErrPrecondition
+	case cond.IfMatch != "" && (!exists || etagOf(fi) != cond.IfMatch):
+		if err != nil && d.missing(err) == ErrNoBucket {
+			return ErrNoBucket
+		}
+		return ErrPrecondition
+	}
+	return nil
+}
+
+// writeTemp copies exactly size bytes (all of them for -1) into a new
+// temporary file and fsyncs it. The file is returned open; the caller
+// removes it.
+func (d *Dir) writeTemp(ctx context.Context, body io.Reader, size int64) (*os.File, error) {
+	tmp, err := os.CreateTemp(d.tmpDir(), "put-*")
+	if errors.Is(err, fs.ErrNotExist) {
+		// The reserved directory was removed from under us, or the whole root.
+		if err = d.missing(err); !errors.Is(err, ErrNoBucket) {
+			if err = os.MkdirAll(d.tmpDir(), 0o755); err == nil {
+				tmp, err = os.CreateTemp(d.tmpDir(), "put-*")
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	src := io.Reader(ctxReader{ctx, body})
+	if size >= 0 {
+		src = io.LimitReader(src, size)
+	}
+	n, err := io.Copy(tmp, src)
+	if err == nil && size >= 0 && n < size {
+		err = fmt.Errorf("body ended after %d of %d bytes: %w", n, size, io.ErrUnexpectedEOF)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return tmp, nil
+}
+
+// commit renames tmp over key if cond holds. It returns the directories to
+// fsync for the rename (and any directories it created) to be durable.
+func (d *Dir) commit(key string, tmp *os.File, cond Condition) (Info, []string, error) {
+	unlock, err := d.lock()
+	if err != nil {
+		return Info{}, nil, err
+	}
+	defer unlock()
+
+	path := d.path(key)
+	cur, err := os.Lstat(path)
+	exists, isDir := false, false
+	switch {
+	case err == nil && cur.Mode().IsRegular():
+		exists = true
+	case err == nil && cur.IsDir():
+		isDir = true
+	case err == nil:
+		return Info{}, nil, fmt.Errorf("%s is not a regular file (%v)", path, cur.Mode().Type())
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		// absent; ENOTDIR: a parent is an object, mkdirParents reports it
+	default:
+		return Info{}, nil, err
+	}
+
+	switch {
+	case cond.IfAbsent && exists:
+		return Info{}, nil, ErrPrecondition
+	case cond.IfMatch != "" && !exists:
+		return Info{}, nil, ErrPrecondition
+	case cond.IfMatch != "" && etagOf(cur) != cond.IfMatch:
+		return Info{}, nil, ErrPrecondition
+	}
+	if isDir && !removeEmptyTree(path) {
+		return Info{}, nil, ErrKeyConflict // other keys live under this name
+	}
+
+	created, err := d.mkdirParents(key)
+	if err != nil {
+		return Info{}, nil, err
+	}
+	undo := func() { removeEmptyDirs(created) }
+
+	var prev fs.FileInfo
+	if exists {
+		prev = cur
+	}
+	fi, err := stampAfter(tmp, prev)
+	if err != nil {
+		undo()
+		return Info{}, nil, err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		undo()
+		return Info{}, nil, err
+	}
+
+	syncDirs := []string{filepath.Dir(path)}
+	for _, dir := range created {
+		syncDirs = append(syncDirs, filepath.Dir(dir))
+	}
+	return fileInfo(key, fi), syncDirs, nil
+}
+
+// mkdirParents creates the missing directories above key, top down, and
+// returns the ones it created (outermost first). A component that exists as
+// an object is ErrKeyConflict.
+func (d *Dir) mkdirParents(key string) ([]string, error) {
+	var created []string
+	dir := d.root
+	comps := strings.Split(key, "/")
+	for _, c := range comps[:len(comps)-1] {
+		dir = filepath.Join(dir, c)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			created = append(created, dir)
+			continue
+		}
+		if errors.Is(err, fs.ErrExist) {
+			if fi, serr := os.Lstat(dir); serr == nil && fi.IsDir() {
+				continue
+			}
+		}
+		removeEmptyDirs(created)
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, ErrKeyConflict
+		}
+		return nil, err
+	}
+	return created, nil
+}
+
+// removeEmptyTree removes the directory tree at path if it holds no file,
+// and reports whether it did. Directories without keys are left by a crash
+// between creating a key's parents and renaming it into place; they are not
+// keys, so they must not block a put of their name. The walk stops at the
+// first file found.
+func removeEmptyTree(path string) bool {
+	ents, err := os.ReadDir(path)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !removeEmptyTree(filepath.Join(path, e.Name())) {
+			return false
+		}
+	}
+	return os.Remove(path) == nil
+}
+
+// removeEmptyDirs removes dirs, innermost first, while they are empty.
+func removeEmptyDirs(dirs []string) {
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if os.Remove(dirs[i]) != nil {
+			return
+		}
+	}
+}
+
+// stampAfter sets f's modification time to now, or just after prev's if the
+// clock has not moved past it, so that every version of a key has a distinct
+// modification time (see ETags on Dir). Filesystems that store coarser
+// timestamps than asked get a larger step. It returns f's metadata as stored.
+func stampAfter(f *os.File, prev fs.FileInfo) (fs.FileInfo, error) {
+	t := time.Now()
+	for step := time.Nanosecond; ; step *= 1000 {
+		if prev != nil && !t.After(prev.ModTime()) {
+			t = prev.ModTime().Add(step)
+		}
+		if err := os.Chtimes(f.Name(), t, t); err != nil {
+			return nil, err
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		if prev == nil || fi.ModTime().After(prev.ModTime()) {
+			return fi, nil
+		}
+		if step >= time.Second {
+			return nil, fmt.Errorf("filesystem does not store modification times finer than %v", step)
+		}
+		t = prev.ModTime() // the next round adds a larger step
+	}
+}
+
+// Delete removes the object and then every directory above it that it
+// leaves empty.
+func (d *Dir) Delete(ctx context.Context, key string) error {
+	if err := CheckKey(key); err != nil {
+		return &Error{Op: "delete", Key: key, Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return &Error{Op: "delete", Key: key, Err: err}
+	}
+	dir, err := d.remove(key)
+	if err == nil && dir != "" {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return &Error{Op: "delete", Key: key, Err: err}
+	}
+	return nil
+}
+
+// DeleteMany removes each key in turn, then fsyncs each directory it changed
+// once.
+func (d *Dir) DeleteMany(ctx context.Context, keys []string) error {
+	var first error
+	fail := func(key string, err error) {
+		if first == nil {
+			first = &Error{Op: "delete", Key: key, Err: err}
+		}
+	}
+	touched := map[string]string{} // directory to fsync -> a key deleted from it
+	for _, key := range keys {
+		if err := CheckKey(key); err != nil {
+			fail(key, err)
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			fail(key, err)
+			break
+		}
+		dir, err := d.remove(key)
+		if err != nil {
+			fail(key, err)
+			continue
+		}
+		if _, ok := touched[dir]; dir != "" && !ok {
+			touched[dir] = key
+		}
+	}
+	for dir, key := range touched {
+		if err := syncDir(dir); err != nil {
+			fail(key, err)
+		}
+	}
+	return first
+}
+
+// remove deletes key's file and the directories it leaves empty, under the
+// commit lock. It returns the directory whose entry was removed last (to
+// fsync), or "" if there was nothing to delete.
+func (d *Dir) remove(key string) (string, error) {
+	unlock, err := d.lock()
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	path := d.path(key)
+	fi, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return "", nil
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		return "", nil // other keys' directory, not an object
+	}
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", err
+	}
+	dir := filepath.Dir(path)
+	for dir != d.root && os.Remove(dir) == nil {
+		dir = filepath.Dir(dir)
+	}
+	return dir, nil
+}
+
+// lock takes the commit lock: the in-process mutex, then flock on the lock
+// file. The lock file is opened per commit, so a bucket needs no Close.
+func (d *Dir) lock() (unlock func(), err error) {
+	d.mu.Lock()
+	f, err := os.OpenFile(d.lockPath(), os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = d.missing(err); !errors.Is(err, ErrNoBucket) {
+			if err = os.MkdirAll(d.tmpDir(), 0o755); err == nil {
+				f, err = os.OpenFile(d.lockPath(), os.O_RDWR|os.O_CREATE, 0o644)
+			}
+		}
+	}
+	if err != nil {
+		d.mu.Unlock()
+		return nil, err
+	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		d.mu.Unlock()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() {
+		unlockFile(f)
+		f.Close()
+		d.mu.Unlock()
+	}, nil
+}
+
+// missing maps "no such file" to ErrNoBucket when the root itself is gone,
+// and to ErrNotFound otherwise (ENOTDIR: a parent of the key is an object).
+func (d *Dir) missing(err error) error {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		return err
+	}
+	if _, serr := os.Stat(d.root); errors.Is(serr, fs.ErrNotExist) {
+		return ErrNoBucket
+	}
+	return ErrNotFound
+}
+
+// removeStaleTemps deletes temporary files left by crashed writers. Best
+// effort: a failure here only leaves garbage behind.
+func (d *Dir) removeStaleTemps() {
+	ents, err := os.ReadDir(d.tmpDir())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleTempAge {
+			os.Remove(filepath.Join(d.tmpDir(), e.Name()))
+		}
+	}
+}
+
+// fileInfo describes the object stored in the file fi describes.
+func fileInfo(key string, fi fs.FileInfo) Info {
+	return Info{Key: key, Size: fi.Size(), ETag: etagOf(fi), ModTime: fi.ModTime()}
+}
+
+// etagOf is the ETag of a file version: modification time in nanoseconds,
+// inode number and size, in hex. See ETags on Dir.
+func etagOf(fi fs.FileInfo) string {
+	b := make([]byte, 0, 48)
+	b = strconv.AppendInt(b, fi.ModTime().UnixNano(), 16)
+	b = append(b, '-')
+	b = strconv.AppendUint(b, inode(fi), 16)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, fi.Size(), 16)
+	return string(b)
+}
+
+// syncDir fsyncs a directory so that renames and removals in it survive a
+// crash. A directory that has vanished meanwhile (its last key was deleted
+// by someone else) needs no sync.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ctxReader stops a long copy when the context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,340 @@
+package bucket_test
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+)
+
+func newDir(t *testing.T) (*bucket.Dir, string) {
+	t.Helper()
+	root := t.TempDir()
+	d, err := bucket.NewDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, root
+}
+
+// files lists the regular files under root, relative, with slashes.
+func files(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !e.IsDir() {
+			rel, _ := filepath.Rel(root, p)
+			out = append(out, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestDirLayout: objects are plain files holding exactly their bytes; no
+// temporary file survives a put; deleting the last key under a directory
+// removes the directory.
+func TestDirLayout(t *testing.T) {
+	d, root := newDir(t)
+	put(t, d, "a/b/c", "abc")
+	put(t, d, "a/d", "ad")
+	put(t, d, "a/d", "ad2")
+	if got, want := files(t, root), []string{".framectl/lock", "a/b/c", "a/d"}; !slices.Equal(got, want) {
+		t.Fatalf("files %q, want %q", got, want)
+	}
+	if data, err := os.ReadFile(filepath.Join(root, "a", "d")); err != nil || string(data) != "ad2" {
+		t.Fatalf("a/d on disk: %q %v", data, err)
+	}
+	del(t, d, "a/b/c")
+	if _, err := os.Stat(filepath.Join(root, "a", "b")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a/b left behind: %v", err)
+	}
+	del(t, d, "a/d")
+	if _, err := os.Stat(filepath.Join(root, "a")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a left behind: %v", err)
+	}
+	if _, err := os.Stat(root); err != nil {
+		t.Fatalf("the root itself must stay: %v", err)
+	}
+}
+
+// TestDirReservedHidden: the reserved directory and its files never show
+// in a listing, whatever the prefix.
+func TestDirReservedHidden(t *testing.T) {
+	d, root := newDir(t)
+	if err := os.WriteFile(filepath.Join(root, ".framectl", "tmp", "put-123"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	put(t, d, ".framectl2", "x")
+	put(t, d, "a/.framectl", "x")
+	for _, prefix := range []string{"", ".", ".f", ".framectl", ".framectl/", ".framectl/tmp/"} {
+		var got []string
+		for o, err := range bucket.All(t.Context(), d, prefix) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, o.Key)
+		}
+		for _, k := range got {
+			if k == ".framectl" || strings.HasPrefix(k, ".framectl/") {
+				t.Fatalf("prefix %q listed reserved %q", prefix, k)
+			}
+		}
+		if prefix == "" && !slices.Equal(got, []string{".framectl2", "a/.framectl"}) {
+			t.Fatalf("list: %q", got)
+		}
+	}
+}
+
+// TestDirListStaysInside: a prefix that no key can have lists nothing,
+// rather than a directory outside the root.
+func TestDirListStaysInside(t *testing.T) {
+	parent := t.TempDir()
+	root := filepath.Join(parent, "root")
+	if err := os.WriteFile(filepath.Join(parent, "outside"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := bucket.Open(t.Context(), "file://"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"../", "../o", "/", "//", "a/../../", "./"} {
+		if p := listPage(t, d, prefix, "", 0); len(p.Objects) != 0 {
+			t.Fatalf("prefix %q listed %+v", prefix, p.Objects)
+		}
+	}
+}
+
+// TestDirLeftoverDirectories: empty directories (a crash between creating
+// a key's parents and renaming it into place) are not keys: not listed, not
+// found, and no obstacle to putting their name.
+func TestDirLeftoverDirectories(t *testing.T) {
+	d, root := newDir(t)
+	if err := os.MkdirAll(filepath.Join(root, "e", "f", "g"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if p := listPage(t, d, "", "", 0); len(p.Objects) != 0 {
+		t.Fatalf("empty directories listed: %+v", p.Objects)
+	}
+	if _, err := d.Stat(t.Context(), "e"); !errors.Is(err, bucket.ErrNotFound) {
+		t.Fatalf("stat e: %v", err)
+	}
+	if _, err := d.Put(t.Context(), "e", strings.NewReader("e"), 1, bucket.Condition{IfAbsent: true}); err != nil {
+		t.Fatalf("put e over empty directories: %v", err)
+	}
+	if got, _ := mustGet(t, d, "e"); got != "e" {
+		t.Fatalf("e: %q", got)
+	}
+}
+
+// TestDirSymlinksSkipped: the bucket never makes symbolic links, and lists
+// none that someone else made.
+func TestDirSymlinksSkipped(t *testing.T) {
+	d, root := newDir(t)
+	put(t, d, "real", "x")
+	if err := os.Symlink(filepath.Join(root, "real"), filepath.Join(root, "link")); err != nil {
+		t.Skip("no symlinks here:", err)
+	}
+	if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{"real"}) {
+		t.Fatalf("list: %q", got)
+	}
+	_, _, err := d.Get(t.Context(), "link")
+	wantErr(t, err, bucket.ErrNotFound, "get", "link")
+	_, err = d.Stat(t.Context(), "link")
+	wantErr(t, err, bucket.ErrNotFound, "stat", "link")
+}
+
+// TestDirNoBucket: once the root is gone, every operation says so.
+func TestDirNoBucket(t *testing.T) {
+	d, root := newDir(t)
+	put(t, d, "k", "v")
+	if err := os.RemoveAll(root); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	_, _, err := d.Get(ctx, "k")
+	wantErr(t, err, bucket.ErrNoBucket, "get", "k")
+	_, err = d.Stat(ctx, "k")
+	wantErr(t, err, bucket.ErrNoBucket, "stat", "k")
+	for _, cond := range []bucket.Condition{{}, {IfAbsent: true}, {IfMatch: "x"}} {
+		_, err = d.Put(ctx, "k", strings.NewReader("v"), 1, cond)
+		wantErr(t, err, bucket.ErrNoBucket, "put", "k")
+	}
+	_, err = d.List(ctx, "p/", "", 0)
+	wantErr(t, err, bucket.ErrNoBucket, "list", "p/")
+	wantErr(t, d.Delete(ctx, "k"), bucket.ErrNoBucket, "delete", "k")
+	wantErr(t, d.DeleteMany(ctx, []string{"k"}), bucket.ErrNoBucket, "delete", "k")
+	if _, err := os.Stat(root); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("an operation re-created the root: %v", err)
+	}
+	if _, err := bucket.NewDir(root); !errors.Is(err, bucket.ErrNoBucket) {
+		t.Fatalf("NewDir of a missing directory: %v", err)
+	}
+}
+
+// TestDirStaleTemps: opening a bucket removes temporary files crashed
+// writers left, and only old ones (a live writer's file is recent).
+func TestDirStaleTemps(t *testing.T) {
+	_, root := newDir(t)
+	tmp := filepath.Join(root, ".framectl", "tmp")
+	old, fresh := filepath.Join(tmp, "put-old"), filepath.Join(tmp, "put-fresh")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bucket.NewDir(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale temporary file kept: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temporary file removed: %v", err)
+	}
+}
+
+// TestDirETagsNeverRepeat rewrites one key, with the same size every time
+// and often within one tick of the kernel's clock, and deletes and
+// re-creates it: no two versions share an ETag, so a compare-and-swap on an
+// old version can never succeed against a newer one.
+//
+// It runs on tmpfs too when /dev/shm exists: without fsync costs, puts are
+// fast enough there for many versions per tick of the kernel's clock.
+func TestDirETagsNeverRepeat(t *testing.T) {
+	roots := map[string]string{"tempdir": t.TempDir()}
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		shm, err := os.MkdirTemp("/dev/shm", "framectl-test-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(shm) })
+			roots["tmpfs"] = shm
+		}
+	}
+	for name, root := range roots {
+		t.Run(name, func(t *testing.T) {
+			d, err := bucket.NewDir(root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			testETagsNeverRepeat(t, d)
+		})
+	}
+}
+
+func testETagsNeverRepeat(t *testing.T, d *bucket.Dir) {
+	// Concurrent writers: their bodies are written and fsynced in
+	// parallel, then committed back to back, many versions per tick.
+	const writers, writes = 8, 50
+	etags := make([][]string, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range writes {
+				etags[w] = append(etags[w], put(t, d, "c", fmt.Sprintf("%04d", i%2)).ETag)
+			}
+		})
+	}
+	wg.Wait()
+	versions := map[string]bool{}
+	for _, es := range etags {
+		for _, e := range es {
+			if versions[e] {
+				t.Fatalf("two versions share the ETag %s", e)
+			}
+			versions[e] = true
+		}
+	}
+
+	seen := map[string]int{}
+	for i := range 500 {
+		body := fmt.Sprintf("%08d", i%3) // few distinct contents, one size
+		info := put(t, d, "k", body)
+		if j, dup := seen[info.ETag]; dup {
+			t.Fatalf("version %d has the ETag of version %d: %s", i, j, info.ETag)
+		}
+		seen[info.ETag] = i
+		if s, err := d.Stat(t.Context(), "k"); err != nil || s.ETag != info.ETag {
+			t.Fatalf("version %d: stat %+v %v, put %+v", i, s, err, info)
+		}
+		if i%5 == 4 {
+			del(t, d, "k")
+		}
+	}
+}
+
+// TestDirListRandom compares listings of random keys over a small alphabet
+// (rich in '!', '-', '.' and '/') with sorting, for random prefixes,
+// start-after points and page sizes.
+func TestDirListRandom(t *testing.T) {
+	d, _ := newDir(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "!-./0Aa"
+	randKey := func() string {
+		n := 1 + rng.IntN(7)
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	// Collect valid keys of which none is a "directory" of another.
+	var keys []string
+	conflicts := func(k string) bool {
+		for _, o := range keys {
+			if k == o || strings.HasPrefix(k, o+"/") || strings.HasPrefix(o, k+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for len(keys) < 200 {
+		k := randKey()
+		if bucket.CheckKey(k) == nil && !conflicts(k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, k := range keys {
+		put(t, d, k, k)
+	}
+	slices.Sort(keys)
+	for range 300 {
+		prefix, after := randKey(), randKey()
+		if rng.IntN(3) == 0 {
+			prefix = ""
+		}
+		if rng.IntN(3) == 0 {
+			after = ""
+		}
+		prefix = prefix[:rng.IntN(len(prefix)+1)]
+		limit := rng.IntN(10)
+		var want []string
+		for _, k := range keys {
+			if strings.HasPrefix(k, prefix) && k > after {
+				want = append(want, k)
+			}
+		}
+		if got := keysOf(listAll(t, d, prefix, after, limit)); !slices.Equal(got, want) {
+			t.Fatalf("list %q after %q limit %d:\n got %q\nwant %q", prefix, after, limit, got, want)
+		}
+	}
+}

@@ -1,0 +1,168 @@
+# frames.capnp: the wire schema of everything framectl stores in a bucket
+# besides JSON records. Package frames (frames/) is the only reader and writer;
+# it documents the file framing (gzip, message order) and every bound it
+# enforces while decoding. This file is part of the wire format: never renumber
+# a field, never change a type, never reuse a removed ordinal.
+#
+# Regenerate the Go code with `go generate ./capnp/...` (see gen.go).
+
+@0xfcd4d411d5ef8c4f;
+
+using Go = import "/go.capnp";
+$Go.package("capnp");
+$Go.import("github.com/framectl/framectl/capnp");
+
+const formatVersion :UInt16 = 1;
+# The value of BatchHeader.version and SnapshotHeader.version written today.
+# A reader rejects any other value: a newer writer must bump it only when an
+# old reader would misread the object.
+
+enum LaneKind {
+  # What a lane holds, and so how a frame changes it.
+  unspecified @0;
+  # Never written. A decoder rejects it (it is what a zeroed field reads as).
+  sqlitePages @1;
+  # A SQLite database file, replicated page by page (SqlitePages frames).
+}
+
+struct Frame {
+  # One change to one lane, written by one epoch, covering the sequence
+  # numbers firstSeq..=lastSeq. Sequence numbers count commits per actor and
+  # strictly increase across sessions. A frame made by the capture covers one
+  # commit (firstSeq == lastSeq); a batch merges a run of commits to one lane
+  # into one frame holding the newest version of each page.
+
+  epoch @0 :UInt64;
+  # Ownership epoch (the session) that wrote the frame. Equal to the epoch of
+  # the batch that carries it.
+
+  firstSeq @1 :UInt64;
+  # First sequence number covered (inclusive).
+
+  lastSeq @2 :UInt64;
+  # Last sequence number covered (inclusive); >= firstSeq.
+
+  lane @3 :UInt32;
+  # The lane changed. Lane 0 is the actor's SQLite database.
+
+  commitTime @4 :Int64;
+  # Commit time of the newest commit covered (lastSeq), in Unix nanoseconds,
+  # from the writer's wall clock. Used only for point-in-time restore targets.
+
+  union {
+    sqlitePages @5 :SqlitePages;
+    # Pages written to a sqlitePages lane.
+
+    newLane @6 :LaneKind;
+    # Create the lane, empty, with this kind. The lane must not exist.
+
+    initialize @7 :Void;
+    # Reset the lane to empty (zero bytes, checksum 0). A new database starts
+    # from this frame.
+
+    deleteLane @8 :Void;
+    # The lane no longer exists.
+
+    # Ordinals @9 and @10 are kept for SRS-style `write` and `consume` lanes.
+  }
+}
+
+struct SqlitePages {
+  # The pages one frame wrote to a SQLite database lane, and the rolling
+  # database checksum around them (see frames/checksum.go for its definition).
+
+  pageSize @0 :UInt32;
+  # Bytes per page: a power of two from 512 to 65536. Every page's data has
+  # exactly this length.
+
+  databasePages @1 :UInt32;
+  # Size of the database in pages after the frame. Pages past it are cut off;
+  # pages between the old size and this one that the frame does not carry are
+  # zero-filled.
+
+  checksumBefore @2 :UInt64;
+  # Database checksum before the frame: equal to the previous frame's
+  # checksumAfter (or the snapshot's checksum) for the same lane.
+
+  checksumAfter @3 :UInt64;
+  # Database checksum after the frame (pages written, size applied).
+
+  pages @4 :List(Page);
+  # Page numbers strictly ascending, each in 1..=databasePages.
+
+  continued @5 :Bool;
+  # The frame is split over several messages because its pages do not fit one
+  # message: true on every part but the last. Each part repeats the frame's
+  # other fields unchanged, and page numbers keep ascending across parts. The
+  # size and checksumAfter apply once the last part is applied.
+}
+
+struct Page {
+  number @0 :UInt32;
+  # 1-based page number, as SQLite numbers pages.
+
+  data @1 :Data;
+  # The page, exactly SqlitePages.pageSize bytes.
+}
+
+struct BatchHeader {
+  # First message of a batch file (log/<session>/<end frame>). The frames
+  # follow, one message each, in ascending sequence order, contiguous:
+  # each frame's firstSeq is the previous frame's lastSeq + 1, except for the
+  # later parts of a continued frame, which repeat the range.
+
+  version @0 :UInt16;
+  # formatVersion.
+
+  epoch @1 :UInt64;
+  # The session that wrote the batch; the <session> of its key.
+
+  firstSeq @2 :UInt64;
+  # firstSeq of the first frame.
+
+  lastSeq @3 :UInt64;
+  # lastSeq of the last frame; the <end frame> of its key.
+
+  frameCount @4 :UInt32;
+  # Number of frame messages that follow (each part of a continued frame
+  # counts as one message). At least 1.
+}
+
+struct SnapshotHeader {
+  # First and only message of a snapshot file (snapshot/<session>/<frame>).
+  # After it come the lanes' bytes, raw, in the order of `lanes`: exactly
+  # byteLength bytes for each.
+
+  version @0 :UInt16;
+  # formatVersion.
+
+  epoch @1 :UInt64;
+  # The session that wrote the snapshot; the <session> of its key.
+
+  seq @2 :UInt64;
+  # The snapshot holds the state after every frame through this sequence
+  # number; the <frame> of its key. 0 = before the first commit.
+
+  commitTime @3 :Int64;
+  # Commit time of frame `seq` (Unix nanoseconds), 0 when seq is 0.
+
+  lanes @4 :List(SnapshotLane);
+  # Lane numbers strictly ascending.
+}
+
+struct SnapshotLane {
+  lane @0 :UInt32;
+  # The lane's number.
+
+  kind @1 :LaneKind;
+  # What it holds.
+
+  pageSize @2 :UInt32;
+  # For sqlitePages lanes: bytes per page (a power of two, 512..65536).
+
+  byteLength @3 :UInt64;
+  # Bytes of the lane that follow the header: a multiple of pageSize.
+
+  checksum @4 :UInt64;
+  # Rolling database checksum of those bytes.
+}

@@ -1,0 +1,94 @@
+package frames
+
+// The rolling database checksum. Part of the wire format (frames and
+// snapshots carry it).
+//
+// For a database of n pages of P bytes:
+//
+//	h(i, page)  = xxhash64( be32(i) || page )        i = 1-based page number
+//	checksum    = h(1, page_1) XOR h(2, page_2) XOR ... XOR h(n, page_n)
+//
+// An empty database (n = 0) has checksum 0. Pages that exist but were never
+// written (a file extended without writing them) count as P zero bytes.
+// Because XOR is its own inverse, a write of page i changes the checksum by
+// h(i, old) XOR h(i, new), a truncation removes h(i, old) for each page cut,
+// and an extension adds h(i, zeros) for each page not written: the checksum
+// follows a database in O(pages changed), never O(database).
+//
+// The page number is inside the hash so that two equal pages at different
+// numbers do not cancel, and a page moved to another number is detected.
+
+import (
+	"encoding/binary"
+	"io"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// Checksum is a rolling database checksum.
+type Checksum uint64
+
+// PageHash returns h(pgno, page).
+func PageHash(pgno uint32, page []byte) uint64 {
+	var d xxhash.Digest
+	d.Reset()
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], pgno)
+	d.Write(n[:])
+	d.Write(page)
+	return d.Sum64()
+}
+
+// Add returns c with page pgno (content page) included. Use it for a page
+// that did not exist before.
+func (c Checksum) Add(pgno uint32, page []byte) Checksum {
+	return c ^ Checksum(PageHash(pgno, page))
+}
+
+// Remove returns c with page pgno (content page) taken out. Use it for a
+// page cut off by a truncation. (XOR makes it the same operation as Add; the
+// two names say which one the caller means.)
+func (c Checksum) Remove(pgno uint32, page []byte) Checksum {
+	return c ^ Checksum(PageHash(pgno, page))
+}
+
+// Replace returns c after page pgno changed from old to new.
+func (c Checksum) Replace(pgno uint32, old, new []byte) Checksum {
+	return c ^ Checksum(PageHash(pgno, old)) ^ Checksum(PageHash(pgno, new))
+}
+
+// DatabaseChecksum reads a whole database from r, page by page, and returns
+// its checksum and page count. A trailing partial page is an error: a
+// database file is always a whole number of pages.
+func DatabaseChecksum(r io.Reader, pageSize int) (Checksum, uint32, error) {
+	if !ValidPageSize(uint32(pageSize)) {
+		return 0, 0, &Error{Object: "database", Err: invalid("page size is not a power of two in 512..65536")}
+	}
+	page := make([]byte, pageSize)
+	var c Checksum
+	var n uint32
+	for {
+		_, err := io.ReadFull(r, page)
+		if err == io.EOF {
+			return c, n, nil
+		}
+		if err == io.ErrUnexpectedEOF {
+			return 0, 0, &Error{Object: "database", Err: corrupt("size is not a whole number of pages")}
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		if n == MaxDatabasePages {
+			return 0, 0, &Error{Object: "database", Err: tooLarge("more pages than SQLite allows")}
+		}
+		n++
+		c = c.Add(n, page)
+	}
+}
+
+// ValidPageSize reports whether n is a SQLite page size: a power of two from
+// 512 to 65536.
+func ValidPageSize(n uint32) bool { return n >= 512 && n <= 65536 && n&(n-1) == 0 }
+
+// MaxDatabasePages is SQLite's largest page count (SQLITE_MAX_PAGE_COUNT).
+const MaxDatabasePages = 0xfffffffe

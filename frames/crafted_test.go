@@ -1,0 +1,215 @@
+package frames
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+
+	capnp "capnproto.org/go/capnp/v3"
+
+	wire "github.com/framectl/framectl/capnp"
+)
+
+// sealed wraps raw content in framectl's gzip framing, as the writer would:
+// the tests below damage what is inside, not the wrapping.
+func sealed(t testing.TB, content ...[]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz, err := newGzipWriter(&buf, DefaultLevel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range content {
+		if _, err := gz.Write(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func marshal(t testing.TB, msg *capnp.Message) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := writeMessage(&buf, msg); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func headerMsg(t testing.TB, h BatchHeader, version uint16) []byte {
+	t.Helper()
+	msg, seg, _ := newMessage(64)
+	bh, _ := wire.NewRootBatchHeader(seg)
+	bh.SetVersion(version)
+	bh.SetEpoch(h.Epoch)
+	bh.SetFirstSeq(h.FirstSeq)
+	bh.SetLastSeq(h.LastSeq)
+	bh.SetFrameCount(h.FrameCount)
+	return marshal(t, msg)
+}
+
+func frameMsg(t testing.TB, f Frame) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := writeFrame(&buf, &f, f.SQLite.Pages, f.SQLite.Continued); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// A header claiming a 2 GiB segment is refused before anything is allocated
+// for it, whether it is the first message or a later one.
+func TestHugeSegmentClaimRejectedWithoutAllocating(t *testing.T) {
+	var claim [8]byte
+	binary.LittleEndian.PutUint32(claim[0:], 0)     // one segment
+	binary.LittleEndian.PutUint32(claim[4:], 1<<28) // 2^28 words = 2 GiB
+	good := headerMsg(t, BatchHeader{Epoch: 1, FirstSeq: 1, LastSeq: 1, FrameCount: 1}, wire.FormatVersion)
+	for name, data := range map[string][]byte{
+		"first message": sealed(t, claim[:], make([]byte, 64)),
+		"frame message": sealed(t, good, claim[:], make([]byte, 64)),
+		"segment count": sealed(t, []byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0}),
+	} {
+		var err error
+		alloc := allocated(func() { _, err = readAllFrames(data) })
+		if !errors.Is(err, ErrTooLarge) {
+			t.Errorf("%s: got %v, want ErrTooLarge", name, err)
+		}
+		if alloc > 1<<20 {
+			t.Errorf("%s: allocated %d bytes refusing it", name, alloc)
+		}
+		t.Logf("%s: %v (allocated %d bytes)", name, err, alloc)
+	}
+}
+
+func TestUnknownUnionTagRejected(t *testing.T) {
+	f := Frame{Epoch: 1, FirstSeq: 1, LastSeq: 1, Kind: KindInitialize}
+	msg, seg, _ := newMessage(128)
+	fr, _ := wire.NewRootFrame(seg)
+	fr.SetEpoch(f.Epoch)
+	fr.SetFirstSeq(1)
+	fr.SetLastSeq(1)
+	capnp.Struct(fr).SetUint16(28, 9) // the union tag kept for `write`
+	data := sealed(t, headerMsg(t, BatchHeader{Epoch: 1, FirstSeq: 1, LastSeq: 1, FrameCount: 1}, wire.FormatVersion), marshal(t, msg))
+	_, err := readAllFrames(data)
+	if !errors.Is(err, ErrUnknownKind) {
+		t.Fatalf("got %v, want ErrUnknownKind", err)
+	}
+}
+
+func TestUnknownFormatVersionRejected(t *testing.T) {
+	f := Frame{Epoch: 1, FirstSeq: 1, LastSeq: 1, Kind: KindInitialize}
+	data := sealed(t, headerMsg(t, BatchHeader{Epoch: 1, FirstSeq: 1, LastSeq: 1, FrameCount: 1}, 2), frameMsg(t, f))
+	_, err := readAllFrames(data)
+	if !errors.Is(err, ErrUnknownKind) {
+		t.Fatalf("got %v, want ErrUnknownKind", err)
+	}
+}
+
+// Frames that are well formed one by one but do not make a valid batch.
+func TestBatchStructureEnforced(t *testing.T) {
+	init := func(first, last uint64) Frame {
+		return Frame{Epoch: 1, FirstSeq: first, LastSeq: last, Kind: KindInitialize}
+	}
+	pages := func(first uint64, continued bool, numbers ...uint32) Frame {
+		f := Frame{Epoch: 1, FirstSeq: first, LastSeq: first, Kind: KindSQLitePages}
+		f.SQLite = SQLitePages{PageSize: 512, DatabasePages: 10, Continued: continued}
+		for _, n := range numbers {
+			f.SQLite.Pages = append(f.SQLite.Pages, Page{Number: n, Data: make([]byte, 512)})
+		}
+		return f
+	}
+	hdr := func(first, last uint64, count uint32) []byte {
+		return headerMsg(t, BatchHeader{Epoch: 1, FirstSeq: first, LastSeq: last, FrameCount: count}, wire.FormatVersion)
+	}
+	wrongEpoch := init(1, 1)
+	wrongEpoch.Epoch = 2
+	cases := map[string][][]byte{
+		"no header":            {},
+		"zero frames":          {hdr(1, 1, 0)},
+		"fewer frames":         {hdr(1, 2, 2), frameMsg(t, init(1, 1))},
+		"more frames":          {hdr(1, 1, 1), frameMsg(t, init(1, 1)), frameMsg(t, init(2, 2))},
+		"gap":                  {hdr(1, 3, 2), frameMsg(t, init(1, 1)), frameMsg(t, init(3, 3))},
+		"overlap":              {hdr(1, 3, 2), frameMsg(t, init(1, 2)), frameMsg(t, init(2, 3))},
+		"first mismatch":       {hdr(2, 2, 1), frameMsg(t, init(1, 2))},
+		"last mismatch":        {hdr(1, 3, 1), frameMsg(t, init(1, 2))},
+		"past last":            {hdr(1, 1, 1), frameMsg(t, init(1, 2))},
+		"wrong epoch":          {hdr(1, 1, 1), frameMsg(t, wrongEpoch)},
+		"ends continued":       {hdr(1, 1, 1), frameMsg(t, pages(1, true, 1))},
+		"part differs":         {hdr(1, 2, 2), frameMsg(t, pages(1, true, 1)), frameMsg(t, pages(2, false, 2))},
+		"part pages backwards": {hdr(1, 1, 2), frameMsg(t, pages(1, true, 3)), frameMsg(t, pages(1, false, 2))},
+		"range backwards":      {hdr(2, 1, 1), frameMsg(t, init(2, 1))},
+	}
+	for name, msgs := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := readAllFrames(sealed(t, msgs...))
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("got %v, want ErrCorrupt", err)
+			}
+		})
+	}
+	// And the valid version of the continued frame is accepted.
+	ok := sealed(t, hdr(1, 1, 2), frameMsg(t, pages(1, true, 1, 2)), frameMsg(t, pages(1, false, 3)))
+	if n, err := readAllFrames(ok); err != nil || n != 2 {
+		t.Fatalf("valid continued frame: %d messages, %v", n, err)
+	}
+	_, frames, err := ReadBatch(bytes.NewReader(ok), "", Limits{})
+	if err != nil || len(frames) != 1 || len(frames[0].SQLite.Pages) != 3 || frames[0].SQLite.Continued {
+		t.Fatalf("ReadBatch did not join the parts: %v %v", frames, err)
+	}
+}
+
+// An object larger than MaxBatchBytes stops at the limit instead of being
+// inflated to its end.
+func TestDecompressedSizeCapped(t *testing.T) {
+	frames := []Frame{bigFrame(Frame{Epoch: 1, LastSeq: 0}, 200)} // 200 KiB of pages
+	data := encodeBatch(t, 1, frames, WriteOptions{})
+	br, err := NewBatchReader(bytes.NewReader(data), "b", Limits{MaxBatchBytes: 64 << 10})
+	if err == nil {
+		_, err = br.Next()
+	}
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
+	}
+	if _, _, err := ReadBatch(bytes.NewReader(data), "b", Limits{MaxBatchBytes: 1 << 20}); err != nil {
+		t.Fatalf("under the cap: %v", err)
+	}
+}
+
+// A failure of the underlying reader is passed through, not called damage.
+func TestReaderErrorsPassThrough(t *testing.T) {
+	data := smallBatch(t)
+	boom := errors.New("connection reset")
+	for _, cut := range []int{0, 5, 300, len(data) - 20} {
+		r := io.MultiReader(bytes.NewReader(data[:cut]), &failingReader{boom})
+		_, err := readAllFramesFrom(r)
+		if !errors.Is(err, boom) {
+			t.Fatalf("cut %d: got %v, want the reader's error", cut, err)
+		}
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTruncated) {
+			t.Fatalf("cut %d: a network error was reported as damage: %v", cut, err)
+		}
+	}
+}
+
+type failingReader struct{ err error }
+
+func (f *failingReader) Read([]byte) (int, error) { return 0, f.err }
+
+func readAllFramesFrom(r io.Reader) (int, error) {
+	br, err := NewBatchReader(r, "b", Limits{})
+	if err != nil {
+		return 0, err
+	}
+	for n := 0; ; n++ {
+		if _, err := br.Next(); err == io.EOF {
+			return n, nil
+		} else if err != nil {
+			return n, err
+		}
+	}
+}

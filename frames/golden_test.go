@@ -1,0 +1,98 @@
+package frames
+
+import (
+	"bytes"
+	"compress/gzip"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+
+// goldenBatch and goldenSnapshot are fixed samples whose encodings are
+// pinned. The .content files hold the decompressed bytes (the Cap'n Proto
+// encoding, deterministic); the .gz files are whole objects as written when
+// the format was fixed, which every later build must still read.
+func goldenBatch() (uint64, []Frame) {
+	p := func(n uint32, b byte) Page { return Page{Number: n, Data: bytes.Repeat([]byte{b}, 512)} }
+	return 3, []Frame{
+		{Epoch: 3, FirstSeq: 1, LastSeq: 1, CommitTime: 1700000000000000001, Kind: KindInitialize},
+		{Epoch: 3, FirstSeq: 2, LastSeq: 4, CommitTime: 1700000000000000004, Kind: KindSQLitePages,
+			SQLite: SQLitePages{PageSize: 512, DatabasePages: 2, Before: 0, After: 0x1122334455667788, Pages: []Page{p(1, 0xaa), p(2, 0xbb)}}},
+		{Epoch: 3, FirstSeq: 5, LastSeq: 5, Lane: 1, CommitTime: 1700000000000000005, Kind: KindNewLane, NewLane: LaneSQLitePages},
+		{Epoch: 3, FirstSeq: 6, LastSeq: 6, Lane: 1, CommitTime: 1700000000000000006, Kind: KindDeleteLane},
+	}
+}
+
+func goldenSnapshot() (Snapshot, []byte) {
+	lane := bytes.Repeat([]byte{0x5a}, 1024)
+	sum, _, _ := DatabaseChecksum(bytes.NewReader(lane), 512)
+	return Snapshot{Epoch: 3, Seq: 6, CommitTime: 1700000000000000006, Lanes: []SnapshotLane{
+		{Lane: 0, Kind: LaneSQLitePages, PageSize: 512, Bytes: 1024, Checksum: sum},
+	}}, lane
+}
+
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b)) // the standard library reads our files
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func golden(t *testing.T, name string, encoded []byte) []byte {
+	t.Helper()
+	dir := filepath.Join("testdata", "golden")
+	content := gunzip(t, encoded)
+	if *update {
+		os.MkdirAll(dir, 0o755)
+		if err := os.WriteFile(filepath.Join(dir, name+".content"), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".gz"), encoded, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(filepath.Join(dir, name+".content"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(content, want) {
+		t.Fatalf("%s: encoding changed (%d bytes, golden %d). The wire format must not change; if this is a deliberate new version, bump FormatVersion and add new golden files", name, len(content), len(want))
+	}
+	old, err := os.ReadFile(filepath.Join(dir, name+".gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return old
+}
+
+func TestGoldenBatch(t *testing.T) {
+	epoch, frames := goldenBatch()
+	old := golden(t, "batch-v1", encodeBatch(t, epoch, frames, WriteOptions{}))
+	_, got, err := ReadBatch(bytes.NewReader(old), "", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	framesEqual(t, got, frames)
+}
+
+func TestGoldenSnapshot(t *testing.T) {
+	hdr, lane := goldenSnapshot()
+	old := golden(t, "snapshot-v1", encodeSnapshot(t, hdr, lane))
+	got, lanes, err := readSnapshot(old, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Lanes[0] != hdr.Lanes[0] || got.Seq != hdr.Seq || !bytes.Equal(lanes[0], lane) {
+		t.Fatalf("golden snapshot decodes as %+v", got)
+	}
+}

@@ -1,0 +1,308 @@
+package frames
+
+// The gzip file that wraps every batch and snapshot. Part of the wire format.
+//
+//	content member:
+//	+----+----+----+----+----+----+----+----+----+----+
+//	| 1f | 8b | 08 | 00 | 00   00   00   00 | 00 | ff |  header, always these 10 bytes:
+//	+----+----+----+----+----+----+----+----+----+----+  deflate, no flags, MTIME 0, XFL 0, OS unknown
+//	| raw DEFLATE stream (RFC 1951) of the content ... |
+//	+----+----+----+----+----+----+----+----+
+//	| CRC-32 of content | content length    |          trailer, little-endian, length mod 2^32
+//	+----+----+----+----+----+----+----+----+
+//	seal member (34 bytes, empty content):
+//	+----+----+----+----+----+----+----+----+----+----+----+----+
+//	| 1f | 8b | 08 | 04 | 00   00   00   00 | 00 | ff | 0c   00 |  FLG = FEXTRA, XLEN = 12
+//	+----+----+----+----+----+----+----+----+----+----+----+----+
+//	| 'F'| 'C'| 08   00 | xxhash64 of every byte before the seal|  extra subfield "FC", 8 bytes, LE
+//	+----+----+----+----+----+----+----+----+----+----+----+----+
+//	| 03   00 | 00   00   00   00   00   00   00   00 |            empty final block, CRC 0, ISIZE 0
+//	+----+----+----+----+----+----+----+----+----+----+
+//
+// Both members are standard gzip (RFC 1952), so gunzip reads the file and
+// outputs exactly the content. Why the seal: the content member's CRC-32
+// covers the decompressed bytes only, and DEFLATE is not one-to-one: a
+// flipped bit in a match distance can point at identical bytes elsewhere and
+// decompress to the same content, and padding bits are never read. The seal
+// hashes the stored bytes themselves, so any change to the object is
+// detected, not only changes that alter its content.
+//
+// The reader accepts only what the writer makes: exactly these headers, one
+// content member, the seal, and nothing after it. The content is untrusted
+// until the reader reports io.EOF, which it does only after checking the
+// trailer and the seal.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"hash"
+	"hash/crc32"
+	"io"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/flate"
+)
+
+var gzipHeader = [10]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
+
+const gzipTrailerLen = 8
+
+// sealLen is the size of the seal member; sealTemplate is it with a zero
+// hash at sealHashAt.
+const (
+	sealLen    = 34
+	sealHashAt = 16
+)
+
+var sealTemplate = [sealLen]byte{
+	0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 12, 0, // header, FEXTRA, XLEN 12
+	'F', 'C', 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, // subfield FC, LEN 8, hash
+	3, 0, // empty final fixed-Huffman block
+	0, 0, 0, 0, 0, 0, 0, 0, // CRC-32 and ISIZE of nothing
+}
+
+// hashWriter hashes every byte written through it.
+type hashWriter struct {
+	w io.Writer
+	h *xxhash.Digest
+}
+
+func (hw hashWriter) Write(p []byte) (int, error) {
+	n, err := hw.w.Write(p)
+	hw.h.Write(p[:n])
+	return n, err
+}
+
+// gzipWriter writes the content member and, on Close, the seal.
+type gzipWriter struct {
+	w    hashWriter
+	fw   *flate.Writer
+	crc  hash.Hash32
+	size uint64
+	err  error
+}
+
+func newGzipWriter(w io.Writer, level int) (*gzipWriter, error) {
+	hw := hashWriter{w: w, h: xxhash.New()}
+	fw, err := flate.NewWriter(hw, level)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := hw.Write(gzipHeader[:]); err != nil {
+		return nil, err
+	}
+	return &gzipWriter{w: hw, fw: fw, crc: crc32.NewIEEE()}, nil
+}
+
+func (g *gzipWriter) Write(p []byte) (int, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
+	g.crc.Write(p)
+	g.size += uint64(len(p))
+	n, err := g.fw.Write(p)
+	g.err = err
+	return n, err
+}
+
+// Close finishes the deflate stream and writes the trailer and the seal. It
+// does not close the underlying writer.
+func (g *gzipWriter) Close() error {
+	if g.err != nil {
+		return g.err
+	}
+	if err := g.fw.Close(); err != nil {
+		g.err = err
+		return err
+	}
+	var t [gzipTrailerLen]byte
+	binary.LittleEndian.PutUint32(t[0:], g.crc.Sum32())
+	binary.LittleEndian.PutUint32(t[4:], uint32(g.size))
+	if _, err := g.w.Write(t[:]); err != nil {
+		g.err = err
+		return err
+	}
+	seal := sealTemplate
+	binary.LittleEndian.PutUint64(seal[sealHashAt:], g.w.h.Sum64())
+	if _, err := g.w.w.Write(seal[:]); err != nil {
+		g.err = err
+		return err
+	}
+	g.err = errWriterClosed
+	return nil
+}
+
+var errWriterClosed = errors.New("frames: writer already closed")
+
+// gzipReader reads the content of a sealed gzip file, enforcing a cap on the
+// content length. Its errors are problems (matching the package sentinels)
+// except for failures of the underlying reader, which pass through
+// unchanged.
+type gzipReader struct {
+	sr  *srcReader
+	src *bufio.Reader // an io.ByteReader, so flate stops exactly at the end of its stream
+	fr  io.ReadCloser
+	crc hash.Hash32
+	n   uint64 // content bytes returned so far
+	max uint64
+	err error // sticky; io.EOF once trailer and seal are verified
+}
+
+// srcReader sits under the bufio.Reader. It remembers a failure of the
+// underlying reader, so that a network error is passed through as it is and
+// never reported as damage, and it hashes every byte of the object except
+// the last sealLen, which it holds back: when the object has been read to its
+// end, the hash covers exactly what the seal must declare.
+type srcReader struct {
+	r    io.Reader
+	err  error
+	h    *xxhash.Digest
+	tail [sealLen]byte
+	nt   int // bytes held in tail
+}
+
+func (s *srcReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.account(p[:n])
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
+// account hashes the bytes that can no longer be among the last sealLen.
+func (s *srcReader) account(p []byte) {
+	if s.nt+len(p) <= sealLen {
+		s.nt += copy(s.tail[s.nt:], p)
+		return
+	}
+	drop := s.nt + len(p) - sealLen // oldest bytes to hash now
+	if drop <= s.nt {
+		s.h.Write(s.tail[:drop])
+		s.nt = copy(s.tail[:], s.tail[drop:s.nt])
+		s.nt += copy(s.tail[s.nt:], p)
+		return
+	}
+	s.h.Write(s.tail[:s.nt])
+	s.h.Write(p[:drop-s.nt])
+	s.nt = copy(s.tail[:], p[drop-s.nt:])
+}
+
+func newGzipReader(r io.Reader, max uint64) (*gzipReader, error) {
+	sr := &srcReader{r: r, h: xxhash.New()}
+	src := bufio.NewReaderSize(sr, 64<<10)
+	var h [len(gzipHeader)]byte
+	n, err := io.ReadFull(src, h[:])
+	switch {
+	case sr.err != nil:
+		return nil, sr.err
+	case n == 0:
+		return nil, truncated("empty object")
+	case err != nil:
+		return nil, truncated("object ends inside the gzip header")
+	case h[0] != gzipHeader[0] || h[1] != gzipHeader[1]:
+		return nil, corrupt("not a gzip stream")
+	case h != gzipHeader:
+		return nil, corrupt("gzip header differs from the one framectl writes")
+	}
+	g := &gzipReader{sr: sr, src: src, crc: crc32.NewIEEE(), max: max}
+	g.fr = flate.NewReader(src)
+	return g, nil
+}
+
+func (g *gzipReader) srcErr() error { return g.sr.err }
+
+func (g *gzipReader) Read(p []byte) (int, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	n, err := g.fr.Read(p)
+	if n > 0 {
+		g.crc.Write(p[:n])
+		g.n += uint64(n)
+		if g.n > g.max {
+			g.err = tooLarge("decompressed content exceeds the limit")
+			return 0, g.err
+		}
+	}
+	switch {
+	case err == nil:
+		return n, nil
+	case err == io.EOF:
+		if g.err = g.finish(); g.err == nil {
+			g.err = io.EOF
+		}
+	case g.srcErr() != nil:
+		g.err = g.srcErr()
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		g.err = truncated("object ends inside the compressed stream")
+	default:
+		g.err = corruptCause("compressed stream is damaged", err)
+	}
+	return n, g.err
+}
+
+// finish checks the trailer, the seal, and that nothing follows.
+func (g *gzipReader) finish() error {
+	var t [gzipTrailerLen]byte
+	if _, err := io.ReadFull(g.src, t[:]); err != nil {
+		if e := g.srcErr(); e != nil {
+			return e
+		}
+		return truncated("object ends inside the gzip trailer")
+	}
+	if binary.LittleEndian.Uint32(t[0:]) != g.crc.Sum32() {
+		return corrupt("gzip checksum mismatch")
+	}
+	if binary.LittleEndian.Uint32(t[4:]) != uint32(g.n) {
+		return corrupt("gzip length mismatch")
+	}
+	var seal [sealLen]byte
+	if n, err := io.ReadFull(g.src, seal[:]); err != nil {
+		if e := g.srcErr(); e != nil {
+			return e
+		}
+		if n == 0 {
+			return truncated("object ends before its seal")
+		}
+		return truncated("object ends inside its seal")
+	}
+	if _, err := g.src.ReadByte(); err != io.EOF {
+		if e := g.srcErr(); e != nil {
+			return e
+		}
+		return corrupt("trailing bytes after the seal")
+	}
+	// The whole object has been read: the source holds back exactly the
+	// seal and has hashed everything before it.
+	want := sealTemplate
+	binary.LittleEndian.PutUint64(want[sealHashAt:], g.sr.h.Sum64())
+	if seal != want {
+		got := seal
+		binary.LittleEndian.PutUint64(got[sealHashAt:], 0)
+		if got != sealTemplate {
+			return corrupt("seal member differs from the one framectl writes")
+		}
+		return corrupt("seal hash mismatch: the stored bytes were altered")
+	}
+	return nil
+}
+
+// verifyEnd reads what is left of the stream and reports whether it ended
+// exactly where the content should have: no more content, valid trailer and
+// seal.
+func (g *gzipReader) verifyEnd() error {
+	var b [1]byte
+	n, err := io.ReadFull(g, b[:])
+	if n > 0 {
+		return corrupt("content continues past its declared end")
+	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,356 @@
+package frames
+
+// Key layout and number encoding. This is part of the wire format: keys
+// written today must parse the same way forever.
+//
+//	do/<namespace>/<actor>/own.json                    ownership record
+//	do/<namespace>/<actor>/log/<session>/<end frame>   a batch file
+//	do/<namespace>/<actor>/snapshot/<session>/<frame>  a snapshot file
+//	nodes/<node>.json                                  a node's lease
+//
+// <namespace> is NamespaceID(tenant, namespace): 22 characters of unpadded
+// base64url. <actor> is the lowercase hex of the actor's ID bytes (1 to 128
+// bytes). <session> is the ownership epoch that wrote the object, <end frame>
+// the last sequence number in the batch, <frame> the sequence number the
+// snapshot covers through. <node> is 1 to 64 characters of [a-z0-9-] not
+// starting with '-'.
+//
+// Numbers are length-prefixed lowercase hex. Ascending, asc(n) is one hex
+// digit holding (number of digits - 1) followed by the digits of n without
+// leading zeros:
+//
+//	0 -> "00"   15 -> "0f"   16 -> "110"   256 -> "2100"   2^64-1 -> "fffffffffffffffff"
+//
+// The length digit makes every shorter number sort before every longer one,
+// so byte order equals numeric order and no encoding is a prefix of another.
+// Descending, desc(n) replaces every character c of asc(n) with 15 - c, which
+// reverses the order: sessions and snapshot frames are descending, so a
+// listing shows the newest first; batch end frames are ascending, so a
+// session's log lists in replay order.
+//
+// No key is a "directory" of another key (versitygw and the directory bucket
+// store keys as files): own.json, log/ and snapshot/ are siblings, and every
+// number is a leaf or a directory, never both at one level.
+//
+// Parsing is strict: a string parses only if the encoder produces exactly
+// that string, so two keys never name the same object.
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+const hexDigits = "0123456789abcdef"
+
+// MaxAscLen is the longest encoding of a uint64: length digit + 16 digits.
+const MaxAscLen = 17
+
+// AppendAsc appends asc(n) to dst.
+func AppendAsc(dst []byte, n uint64) []byte {
+	var digits [16]byte
+	i := len(digits)
+	for {
+		i--
+		digits[i] = hexDigits[n&15]
+		n >>= 4
+		if n == 0 {
+			break
+		}
+	}
+	dst = append(dst, hexDigits[len(digits)-i-1])
+	return append(dst, digits[i:]...)
+}
+
+// AppendDesc appends desc(n) to dst.
+func AppendDesc(dst []byte, n uint64) []byte {
+	start := len(dst)
+	dst = AppendAsc(dst, n)
+	for i := start; i < len(dst); i++ {
+		dst[i] = hexDigits[15-hexValue(dst[i])]
+	}
+	return dst
+}
+
+// Asc returns the ascending encoding of n.
+func Asc(n uint64) string { return string(AppendAsc(make([]byte, 0, MaxAscLen), n)) }
+
+// Desc returns the descending encoding of n.
+func Desc(n uint64) string { return string(AppendDesc(make([]byte, 0, MaxAscLen), n)) }
+
+// hexValue returns the value of a lowercase hex digit, or 255.
+func hexValue(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return 255
+}
+
+// ParseAsc parses an ascending number, accepting only what Asc produces.
+func ParseAsc(s string) (uint64, error) { return parseNumber(s, false) }
+
+// ParseDesc parses a descending number, accepting only what Desc produces.
+func ParseDesc(s string) (uint64, error) { return parseNumber(s, true) }
+
+func parseNumber(s string, desc bool) (uint64, error) {
+	fail := func(msg string) (uint64, error) {
+		return 0, &Error{Object: "number", Key: strconv.Quote(s), Err: invalid(msg)}
+	}
+	if len(s) < 2 || len(s) > MaxAscLen {
+		return fail("length out of range")
+	}
+	digit := func(i int) byte {
+		v := hexValue(s[i])
+		if desc && v != 255 {
+			v = 15 - v
+		}
+		return v
+	}
+	n := digit(0)
+	if n == 255 {
+		return fail("not lowercase hex")
+	}
+	if int(n)+2 != len(s) {
+		return fail("length digit does not match")
+	}
+	if len(s) > 2 && digit(1) == 0 {
+		return fail("leading zero")
+	}
+	var v uint64
+	for i := 1; i < len(s); i++ {
+		d := digit(i)
+		if d == 255 {
+			return fail("not lowercase hex")
+		}
+		v = v<<4 | uint64(d)
+	}
+	return v, nil
+}
+
+// namespaceLabel starts the bytes hashed into a namespace ID, so the hash
+// can never collide with another use of SHA-256 over the same strings.
+const namespaceLabel = "framectl namespace v1"
+
+// NamespaceID returns the <namespace> path element for a tenant (empty by
+// default) and a namespace's unique key:
+//
+//	base64url_nopad( SHA-256( label || be32(len(tenant)) || tenant
+//	                                || be32(len(namespace)) || namespace )[:16] )
+//
+// where label is the 21 ASCII bytes "framectl namespace v1" and be32 is a
+// 4-byte big-endian length. The length prefixes keep ("ab","c") and
+// ("a","bc") apart. The result is always 22 characters of [A-Za-z0-9_-].
+func NamespaceID(tenant, namespace string) string {
+	h := sha256.New()
+	var n [4]byte
+	h.Write([]byte(namespaceLabel))
+	binary.BigEndian.PutUint32(n[:], uint32(len(tenant)))
+	h.Write(n[:])
+	h.Write([]byte(tenant))
+	binary.BigEndian.PutUint32(n[:], uint32(len(namespace)))
+	h.Write(n[:])
+	h.Write([]byte(namespace))
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+// namespaceEncoding rejects non-zero padding bits, so a namespace ID has
+// exactly one spelling.
+var namespaceEncoding = base64.RawURLEncoding.Strict()
+
+func validNamespace(ns string) bool {
+	if len(ns) != 22 {
+		return false
+	}
+	var b [16]byte
+	n, err := namespaceEncoding.Decode(b[:], []byte(ns))
+	return err == nil && n == 16
+}
+
+// MaxActorIDBytes bounds actor IDs (and so key lengths: S3 allows 1,024).
+const MaxActorIDBytes = 128
+
+// ActorKey returns the <actor> path element for an actor ID.
+func ActorKey(id []byte) string { return hex.EncodeToString(id) }
+
+func validActor(a string) bool {
+	if len(a) < 2 || len(a) > 2*MaxActorIDBytes || len(a)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if hexValue(a[i]) == 255 {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxNodeIDLen bounds node IDs.
+const MaxNodeIDLen = 64
+
+// ValidNodeID reports whether id can name a node: 1 to 64 characters of
+// [a-z0-9-], not starting with '-'.
+func ValidNodeID(id string) bool {
+	if len(id) == 0 || len(id) > MaxNodeIDLen || id[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// KeyKind says which kind of object a key names.
+type KeyKind uint8
+
+const (
+	KeyOwn      KeyKind = iota + 1 // do/<ns>/<actor>/own.json
+	KeyLog                         // do/<ns>/<actor>/log/<session>/<end frame>
+	KeySnapshot                    // do/<ns>/<actor>/snapshot/<session>/<frame>
+	KeyNode                        // nodes/<node>.json
+)
+
+func (k KeyKind) String() string {
+	switch k {
+	case KeyOwn:
+		return "own"
+	case KeyLog:
+		return "log"
+	case KeySnapshot:
+		return "snapshot"
+	case KeyNode:
+		return "node"
+	}
+	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Key is a parsed object key. Fields not used by Kind are zero.
+type Key struct {
+	Kind      KeyKind
+	Namespace string // NamespaceID form
+	Actor     string // lowercase hex
+	Session   uint64 // KeyLog, KeySnapshot
+	Frame     uint64 // KeyLog: end frame; KeySnapshot: frame covered through
+	Node      string // KeyNode
+}
+
+// Actor names one actor's objects: do/<Namespace>/<Actor>/.
+type Actor struct {
+	Namespace string // NamespaceID form
+	Actor     string // lowercase hex
+}
+
+// Valid reports whether both elements are well formed.
+func (a Actor) Valid() bool { return validNamespace(a.Namespace) && validActor(a.Actor) }
+
+// Prefix returns "do/<ns>/<actor>/".
+func (a Actor) Prefix() string { return "do/" + a.Namespace + "/" + a.Actor + "/" }
+
+// OwnKey returns the key of the actor's ownership record.
+func (a Actor) OwnKey() string { return a.Prefix() + "own.json" }
+
+// LogPrefix returns the prefix of every batch of the actor.
+func (a Actor) LogPrefix() string { return a.Prefix() + "log/" }
+
+// SnapshotPrefix returns the prefix of every snapshot of the actor.
+func (a Actor) SnapshotPrefix() string { return a.Prefix() + "snapshot/" }
+
+// LogSessionPrefix returns the prefix of one session's batches.
+func (a Actor) LogSessionPrefix(session uint64) string {
+	return string(AppendDesc([]byte(a.LogPrefix()), session)) + "/"
+}
+
+// SnapshotSessionPrefix returns the prefix of one session's snapshots.
+func (a Actor) SnapshotSessionPrefix(session uint64) string {
+	return string(AppendDesc([]byte(a.SnapshotPrefix()), session)) + "/"
+}
+
+// LogKey returns the key of the batch of session that ends at frame end.
+func (a Actor) LogKey(session, end uint64) string {
+	return string(AppendAsc([]byte(a.LogSessionPrefix(session)), end))
+}
+
+// SnapshotKey returns the key of session's snapshot through frame.
+func (a Actor) SnapshotKey(session, frame uint64) string {
+	return string(AppendDesc([]byte(a.SnapshotSessionPrefix(session)), frame))
+}
+
+// NodesPrefix is the prefix of every node lease.
+const NodesPrefix = "nodes/"
+
+// NodeKey returns the key of a node's lease. id must satisfy ValidNodeID.
+func NodeKey(id string) string { return NodesPrefix + id + ".json" }
+
+// String re-encodes the key.
+func (k Key) String() string {
+	a := Actor{Namespace: k.Namespace, Actor: k.Actor}
+	switch k.Kind {
+	case KeyOwn:
+		return a.OwnKey()
+	case KeyLog:
+		return a.LogKey(k.Session, k.Frame)
+	case KeySnapshot:
+		return a.SnapshotKey(k.Session, k.Frame)
+	case KeyNode:
+		return NodeKey(k.Node)
+	}
+	return ""
+}
+
+// ActorOf returns the actor a key belongs to (zero for node keys).
+func (k Key) ActorOf() Actor { return Actor{Namespace: k.Namespace, Actor: k.Actor} }
+
+// ParseKey parses an object key, accepting only keys the encoder produces.
+func ParseKey(s string) (Key, error) {
+	fail := func(msg string) (Key, error) {
+		return Key{}, &Error{Object: "key", Key: strconv.Quote(s), Err: invalid(msg)}
+	}
+	if rest, ok := strings.CutPrefix(s, NodesPrefix); ok {
+		id, ok := strings.CutSuffix(rest, ".json")
+		if !ok || !ValidNodeID(id) {
+			return fail("not nodes/<node>.json with a valid node ID")
+		}
+		return Key{Kind: KeyNode, Node: id}, nil
+	}
+	parts := strings.Split(s, "/")
+	if len(parts) < 4 || parts[0] != "do" {
+		return fail("not under do/<namespace>/<actor>/ or nodes/")
+	}
+	k := Key{Namespace: parts[1], Actor: parts[2]}
+	if !validNamespace(k.Namespace) {
+		return fail("bad namespace element")
+	}
+	if !validActor(k.Actor) {
+		return fail("bad actor element")
+	}
+	switch {
+	case len(parts) == 4 && parts[3] == "own.json":
+		k.Kind = KeyOwn
+		return k, nil
+	case len(parts) == 6 && (parts[3] == "log" || parts[3] == "snapshot"):
+		var err error
+		if k.Session, err = ParseDesc(parts[4]); err != nil {
+			return fail("bad session number")
+		}
+		if parts[3] == "log" {
+			k.Kind = KeyLog
+			k.Frame, err = ParseAsc(parts[5])
+		} else {
+			k.Kind = KeySnapshot
+			k.Frame, err = ParseDesc(parts[5])
+		}
+		if err != nil {
+			return fail("bad frame number")
+		}
+		return k, nil
+	}
+	return fail("unknown object under the actor")
+}

@@ -1,0 +1,205 @@
+package frames
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestNumberEncodingExamples(t *testing.T) {
+	for n, want := range map[uint64]string{
+		0: "00", 1: "01", 15: "0f", 16: "110", 255: "1ff", 256: "2100", 4096: "31000",
+		math.MaxUint64: "fffffffffffffffff",
+	} {
+		if got := Asc(n); got != want {
+			t.Errorf("Asc(%d) = %q, want %q", n, got, want)
+		}
+		desc := []byte(want)
+		for i, c := range desc {
+			desc[i] = hexDigits[15-hexValue(c)]
+		}
+		if got := Desc(n); got != string(desc) {
+			t.Errorf("Desc(%d) = %q, want %q", n, got, desc)
+		}
+	}
+	if Desc(0) != "ff" || Desc(math.MaxUint64) != "00000000000000000" {
+		t.Errorf("Desc(0) = %q, Desc(max) = %q", Desc(0), Desc(math.MaxUint64))
+	}
+}
+
+// numbers returns edge values plus random ones of every length.
+func numbers(rng *rand.Rand) []uint64 {
+	ns := []uint64{0, 1, 15, 16, 255, 256, 4095, 4096, 1<<32 - 1, 1 << 32, math.MaxUint64 - 1, math.MaxUint64}
+	for bits := 1; bits <= 64; bits++ {
+		for range 30 {
+			ns = append(ns, rng.Uint64()>>(64-bits))
+		}
+	}
+	return ns
+}
+
+func TestNumberEncodingSortsAndParses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	ns := numbers(rng)
+	for _, n := range ns {
+		a, d := Asc(n), Desc(n)
+		if got, err := ParseAsc(a); err != nil || got != n {
+			t.Fatalf("ParseAsc(Asc(%d)=%q) = %d, %v", n, a, got, err)
+		}
+		if got, err := ParseDesc(d); err != nil || got != n {
+			t.Fatalf("ParseDesc(Desc(%d)=%q) = %d, %v", n, d, got, err)
+		}
+		// A string is only ever one direction's encoding of one number;
+		// parsing it the other way either fails or gives another number.
+		if got, err := ParseDesc(a); err == nil && Desc(got) != a {
+			t.Fatalf("ParseDesc accepted non-canonical %q", a)
+		}
+	}
+	// Sorting the encodings sorts the numbers (descending: reversed).
+	for range 2000 {
+		x, y := ns[rng.IntN(len(ns))], ns[rng.IntN(len(ns))]
+		if c := strings.Compare(Asc(x), Asc(y)); c != cmp(x, y) {
+			t.Fatalf("Asc(%d) vs Asc(%d): %d", x, y, c)
+		}
+		if c := strings.Compare(Desc(x), Desc(y)); c != -cmp(x, y) {
+			t.Fatalf("Desc(%d) vs Desc(%d): %d", x, y, c)
+		}
+		// No encoding is a proper prefix of another: keys never nest.
+		if x != y && (strings.HasPrefix(Asc(x), Asc(y)) || strings.HasPrefix(Desc(x), Desc(y))) {
+			t.Fatalf("%d and %d: one encoding is a prefix of the other", x, y)
+		}
+	}
+	sorted := slices.Clone(ns)
+	slices.Sort(sorted)
+	enc := make([]string, len(ns))
+	for i, n := range ns {
+		enc[i] = Asc(n)
+	}
+	slices.Sort(enc)
+	for i, n := range sorted {
+		if enc[i] != Asc(n) {
+			t.Fatalf("position %d: %q, want %q", i, enc[i], Asc(n))
+		}
+	}
+}
+
+func cmp(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+func TestMalformedNumbersRejected(t *testing.T) {
+	for _, s := range []string{
+		"", "0", "1", "000", "01f", // wrong length
+		"100",                  // leading zero
+		"0F", "0g", "0 ", "-1", // not lowercase hex
+		"g0", "fffffffffffffffff0", "ffffffffffffffffff", // too long
+		"f0fffffffffffffff", // leading zero at full length
+	} {
+		if n, err := ParseAsc(s); err == nil {
+			t.Errorf("ParseAsc(%q) = %d, want error", s, n)
+		} else if !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseAsc(%q): %v does not match ErrInvalid", s, err)
+		}
+	}
+	for _, s := range []string{"", "f", "fff", "eff" /* desc of a leading zero */, "fF"} {
+		if n, err := ParseDesc(s); err == nil {
+			t.Errorf("ParseDesc(%q) = %d, want error", s, n)
+		}
+	}
+}
+
+func TestNamespaceIDBytes(t *testing.T) {
+	// Pinned, and computed independently from the documented bytes with
+	// Python's hashlib, so other tools can compute namespace paths. Changing
+	// these values would move every actor.
+	for _, c := range []struct{ tenant, ns, want string }{
+		{"", "", "HZkHHxu4pB4WiX40ENaYYQ"},
+		{"", "chat", "Z2AOGpZifMEoHkjkYx4iOQ"},
+		{"acme", "chat", "Do6OQH-UeW-eB_UwhgL4yg"},
+	} {
+		got := NamespaceID(c.tenant, c.ns)
+		if got != c.want {
+			t.Errorf("NamespaceID(%q, %q) = %q, want %q", c.tenant, c.ns, got, c.want)
+		}
+		if !validNamespace(got) {
+			t.Errorf("%q does not validate", got)
+		}
+	}
+	// The length prefixes keep the split between tenant and namespace.
+	if NamespaceID("ab", "c") == NamespaceID("a", "bc") {
+		t.Fatal("length prefixes missing")
+	}
+}
+
+func TestKeyLayoutRoundTrip(t *testing.T) {
+	a := Actor{Namespace: NamespaceID("", "chat"), Actor: ActorKey([]byte{0xde, 0xad, 0xbe, 0xef})}
+	for _, c := range []struct {
+		key  string
+		want Key
+	}{
+		{a.OwnKey(), Key{Kind: KeyOwn, Namespace: a.Namespace, Actor: a.Actor}},
+		{a.LogKey(3, 256), Key{Kind: KeyLog, Namespace: a.Namespace, Actor: a.Actor, Session: 3, Frame: 256}},
+		{a.SnapshotKey(math.MaxUint64, 0), Key{Kind: KeySnapshot, Namespace: a.Namespace, Actor: a.Actor, Session: math.MaxUint64}},
+		{NodeKey("n0-1f"), Key{Kind: KeyNode, Node: "n0-1f"}},
+	} {
+		got, err := ParseKey(c.key)
+		if err != nil {
+			t.Fatalf("%s: %v", c.key, err)
+		}
+		if got != c.want {
+			t.Fatalf("%s: %+v, want %+v", c.key, got, c.want)
+		}
+		if got.String() != c.key {
+			t.Fatalf("%s re-encodes as %s", c.key, got.String())
+		}
+	}
+	if got := a.LogKey(3, 256); got != "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/log/fc/2100" {
+		t.Fatalf("log key %s", got)
+	}
+	if got := a.SnapshotKey(1, 16); got != "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/snapshot/fe/eef" {
+		t.Fatalf("snapshot key %s", got)
+	}
+	// Newest session first in a listing of log/ and snapshot/; batches of a
+	// session in replay order.
+	if !(a.LogKey(5, 1) < a.LogKey(4, 100)) || !(a.LogKey(4, 15) < a.LogKey(4, 16)) || !(a.SnapshotKey(4, 20) < a.SnapshotKey(4, 19)) {
+		t.Fatal("listing order")
+	}
+}
+
+func TestMalformedKeysRejected(t *testing.T) {
+	a := Actor{Namespace: NamespaceID("", "chat"), Actor: "deadbeef"}
+	good := a.LogKey(3, 256)
+	for _, k := range []string{
+		"", "do", "do/", "do//deadbeef/own.json",
+		strings.Replace(a.OwnKey(), "deadbeef", "DEADBEEF", 1),                // uppercase actor
+		strings.Replace(a.OwnKey(), "deadbeef", "deadbee", 1),                 // odd length
+		strings.Replace(a.OwnKey(), "deadbeef", "", 1),                        // empty actor
+		strings.Replace(a.OwnKey(), "deadbeef", strings.Repeat("ab", 129), 1), // too long
+		strings.Replace(a.OwnKey(), a.Namespace, a.Namespace[:21], 1),         // short namespace
+		strings.Replace(a.OwnKey(), a.Namespace, a.Namespace[:21]+"B", 1),     // padding bits set
+		strings.Replace(a.OwnKey(), a.Namespace, a.Namespace[:21]+"=", 1),
+		a.Prefix() + "own.json/x", a.Prefix() + "own.jsonx", a.Prefix() + "other",
+		good + "/", good + "0", "x" + good, strings.Replace(good, "/log/", "/logs/", 1),
+		strings.Replace(good, "/fc/", "/03/", 1),   // session ascending instead of descending
+		strings.Replace(good, "/2100", "/dcff", 1), // frame descending instead of ascending
+		a.Prefix() + "log/fc", a.Prefix() + "log/fc/2100/x",
+		a.SnapshotKey(1, 16) + "0",
+		"nodes/", "nodes/.json", "nodes/-a.json", "nodes/A.json", "nodes/a", "nodes/a.json/x", "nodes/a/b.json",
+		"nodes/" + strings.Repeat("a", 65) + ".json",
+	} {
+		if got, err := ParseKey(k); err == nil {
+			t.Errorf("ParseKey(%q) = %+v, want error", k, got)
+		} else if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "frames: key") {
+			t.Errorf("ParseKey(%q): %v", k, err)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package frames
+
+// Limits bound what a decoder will read, allocate or accept. The zero value
+// of a field means its default. Every decoder applies them before it trusts a
+// length it read: a header claiming a 2 GiB message is refused without
+// allocating it.
+type Limits struct {
+	// MaxMessageSize bounds one Cap'n Proto message (a batch header, one
+	// frame or frame part, a snapshot header), segment table included.
+	// Default 16 MiB: four times the largest part the writer makes.
+	MaxMessageSize uint64
+	// MaxBatchBytes bounds a batch file's decompressed content. Default
+	// 4 GiB. A gzip bomb stops here; memory is bounded by MaxMessageSize.
+	MaxBatchBytes uint64
+	// MaxSnapshotBytes bounds a snapshot file's decompressed content.
+	// Default 64 GiB. Snapshots stream, so this bounds time, not memory.
+	MaxSnapshotBytes uint64
+	// DepthLimit bounds pointer nesting. Default 8; the schema needs 4.
+	DepthLimit uint
+	// MaxLanes bounds the lanes of a snapshot. Default 1024.
+	MaxLanes int
+}
+
+// Default limits.
+const (
+	DefaultMaxMessageSize   = 16 << 20
+	DefaultMaxBatchBytes    = 4 << 30
+	DefaultMaxSnapshotBytes = 64 << 30
+	DefaultDepthLimit       = 8
+	DefaultMaxLanes         = 1024
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxMessageSize == 0 {
+		l.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if l.MaxBatchBytes == 0 {
+		l.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if l.MaxSnapshotBytes == 0 {
+		l.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+	}
+	if l.DepthLimit == 0 {
+		l.DepthLimit = DefaultDepthLimit
+	}
+	if l.MaxLanes == 0 {
+		l.MaxLanes = DefaultMaxLanes
+	}
+	return l
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# test.sh: framectl's whole test suite, on a fresh machine, in one command.
+#
+#   ./test.sh              vet, generated-code check, go test -race ./...,
+#                          a short run of every fuzz target
+#   FUZZTIME=5m ./test.sh  fuzz longer (per target)
+#   FUZZTIME=0 ./test.sh   no fuzzing
+#
+# It starts a real S3 server (versitygw, installed on first use and cached in
+# $HOME/.cache) on 127.0.0.1 for the S3 tests, and installs Debian's capnp
+# compiler if it is missing (to check that the committed generated code is
+# what the schema generates). With CI=true, a test that needs S3 and finds no
+# server fails instead of skipping.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ -z "${FRAMECTL_TEST_S3:-}" ]; then
+  exec scripts/with-s3.sh "$0" "$@"
+fi
+
+FUZZTIME=${FUZZTIME:-10s}
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "go vet"
+go vet ./...
+
+step "gofmt"
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then echo "gofmt needed:" >&2; echo "$unformatted" >&2; exit 1; fi
+
+step "generated Cap'n Proto code is up to date"
+if ! command -v capnp >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -qq capnproto >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq capnproto >/dev/null; }
+  fi
+fi
+if command -v capnp >/dev/null; then
+  go generate ./capnp/...
+  git diff --exit-code -- capnp/ || { echo "capnp/: generated code differs from the committed code" >&2; exit 1; }
+elif [ "${CI:-}" = true ]; then
+  echo "capnp compiler missing and could not be installed (apt package capnproto)" >&2; exit 1
+else
+  echo "skipped: no capnp compiler (apt-get install capnproto)" >&2
+fi
+
+step "go test -race ./..."
+go test -race -timeout 30m -count=1 ./...
+
+if [ "$FUZZTIME" != 0 ]; then
+  for target in $(go test -list '^Fuzz' ./fuzz | grep '^Fuzz'); do
+    step "fuzz $target for $FUZZTIME"
+    go test ./fuzz -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 5s
+  done
+fi
+
+step "all tests passed"
