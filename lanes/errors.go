@@ -1,0 +1,107 @@
+package lanes
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/framectl/framectl/frames"
+)
+
+// Sentinels for errors.Is. Every error from this package that is about
+// content matches one of them; I/O errors are wrapped as they are.
+var (
+	// ErrGap: a frame starts past the next sequence number; the frames in
+	// between are missing. The error is a *GapError naming them.
+	ErrGap = errors.New("gap in the frame sequence")
+	// ErrChecksum: a frame's checksum before does not match the lane (the
+	// chain is broken), its checksum after does not match the lane once
+	// applied, or a lane file does not hold what the Set tracked.
+	ErrChecksum = errors.New("checksum mismatch")
+	// ErrCorrupt is frames.ErrCorrupt: a frame or snapshot that decodes but
+	// cannot apply to the state (a lane that does not exist, a page size
+	// change, growth past MaxUnwrittenPages) is damage of the same kind as
+	// one that does not decode, and a caller asking "is the bucket damaged?"
+	// asks once.
+	ErrCorrupt = frames.ErrCorrupt
+	// ErrBroken: an earlier failure left the Set half-changed (a frame part
+	// applied, a batch that did not verify, a failed write or sync), or the
+	// Set is closed. The Set must be discarded.
+	ErrBroken = errors.New("set is unusable")
+)
+
+// GapError names the sequence numbers missing before a frame.
+type GapError struct {
+	From, To uint64 // missing range, inclusive
+}
+
+func (e *GapError) Error() string {
+	if e.From == e.To {
+		return fmt.Sprintf("frame %d is missing", e.From)
+	}
+	return fmt.Sprintf("frames %d..%d are missing", e.From, e.To)
+}
+
+// Is makes a *GapError match ErrGap.
+func (e *GapError) Is(target error) bool { return target == ErrGap }
+
+// Error is a failure of one operation on a Set, with the object and the
+// frame it concerns.
+type Error struct {
+	Op       string // "open", "apply", "replay", "load snapshot", "write snapshot", "verify", "sync", "close", "track"
+	Key      string // the batch or snapshot object, when known
+	FirstSeq uint64 // the frame concerned; both 0 when the error is not about a frame
+	LastSeq  uint64
+	Err      error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("lanes: ")
+	b.WriteString(e.Op)
+	var fe *frames.Error
+	if e.Key != "" && !(errors.As(e.Err, &fe) && fe.Key == e.Key) { // frames names it already
+		b.WriteString(" ")
+		b.WriteString(e.Key)
+	}
+	if e.LastSeq != 0 {
+		fmt.Fprintf(&b, ": frame %d..%d", e.FirstSeq, e.LastSeq)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// problem is the detail inside an *Error: a message and the sentinel it
+// matches.
+type problem struct {
+	kind error
+	msg  string
+}
+
+func (p *problem) Error() string { return p.msg }
+func (p *problem) Unwrap() error { return p.kind }
+
+func corrupt(format string, args ...any) error {
+	return &problem{kind: ErrCorrupt, msg: fmt.Sprintf(format, args...)}
+}
+
+func checksumError(format string, args ...any) error {
+	return &problem{kind: ErrChecksum, msg: fmt.Sprintf(format, args...)}
+}
+
+func unknownKind(format string, args ...any) error {
+	return &problem{kind: frames.ErrUnknownKind, msg: fmt.Sprintf(format, args...)}
+}
+
+// broken is what every call returns once the Set is unusable: it matches
+// ErrBroken and the failure that caused it.
+type broken struct{ cause error }
+
+func (b *broken) Error() string   { return "unusable after an earlier failure: " + b.cause.Error() }
+func (b *broken) Unwrap() []error { return []error{ErrBroken, b.cause} }
+
+// errClosed is the cause recorded by Close.
+var errClosed = errors.New("set is closed")
