@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/framectl/framectl/vfs"
+)
+
+// durable: commits/s when every commit is acknowledged (Durable after each
+// commit in async mode; each commit itself in sync mode), 1 and 16 writers.
+func durable(ctx context.Context, url string, seconds float64) error {
+	if url == "" {
+		return errors.New("durable needs -bucket (an S3 URL; scripts/with-s3.sh sets FRAMECTL_TEST_S3)")
+	}
+	b, cleanup, err := openBucket(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	fmt.Printf("durable throughput against %s, %.0f s per variant\n", b, seconds)
+	fmt.Printf("%-24s %8s %12s %10s %12s\n", "variant", "writers", "commits/s", "PUTs", "commits/PUT")
+	results := map[string]float64{}
+	for _, mode := range []vfs.Mode{vfs.Async, vfs.Sync} {
+		for _, writers := range []int{1, 16} {
+			rate, st, err := durableRun(ctx, b, mode, writers, seconds)
+			if err != nil {
+				return err
+			}
+			name := "async + Durable each"
+			if mode == vfs.Sync {
+				name = "sync"
+			}
+			results[fmt.Sprint(mode, writers)] = rate
+			fmt.Printf("%-24s %8d %12.0f %10d %12.1f\n", name, writers, rate, st.PUTs, float64(st.Commits)/float64(max(st.Batches, 1)))
+		}
+	}
+	fmt.Printf("16 writers: async+Durable / sync = %.1fx\n", results[fmt.Sprint(vfs.Async, 16)]/results[fmt.Sprint(vfs.Sync, 16)])
+	return nil
+}
+
+func durableRun(ctx context.Context, b interface{ String() string }, mode vfs.Mode, writers int, seconds float64) (float64, vfs.Stats, error) {
+	dir, cleanup, err := workDir()
+	if err != nil {
+		return 0, vfs.Stats{}, err
+	}
+	defer cleanup()
+	bk, _, err := openBucket(ctx, b.String())
+	if err != nil {
+		return 0, vfs.Stats{}, err
+	}
+	db, err := replicated(ctx, bk, dir, mode)
+	if err != nil {
+		return 0, vfs.Stats{}, err
+	}
+	defer db.Close(ctx)
+	setup, err := db.Conn()
+	if err != nil {
+		return 0, vfs.Stats{}, err
+	}
+	if err := setup.Exec("PRAGMA synchronous=NORMAL; CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t SELECT value, 0 FROM generate_series(1, 64)"); err != nil {
+		return 0, vfs.Stats{}, err
+	}
+	setup.Close()
+	if err := db.Durable(ctx); err != nil {
+		return 0, vfs.Stats{}, err
+	}
+	before := db.Stats()
+	var commits atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	deadline := time.Now().Add(time.Duration(seconds * float64(time.Second)))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
+			c, err := db.Conn()
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer c.Close()
+			c.Exec("PRAGMA synchronous=NORMAL")
+			s, _, err := c.Prepare("UPDATE t SET n = n + 1 WHERE id = ?")
+			if err != nil {
+				fail(err)
+				return
+			}
+			defer s.Close()
+			for time.Now().Before(deadline) {
+				s.BindInt(1, w+1)
+				if err := s.Exec(); err != nil {
+					fail(err)
+					return
+				}
+				if mode == vfs.Async {
+					if err := db.Durable(ctx); err != nil {
+						fail(err)
+						return
+					}
+				}
+				commits.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	st := db.Stats()
+	st.Commits -= before.Commits
+	st.Batches -= before.Batches
+	st.PUTs -= before.PUTs
+	return float64(commits.Load()) / elapsed.Seconds(), st, firstErr
+}

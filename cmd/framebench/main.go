@@ -1,0 +1,75 @@
+// Command framebench is the side-by-side benchmark harness of issue #3:
+// it measures what replication costs a SQLite application, running the
+// variants it compares in alternating rounds of one process so that a noisy
+// machine affects them alike, and prints the numbers recorded in
+// BENCHMARKS.md.
+//
+//	framebench overhead   [-rounds 7] [-commits 2000]
+//	framebench durable    -bucket URL [-seconds 5]
+//	framebench efficiency [-bucket URL]
+//
+// overhead compares commits/s of single-row UPDATE transactions through the
+// plain "os" VFS and through framectl with async replication to a directory
+// bucket, at synchronous=NORMAL and FULL. durable measures commits/s when
+// every commit waits for Durable, with 1 and 16 writers, and Sync mode for
+// contrast (run it against versitygw: scripts/with-s3.sh go run
+// ./cmd/framebench durable -bucket "$FRAMECTL_TEST_S3"). efficiency counts
+// PUTs per 1,000 commits and bytes uploaded per commit.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if len(os.Args) < 2 {
+		usage()
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	var err error
+	switch os.Args[1] {
+	case "overhead":
+		rounds := fs.Int("rounds", 7, "alternating rounds per variant")
+		commits := fs.Int("commits", 2000, "commits per round")
+		profile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+		fs.Parse(os.Args[2:])
+		if *profile != "" {
+			f, perr := os.Create(*profile)
+			if perr != nil {
+				fmt.Fprintln(os.Stderr, "framebench:", perr)
+				os.Exit(1)
+			}
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+		err = overhead(ctx, *rounds, *commits)
+	case "durable":
+		url := fs.String("bucket", os.Getenv("FRAMECTL_TEST_S3"), "bucket URL (default $FRAMECTL_TEST_S3)")
+		seconds := fs.Float64("seconds", 5, "seconds per variant")
+		fs.Parse(os.Args[2:])
+		err = durable(ctx, *url, *seconds)
+	case "efficiency":
+		url := fs.String("bucket", "", "bucket URL (default: a temporary directory bucket)")
+		fs.Parse(os.Args[2:])
+		err = efficiency(ctx, *url)
+	default:
+		usage()
+	}
+	if err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "framebench:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: framebench overhead|durable|efficiency [flags]   (framebench CMD -h for flags)")
+	os.Exit(2)
+}

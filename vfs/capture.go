@@ -1,0 +1,294 @@
+package vfs
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+
+	"github.com/ncruces/go-sqlite3/util/vfsutil"
+	"github.com/ncruces/go-sqlite3/vfs"
+)
+
+// captureVFS wraps a base VFS (go-sqlite3's "os") and captures the WAL
+// commits of the databases attached to it. Every I/O goes to the base VFS;
+// the capture watches the main database file (mainfile.go) and the WAL
+// (wal.go) of attached databases and passes every other file (journals,
+// temporary files) through untouched.
+//
+// One instance serves the whole process: SQLite finds a VFS by name, and
+// all connections to a database must share one capture state (walstate.go).
+type captureVFS struct {
+	base vfs.VFS
+
+	mu  sync.Mutex
+	dbs map[string]*walState // by database path as SQLite names it (fullPath)
+}
+
+var _ vfs.VFSFilename = (*captureVFS)(nil)
+
+// newCaptureVFS wraps base; nil means go-sqlite3's "os" VFS.
+func newCaptureVFS(base vfs.VFS) *captureVFS {
+	if base == nil {
+		base = vfs.Find("os")
+	}
+	return &captureVFS{base: base, dbs: make(map[string]*walState)}
+}
+
+// registerCaptureVFS creates a capture VFS over the os VFS and registers
+// it under name, for connections opened with "?vfs=<name>".
+func registerCaptureVFS(name string) *captureVFS {
+	v := newCaptureVFS(nil)
+	vfs.Register(name, v)
+	return v
+}
+
+// attach puts the database at path under replication: from now on,
+// connections may open it through this VFS, and every commit they make is
+// handed to s. The returned detach undoes it (idempotent); connections to
+// the database must be closed first, since afterwards their WAL writes are
+// refused and s is never called again.
+//
+// path is canonicalised the way SQLite names the database (fullPath), so
+// any spelling of it works.
+//
+// Precondition, checked here and again when the first connection opens the
+// WAL: the file exists, is in WAL mode, and its WAL is absent or empty. The
+// capture must see every WAL write from the first one on; frames already in
+// the WAL would be commits it never saw. The entry point prepares this with
+// a plain connection (the "os" VFS): journal_mode=WAL, wal_checkpoint
+// (TRUNCATE), close. Content written before (the initial switch to WAL
+// included) bypasses the WAL and is not captured: a session starts from a
+// snapshot of the file as attach found it.
+func (v *captureVFS) attach(path string, s sink) (detach func(), err error) {
+	full, err := v.fullPath(path)
+	if err != nil {
+		return nil, fmt.Errorf("vfs: capture: attach %s: %w", path, err)
+	}
+	if err := checkPrepared(full); err != nil {
+		return nil, err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.dbs[full] != nil {
+		return nil, &captureError{Path: full, Kind: errAttached}
+	}
+	st := newWALState(full, s)
+	v.dbs[full] = st
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			v.mu.Lock()
+			if v.dbs[full] == st {
+				delete(v.dbs, full)
+			}
+			v.mu.Unlock()
+			st.detach()
+		})
+	}, nil
+}
+
+// state returns the capture state of an attached database, or nil.
+func (v *captureVFS) state(dbPath string) *walState {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.dbs[dbPath]
+}
+
+// fullPath names a database the way SQLite will: SQLite passes the name
+// given to sqlite3_open through the VFS's xFullPathname before it opens
+// anything, and opens the database, its journal and its WAL under that name
+// (WAL: name + "-wal"). This VFS forwards FullPathname to the base, so the
+// result here is exactly what OpenFilename will see.
+func (v *captureVFS) fullPath(name string) (string, error) {
+	full, err := v.base.FullPathname(name)
+	if err != nil && !isOKSymlink(err) {
+		return "", err
+	}
+	return full, nil
+}
+
+// The os VFS reports a path reached through a symbolic link with the result
+// code SQLITE_OK_SYMLINK (go-sqlite3 vfs/file.go FullPathname), which SQLite
+// treats as success. The code is an unexported type, hence reflection.
+const sqliteOKSymlink = 0x200 // SQLITE_OK | 2<<8
+
+func isOKSymlink(err error) bool {
+	rv := reflect.ValueOf(err)
+	return rv.CanUint() && rv.Uint() == sqliteOKSymlink
+}
+
+// checkPrepared checks attach's precondition on the files (see attach).
+// It reads the files directly: the capture only ever wraps a file-backed
+// base VFS.
+func checkPrepared(path string) error {
+	notPrepared := func(msg string, err error) error {
+		return &captureError{Path: path, Kind: errNotPrepared, Msg: msg, Err: err}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return notPrepared("create it in WAL mode before attaching", err)
+	}
+	defer f.Close()
+	var hdr [100]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return notPrepared("not a SQLite database (short header)", err)
+	}
+	if !bytes.HasPrefix(hdr[:], []byte("SQLite format 3\x00")) {
+		return notPrepared("not a SQLite database", nil)
+	}
+	// File format read/write versions 2 mean WAL mode
+	// (https://sqlite.org/fileformat2.html#database_header).
+	if hdr[18] != 2 || hdr[19] != 2 {
+		return notPrepared("not in WAL mode: set journal_mode=WAL with a plain connection first", nil)
+	}
+	// go-sqlite3 treats 8 reserved bytes per page as its page checksums
+	// (vfs/cksm.go). It computes them only when pages are written to the
+	// database file, never into WAL frames, so captured pages would carry
+	// stale checksums and a restored copy would fail verification.
+	if hdr[20] == 8 {
+		return notPrepared("uses go-sqlite3 page checksums (8 reserved bytes), which WAL frames do not carry", nil)
+	}
+	fi, err := os.Stat(path + "-wal")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return notPrepared("checking the WAL", err)
+	case fi.Size() > 0:
+		return notPrepared(fmt.Sprintf("WAL holds %d bytes the capture did not see written: run PRAGMA wal_checkpoint(TRUNCATE) and close every connection before attaching", fi.Size()), nil)
+	}
+	return nil
+}
+
+// Open serves callers without a vfs.Filename. SQLite itself always calls
+// OpenFilename (this VFS implements vfs.VFSFilename, go-sqlite3 vfs.go
+// vfsOpen); the os VFS's own Open refuses named files for that reason
+// (vfs/file.go), so only nameless temporary files can get here.
+func (v *captureVFS) Open(name string, flags vfs.OpenFlag) (vfs.File, vfs.OpenFlag, error) {
+	if name == "" {
+		return v.OpenFilename(nil, flags)
+	}
+	return nil, flags, cantOpen(fmt.Errorf("vfs: capture: open %s: named files are opened through OpenFilename", name))
+}
+
+// OpenFilename opens a file through the base VFS and wraps the main
+// database and WAL of attached databases. The os VFS needs the
+// *vfs.Filename (it reads URI parameters from it, and refuses named files
+// through plain Open), so this forwards it as is.
+func (v *captureVFS) OpenFilename(name *vfs.Filename, flags vfs.OpenFlag) (vfs.File, vfs.OpenFlag, error) {
+	switch {
+	case flags&vfs.OPEN_MAIN_DB != 0:
+		// SQLite opens temporary and in-memory databases with OPEN_TEMP_DB
+		// (btree.c sqlite3BtreeOpen turns MAIN_DB into TEMP_DB for them),
+		// so a MAIN_DB here is a named database file, and ATTACH or
+		// VACUUM INTO targets are main databases too.
+		path := name.String()
+		st := v.state(path)
+		if st == nil {
+			return nil, flags, cantOpen(&captureError{Path: path, Kind: errNotReplicated,
+				Msg: "attach it before opening it through the capture VFS"})
+		}
+		f, flags, err := vfsutil.WrapOpenFilename(v.base, name, flags)
+		if err != nil {
+			return nil, flags, err
+		}
+		m := &mainFile{passFile: passFile{f}, st: st}
+		if _, ok := f.(vfs.FilePragma); ok {
+			return mainFilePragma{m}, flags, nil
+		}
+		return m, flags, nil
+
+	case flags&vfs.OPEN_WAL != 0:
+		path := name.String()
+		st := v.state(name.Database())
+		if st == nil {
+			return nil, flags, cantOpen(&captureError{Path: path, Kind: errNotReplicated,
+				Msg: "the WAL of a database that is not attached"})
+		}
+		f, flags, err := vfsutil.WrapOpenFilename(v.base, name, flags)
+		if err != nil {
+			return nil, flags, err
+		}
+		w := &walFile{passFile: passFile{f}, st: st, path: path, pads: padsCommits(name, f)}
+		if err := st.openWAL(w); err != nil {
+			f.Close()
+			return nil, flags, cantOpen(err)
+		}
+		// Pair the WAL with its connection's database handle, which tells
+		// it when a commit is over (mainFile.CommitPhaseTwo). go-sqlite3
+		// registers the database file wrapped in its checksum layer.
+		if m, ok := vfsutil.UnwrapFile[*mainFile](name.DatabaseFile()); ok && m.st == st {
+			m.wal, w.db = w, m
+		}
+		return w, flags, nil
+	}
+	// Journals, temporary files: nothing to capture.
+	return vfsutil.WrapOpenFilename(v.base, name, flags)
+}
+
+// padsCommits reports whether SQLite pads this WAL's commits to a sector
+// boundary (psow=0, see walFile.pads). wal.c sqlite3WalOpen decides it once,
+// from the device characteristics of the main database file, which go-sqlite3
+// has opened (and applied the psow URI parameter to) before the WAL.
+func padsCommits(name *vfs.Filename, wal vfs.File) bool {
+	f := name.DatabaseFile()
+	if f == nil {
+		f = wal
+	}
+	return f.DeviceCharacteristics()&vfs.IOCAP_POWERSAFE_OVERWRITE == 0
+}
+
+// Delete forwards to the base. When SQLite deletes an attached database's
+// WAL (the last connection closing, wal.c sqlite3WalClose), the next WAL
+// header may carry fresh random salts; the state must know the WAL is gone.
+func (v *captureVFS) Delete(name string, syncDir bool) error {
+	db, isWAL := strings.CutSuffix(name, "-wal")
+	var st *walState
+	if isWAL {
+		st = v.state(db)
+	}
+	if st == nil {
+		return v.base.Delete(name, syncDir)
+	}
+	st.mu.Lock()
+	// The frames go away with the file: first make sure none is foreign.
+	// No handle is open now (SQLite closes the WAL before deleting it).
+	ferr := foreignFramesInFile(st, name)
+	err := v.base.Delete(name, syncDir)
+	if ok, aerr := v.base.Access(name, vfs.ACCESS_EXISTS); aerr == nil && !ok {
+		st.walEmptiedLocked()
+	}
+	notify := ferr != nil && st.breakLocked(ferr)
+	st.mu.Unlock()
+	if notify {
+		st.notifyBroken(ferr)
+	}
+	return err
+}
+
+// foreignFramesInFile runs walState.foreignFramesLocked on a WAL by path.
+func foreignFramesInFile(st *walState, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // gone already: nothing to check
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	return st.foreignFramesLocked(path, fi.Size(), f.ReadAt)
+}
+
+func (v *captureVFS) Access(name string, flags vfs.AccessFlag) (bool, error) {
+	return v.base.Access(name, flags)
+}
+
+func (v *captureVFS) FullPathname(name string) (string, error) {
+	return v.base.FullPathname(name)
+}

@@ -1,0 +1,324 @@
+package vfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ncruces/go-sqlite3"
+)
+
+// capSetup prepares a database with a table, attaches it, and returns the
+// VFS name, the sink and the path.
+func capSetup(t *testing.T) (v *captureVFS, vfsName string, s *capSink, path string) {
+	t.Helper()
+	dir := t.TempDir()
+	path = filepath.Join(dir, "db.sqlite")
+	capPrepare(t, path, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+	v, vfsName = capRegister(t)
+	s = newCapSink(t, filepath.Join(dir, "replica.sqlite"), capFileBytes(t, path))
+	capAttach(t, v, path, s)
+	return v, vfsName, s, path
+}
+
+func TestCaptureOpenUnattached(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db.sqlite")
+	capPrepare(t, path, 4096, "CREATE TABLE t(x)")
+	_, name := capRegister(t)
+	before := capFileBytes(t, path)
+
+	c, err := capOpenErr(name, path)
+	if err == nil {
+		// go-sqlite3 may open lazily; the first statement must fail then.
+		err = c.Exec("INSERT INTO t VALUES(1)")
+		c.Close()
+	}
+	if !errors.Is(err, sqlite3.CANTOPEN) || !errors.Is(err, errNotReplicated) {
+		t.Fatalf("open of an unattached database: %v, want CANTOPEN and errNotReplicated", err)
+	}
+	if !strings.Contains(err.Error(), "not under replication") {
+		t.Errorf("error %q does not say the database is not under replication", err)
+	}
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		t.Error("a WAL was created for an unattached database")
+	}
+	if after := capFileBytes(t, path); string(after) != string(before) {
+		t.Error("the unattached database file changed")
+	}
+}
+
+func TestCaptureAttachTwice(t *testing.T) {
+	v, _, _, path := capSetup(t)
+	// Another spelling of the same path must be recognised.
+	rel, err := filepath.Rel(mustGetwd(t), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.attach(rel, newCapSink(t, filepath.Join(t.TempDir(), "r"), nil)); !errors.Is(err, errAttached) {
+		t.Fatalf("second attach: %v, want errAttached", err)
+	}
+}
+
+func mustGetwd(t *testing.T) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wd
+}
+
+func TestCaptureDetachReattach(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "db.sqlite")
+	capPrepare(t, path, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+	v, name := capRegister(t)
+
+	s1 := newCapSink(t, filepath.Join(dir, "r1"), capFileBytes(t, path))
+	detach, err := v.attach(path, s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := capOpenErr(name, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capExec(t, c, "INSERT INTO t(v) VALUES('one')")
+	detach()
+	detach() // idempotent
+	// A connection left open across detach has its WAL writes refused.
+	if err := c.Exec("INSERT INTO t(v) VALUES('after detach')"); !errors.Is(err, sqlite3.IOERR_WRITE) {
+		t.Errorf("write on a connection open across detach: %v, want IOERR_WRITE", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := s1.count(); n != 1 {
+		t.Fatalf("first attachment captured %d commits, want 1", n)
+	}
+	if c, err := capOpenErr(name, path); err == nil {
+		err = c.Exec("INSERT INTO t(v) VALUES('lost')")
+		c.Close()
+		if err == nil {
+			t.Fatal("a detached database accepted a write through the capture VFS")
+		}
+	}
+
+	// Closing the last connection checkpointed and deleted the WAL, so the
+	// precondition holds again.
+	s2 := newCapSink(t, filepath.Join(dir, "r2"), capFileBytes(t, path))
+	capAttach(t, v, path, s2)
+	c2 := capOpen(t, name, path)
+	capExec(t, c2, "INSERT INTO t(v) VALUES('two'); INSERT INTO t(v) VALUES('three')")
+	if n1, n2 := s1.count(), s2.count(); n1 != 1 || n2 != 2 {
+		t.Errorf("commits after re-attach: first sink %d (want 1), second %d (want 2)", n1, n2)
+	}
+	if err := s2.brokenErr(); err != nil {
+		t.Errorf("re-attached capture broke: %v", err)
+	}
+	s1.check(t)
+	s2.check(t)
+}
+
+func TestCaptureAttachPrecondition(t *testing.T) {
+	v, name := capRegister(t)
+	dir := t.TempDir()
+	sink := newCapSink(t, filepath.Join(dir, "replica"), nil)
+
+	t.Run("missing", func(t *testing.T) {
+		if _, err := v.attach(filepath.Join(dir, "none.db"), sink); !errors.Is(err, errNotPrepared) {
+			t.Errorf("attach of a missing file: %v, want errNotPrepared", err)
+		}
+	})
+	t.Run("rollback journal", func(t *testing.T) {
+		path := filepath.Join(dir, "delete.db")
+		c, err := sqlite3.Open("file:" + path + "?vfs=os")
+		if err != nil {
+			t.Fatal(err)
+		}
+		capExec(t, c, "CREATE TABLE t(x)")
+		c.Close()
+		if _, err := v.attach(path, sink); !errors.Is(err, errNotPrepared) || !strings.Contains(err.Error(), "WAL mode") {
+			t.Errorf("attach of a rollback-journal database: %v, want errNotPrepared naming WAL mode", err)
+		}
+	})
+	t.Run("WAL with content", func(t *testing.T) {
+		path := filepath.Join(dir, "busy.db")
+		capPrepare(t, path, 4096, "")
+		c, err := sqlite3.Open("file:" + path + "?vfs=os")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		capExec(t, c, "CREATE TABLE t(x)") // stays in the WAL while c is open
+		if _, err := v.attach(path, sink); !errors.Is(err, errNotPrepared) || !strings.Contains(err.Error(), "wal_checkpoint") {
+			t.Errorf("attach with frames in the WAL: %v, want errNotPrepared with a hint", err)
+		}
+	})
+	t.Run("WAL written before the first open", func(t *testing.T) {
+		path := filepath.Join(dir, "late.db")
+		capPrepare(t, path, 4096, "")
+		s := newCapSink(t, filepath.Join(dir, "late-replica"), nil)
+		detach, err := v.attach(path, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer detach()
+		c, err := sqlite3.Open("file:" + path + "?vfs=os")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		capExec(t, c, "CREATE TABLE t(x)")
+		cc, err := capOpenErr(name, path)
+		if err == nil {
+			err = cc.Exec("SELECT * FROM t")
+			cc.Close()
+		}
+		if !errors.Is(err, sqlite3.CANTOPEN) {
+			t.Errorf("first open with a WAL written by another connection: %v, want CANTOPEN", err)
+		}
+		if !errors.Is(s.brokenErr(), errNotPrepared) {
+			t.Errorf("sink.broken: %v, want errNotPrepared", s.brokenErr())
+		}
+	})
+}
+
+// TestCaptureForeignWriter: a connection that does not go through the
+// capture (the plain os VFS, in this process) writes the database. The
+// capture must notice at its next write, break replication, and refuse
+// every WAL write from then on.
+func TestCaptureForeignWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind error
+		// between runs after the capture's first commit, before the foreign write.
+		between func(t *testing.T, c *sqlite3.Conn)
+		// after runs after the foreign write, before the capture writes again.
+		after func(t *testing.T, c *sqlite3.Conn)
+	}{
+		{"appends after our frames", errFrameGap, nil, nil},
+		// Its restart carries salt-1 + 1; our next frame carries its salts.
+		{"restarts the WAL after a checkpoint", errGeneration, func(t *testing.T, c *sqlite3.Conn) {
+			if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE); err != nil {
+				t.Fatal(err)
+			}
+		}, nil},
+		{"writes the emptied WAL", errGeneration, func(t *testing.T, c *sqlite3.Conn) {
+			if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
+				t.Fatal(err)
+			}
+		}, nil},
+		// Our own checkpoint copies the foreign commit into the database and
+		// our next write restarts the WAL with a legal salt-1 + 1: only the
+		// foreign frames left past ours give it away.
+		{"appends, then we checkpoint and restart", errFrameGap, nil, func(t *testing.T, c *sqlite3.Conn) {
+			if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"appends, then we truncate the WAL", errFrameGap, nil, func(t *testing.T, c *sqlite3.Conn) {
+			c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, name, s, path := capSetup(t)
+			c := capOpen(t, name, path)
+			capExec(t, c, "INSERT INTO t(v) VALUES('captured')")
+			if tc.between != nil {
+				tc.between(t, c)
+			}
+
+			foreign, err := sqlite3.Open("file:" + path + "?vfs=os")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer foreign.Close()
+			capExec(t, foreign, "INSERT INTO t(v) VALUES('foreign')")
+			if err := s.brokenErr(); err != nil {
+				t.Fatalf("broken before the capture wrote again: %v", err)
+			}
+			if tc.after != nil {
+				tc.after(t, c)
+			}
+
+			// SQLite reports the code; the cause goes to the sink (go-sqlite3
+			// clears the VFS error text on the VFS calls of the rollback).
+			err = c.Exec("INSERT INTO t(v) VALUES('after')")
+			if !errors.Is(err, sqlite3.IOERR_WRITE) {
+				t.Fatalf("write after a foreign commit: %v, want IOERR_WRITE", err)
+			}
+			if !errors.Is(s.brokenErr(), tc.kind) {
+				t.Errorf("sink.broken: %v, want %v", s.brokenErr(), tc.kind)
+			}
+			if err := c.Exec("INSERT INTO t(v) VALUES('refused')"); !errors.Is(err, sqlite3.IOERR_WRITE) {
+				t.Errorf("write after broken: %v, want IOERR_WRITE", err)
+			}
+			t.Logf("broken: %v", s.brokenErr())
+			if n := s.count(); n != 1 {
+				t.Errorf("%d commits captured, want 1", n)
+			}
+			s.check(t)
+		})
+	}
+}
+
+// TestCaptureNotWAL: switching an attached database out of WAL mode writes
+// the database file directly; the capture refuses it and breaks.
+func TestCaptureNotWAL(t *testing.T) {
+	_, name, s, path := capSetup(t)
+	c := capOpen(t, name, path)
+	capExec(t, c, "INSERT INTO t(v) VALUES('captured')")
+	before := capFileBytes(t, path)
+
+	mode, merr := "", c.Exec("PRAGMA journal_mode=DELETE")
+	if merr == nil {
+		mode = capQuery1(t, c, "PRAGMA journal_mode")
+	}
+	werr := c.Exec("INSERT INTO t(v) VALUES('uncaptured')")
+	if werr == nil {
+		t.Fatalf("a write succeeded after journal_mode=DELETE (pragma: %v, mode %q)", merr, mode)
+	}
+	if !errors.Is(s.brokenErr(), errForeignWrite) {
+		t.Errorf("sink.broken: %v, want errForeignWrite", s.brokenErr())
+	}
+	c.Close()
+	// Whatever reached the file went through a checkpoint: the database holds
+	// the captured row and nothing else.
+	rc, err := sqlite3.Open("file:" + path + "?vfs=os")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if got := capQuery1(t, rc, "SELECT group_concat(v) FROM t"); got != "captured" {
+		t.Errorf("rows after the refused writes: %q (file was %d bytes)", got, len(before))
+	}
+}
+
+// TestCaptureNotWritable: while the sink says it cannot take commits, WAL
+// writes fail with its error and nothing is emitted; replication is not
+// broken by it.
+func TestCaptureNotWritable(t *testing.T) {
+	_, name, s, path := capSetup(t)
+	c := capOpen(t, name, path)
+	capExec(t, c, "INSERT INTO t(v) VALUES('one')")
+	stop := errors.New("backlog full")
+	s.notWritable.Store(&stop)
+	if err := c.Exec("INSERT INTO t(v) VALUES('refused')"); !errors.Is(err, sqlite3.IOERR_WRITE) {
+		t.Fatalf("write while not writable: %v, want IOERR_WRITE", err)
+	}
+	s.notWritable.Store(nil)
+	capExec(t, c, "INSERT INTO t(v) VALUES('two')")
+	if n := s.count(); n != 2 {
+		t.Errorf("%d commits, want 2", n)
+	}
+	if err := s.brokenErr(); err != nil {
+		t.Errorf("broken: %v", err)
+	}
+	if got := capQuery1(t, c, "SELECT group_concat(v) FROM t"); got != "one,two" {
+		t.Errorf("rows %q", got)
+	}
+	s.check(t)
+}

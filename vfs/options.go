@@ -1,0 +1,165 @@
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+)
+
+// Mode says when a commit counts as acknowledged.
+type Mode uint8
+
+const (
+	// Async: a commit returns after the local WAL write; Durable(ctx)
+	// waits until everything committed before the call is in the bucket.
+	// This is the output gate of an actor runtime: hold replies until
+	// Durable returns.
+	Async Mode = iota
+	// Sync: a commit returns only once it is in the bucket; if that fails
+	// (timeout, fenced, replication stopped) the commit statement returns
+	// an I/O error. The transaction is then in the local database but not
+	// confirmed durable.
+	Sync
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Async:
+		return "async"
+	case Sync:
+		return "sync"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// Config opens one replicated database.
+type Config struct {
+	// Bucket receives the database's objects.
+	Bucket bucket.Bucket
+	// Tenant (empty by default) and Namespace name the actor's namespace;
+	// the bucket path element is frames.NamespaceID(Tenant, Namespace).
+	Tenant, Namespace string
+	// Actor is the actor's ID (1 to 128 bytes).
+	Actor []byte
+	// Epoch is the ownership epoch of this session: every object this
+	// database writes goes under it. It must be greater than every epoch
+	// that wrote this actor before (package fence hands them out).
+	Epoch uint64
+	// Dir is the local directory holding the database file (db.sqlite) and
+	// its replication state (state.json). Created if missing.
+	Dir string
+	// Mode is Async (default) or Sync.
+	Mode Mode
+
+	// PageSize for a new database (default 4096). An existing database
+	// keeps its own.
+	PageSize int
+	// MaxBatchBytes closes a batch once its page bytes reach this size
+	// (default 16 MiB); larger uploads are split at commit boundaries.
+	MaxBatchBytes int
+	// MaxPendingBytes bounds page bytes captured but not yet uploaded
+	// (default 64 MiB). Past it, new writes wait (backpressure) for up to
+	// BackpressureTimeout, then fail with ErrBackpressure.
+	MaxPendingBytes int
+	// BackpressureTimeout: see MaxPendingBytes (default 30 s).
+	BackpressureTimeout time.Duration
+	// SyncTimeout bounds how long a commit waits for its upload in Sync
+	// mode before the statement fails (default 30 s).
+	SyncTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff between upload attempts
+	// (defaults 50 ms and 5 s). A failed upload is retried until it
+	// succeeds or the database is fenced or closed.
+	RetryMin, RetryMax time.Duration
+	// Compression is the DEFLATE level of batches and snapshots (default
+	// frames.DefaultLevel).
+	Compression int
+	// Acknowledge, if set, is asked before Durable reports success or a
+	// Sync commit returns: a non-nil error (for example the node's lease
+	// has expired) refuses the acknowledgement. Package fence provides it.
+	Acknowledge func() error
+	// Logger receives replication events (nil: discard).
+	Logger *slog.Logger
+}
+
+// Defaults for Config's zero fields.
+const (
+	DefaultPageSize            = 4096
+	DefaultMaxBatchBytes       = 16 << 20
+	DefaultMaxPendingBytes     = 64 << 20
+	DefaultBackpressureTimeout = 30 * time.Second
+	DefaultSyncTimeout         = 30 * time.Second
+	DefaultRetryMin            = 50 * time.Millisecond
+	DefaultRetryMax            = 5 * time.Second
+)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Bucket == nil {
+		return c, errors.New("vfs: Config.Bucket is nil")
+	}
+	if len(c.Actor) == 0 || len(c.Actor) > frames.MaxActorIDBytes {
+		return c, fmt.Errorf("vfs: actor ID must be 1 to %d bytes, got %d", frames.MaxActorIDBytes, len(c.Actor))
+	}
+	if c.Epoch == 0 {
+		return c, errors.New("vfs: Config.Epoch must be at least 1")
+	}
+	if c.Dir == "" {
+		return c, errors.New("vfs: Config.Dir is empty")
+	}
+	if c.Mode != Async && c.Mode != Sync {
+		return c, fmt.Errorf("vfs: unknown mode %d", c.Mode)
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if !frames.ValidPageSize(uint32(c.PageSize)) {
+		return c, fmt.Errorf("vfs: page size %d is not a power of two in 512..65536", c.PageSize)
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.MaxPendingBytes <= 0 {
+		c.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	if c.BackpressureTimeout <= 0 {
+		c.BackpressureTimeout = DefaultBackpressureTimeout
+	}
+	if c.SyncTimeout <= 0 {
+		c.SyncTimeout = DefaultSyncTimeout
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = DefaultRetryMin
+	}
+	if c.RetryMax < c.RetryMin {
+		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
+	}
+	if c.Compression == 0 {
+		c.Compression = frames.DefaultLevel
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Errors callers decide on.
+var (
+	// ErrFenced: another owner took the database over; nothing more is
+	// acknowledged and writes are refused.
+	ErrFenced = errors.New("vfs: fenced: another owner holds this database")
+	// ErrClosed: the database was closed.
+	ErrClosed = errors.New("vfs: database closed")
+	// ErrBackpressure: too many bytes are waiting for the bucket; the write
+	// was refused after waiting BackpressureTimeout.
+	ErrBackpressure = errors.New("vfs: replication backlog full")
+	// ErrStopped: replication met a write it cannot account for (a foreign
+	// writer, a database not in WAL mode) and stopped; see the wrapped
+	// cause. The database refuses writes.
+	ErrStopped = errors.New("vfs: replication stopped")
+	// ErrSyncTimeout: in Sync mode, a commit's upload did not finish within
+	// SyncTimeout.
+	ErrSyncTimeout = errors.New("vfs: commit not uploaded within the sync timeout")
+)

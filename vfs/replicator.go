@@ -1,0 +1,461 @@
+package vfs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+)
+
+// pageTracker follows the live database's size and rolling checksum from
+// the commits the capture sees (lanes.Tracker).
+type pageTracker interface {
+	Write(pgno uint32, data []byte) error
+	Resize(pages uint32) error
+	Checksum() frames.Checksum
+	Pages() uint32
+	PageSize() uint32
+}
+
+// replicator is the sink of one database: it numbers commits, merges them
+// into batches and uploads the batches in order, one at a time, retrying
+// until each succeeds. While one upload is in flight the next batch grows,
+// so the number of PUTs adapts to the bucket's latency (group commit).
+//
+// Ordering: commit() runs inside the commit-frame write, with SQLite's WAL
+// write lock held, so commits arrive totally ordered; the uploader ships
+// batches strictly in sequence, so the bucket's log of a session is always a
+// gap-free prefix of what was captured.
+type replicator struct {
+	cfg   Config
+	actor frames.Actor
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	seq       uint64 // last sequence captured
+	pages     uint32 // database size after it
+	pageSize  uint32
+	open      *pendingBatch   // growing batch (nil: none)
+	sealed    []*pendingBatch // full batches waiting for the uploader
+	pending   int64           // page bytes held in open, sealed and in flight
+	stopErr   error           // sticky: why replication stopped
+	closing   bool            // flush what is left, then stop
+	durableCh chan struct{}   // closed and replaced when durable advances or stopErr is set
+	spaceCh   chan struct{}   // closed and replaced when pending shrinks or stopErr is set
+	wake      chan struct{}   // cap 1: work for the uploader
+	done      chan struct{}   // closed when the uploader has exited
+	blocked   atomic.Bool     // writable() must take the slow path
+	durable   atomic.Uint64   // last sequence in the bucket
+	pool      *pagePool
+	inflight  *pendingBatch // being uploaded
+	freeBatch *pendingBatch // one spare, so a steady stream allocates no maps
+
+	// stopCtx is cancelled when uploads must give up: on any stop but a
+	// clean close (which flushes), or when a close's flush times out.
+	stopCtx    context.Context
+	stopCancel context.CancelFunc
+
+	// track follows the database as uploaded. Only the uploader touches
+	// it: it hashes each merged page once per batch, off the commit path.
+	track pageTracker
+
+	stats counters
+	// onDurable runs on the uploader after each upload, and once more with
+	// final set when it exits after a clean close: it records local state.
+	onDurable func(seq uint64, sum frames.Checksum, pages uint32, final bool)
+}
+
+func newReplicator(cfg Config, actor frames.Actor, startSeq uint64, track pageTracker) *replicator {
+	r := &replicator{
+		cfg: cfg, actor: actor,
+		log:       cfg.Logger.With("subsystem", "replicator", logActor, actor.Actor, logEpoch, cfg.Epoch),
+		seq:       startSeq,
+		pages:     track.Pages(),
+		pageSize:  track.PageSize(),
+		track:     track,
+		durableCh: make(chan struct{}),
+		spaceCh:   make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+	}
+	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
+	r.durable.Store(startSeq)
+	return r
+}
+
+// Log keys.
+const (
+	logActor = "actor"
+	logEpoch = "epoch"
+	logKey   = "key"
+	logErr   = "err"
+	logSeq   = "seq"
+)
+
+func (r *replicator) start() { go r.uploadLoop() }
+
+// writable is called before every WAL write. The fast path is one atomic
+// load; it blocks only when the backlog is full, and fails once replication
+// has stopped.
+func (r *replicator) writable() error {
+	if !r.blocked.Load() {
+		return nil
+	}
+	deadline := time.NewTimer(r.cfg.BackpressureTimeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		if r.stopErr != nil {
+			err := r.stopErr
+			r.mu.Unlock()
+			return err
+		}
+		if r.pending < int64(r.cfg.MaxPendingBytes) {
+			r.mu.Unlock()
+			return nil
+		}
+		ch := r.spaceCh
+		pending := r.pending
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			r.stats.backpressureFailures.Add(1)
+			return fmt.Errorf("%w: %d bytes waiting for the bucket (limit %d)", ErrBackpressure, pending, r.cfg.MaxPendingBytes)
+		}
+	}
+}
+
+// commit numbers a commit and merges it into the open batch.
+func (r *replicator) commit(c *Commit) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer c.Release()
+	if r.stopErr != nil {
+		// Replication stopped between writable() and the commit frame:
+		// the commit is in the local WAL only, which the stop error
+		// already reports to every caller.
+		return
+	}
+	if r.pool == nil {
+		r.pool = c.pool
+	}
+	if c.PageSize != r.pageSize {
+		r.stopLocked(fmt.Errorf("%w: page size changed from %d to %d", ErrStopped, r.pageSize, c.PageSize))
+		return
+	}
+	if r.open == nil || r.open.bytes >= int64(r.cfg.MaxBatchBytes) {
+		if r.open != nil {
+			r.sealed = append(r.sealed, r.open)
+		}
+		r.open = r.newBatch(c.PageSize)
+	}
+	b := r.open
+	r.seq++
+	held := b.bytes
+	b.add(r.seq, c, r.pages)
+	r.pages = c.DatabasePages
+	r.pending += b.bytes - held
+	r.stats.commits.Add(1)
+	r.stats.pagesCaptured.Add(int64(len(c.Pages)))
+	if r.pending >= int64(r.cfg.MaxPendingBytes) {
+		r.blocked.Store(true)
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *replicator) newBatch(pageSize uint32) *pendingBatch {
+	b := r.freeBatch
+	r.freeBatch = nil
+	if b == nil {
+		b = &pendingBatch{pages: make(map[uint32][]byte)}
+	}
+	*b = pendingBatch{pages: b.pages, pageSize: pageSize, pool: r.pool}
+	return b
+}
+
+// oldestPending returns the capture time of the oldest commit not yet in
+// the bucket (zero: none). Called with mu held.
+func (r *replicator) oldestPending() time.Time {
+	for _, b := range append([]*pendingBatch{r.inflight}, append(r.sealed, r.open)...) {
+		if b != nil && b.commits > 0 {
+			return b.firstTime
+		}
+	}
+	return time.Time{}
+}
+
+// broken stops replication for good: the capture saw a write it cannot
+// account for.
+func (r *replicator) broken(err error) {
+	r.log.Error("replication stopped: write not accounted for", logErr, err)
+	r.mu.Lock()
+	r.stopLocked(fmt.Errorf("%w: %w", ErrStopped, err))
+	r.mu.Unlock()
+}
+
+// stop stops replication with err (ErrFenced, ErrClosed...). The first
+// error wins.
+func (r *replicator) stop(err error) {
+	r.mu.Lock()
+	r.stopLocked(err)
+	r.mu.Unlock()
+}
+
+func (r *replicator) stopLocked(err error) {
+	if r.stopErr != nil {
+		return
+	}
+	r.stopErr = err
+	if !r.closing {
+		r.stopCancel()
+	}
+	r.blocked.Store(true)
+	close(r.durableCh)
+	r.durableCh = make(chan struct{})
+	close(r.spaceCh)
+	r.spaceCh = make(chan struct{})
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Durable waits until every commit captured before the call is in the
+// bucket, and the acknowledgement hook (if any) agrees.
+func (r *replicator) Durable(ctx context.Context) error {
+	r.mu.Lock()
+	target := r.seq
+	r.mu.Unlock()
+	return r.waitDurable(ctx, target)
+}
+
+func (r *replicator) waitDurable(ctx context.Context, target uint64) error {
+	for {
+		r.mu.Lock()
+		// A stopped replicator acknowledges nothing, not even what it
+		// uploaded: once fenced, another owner decides what is durable.
+		if r.stopErr != nil {
+			err := r.stopErr
+			r.mu.Unlock()
+			return err
+		}
+		if r.durable.Load() >= target {
+			r.mu.Unlock()
+			if r.cfg.Acknowledge != nil {
+				if err := r.cfg.Acknowledge(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		ch := r.durableCh
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("vfs: waiting for sequence %d to reach the bucket (durable: %d): %w", target, r.durable.Load(), ctx.Err())
+		}
+	}
+}
+
+// phaseTwo runs when a transaction has committed, after SQLite released the
+// WAL write lock (FCNTL_COMMIT_PHASETWO). In Sync mode it holds the commit
+// statement until the commit is in the bucket; other connections keep
+// committing meanwhile, so their commits share uploads.
+func (r *replicator) phaseTwo() error {
+	if r.cfg.Mode != Sync {
+		return nil
+	}
+	ctx, cancel := context.WithTimeoutCause(context.Background(), r.cfg.SyncTimeout, ErrSyncTimeout)
+	defer cancel()
+	if err := r.Durable(ctx); err != nil {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return err
+	}
+	return nil
+}
+
+// uploadLoop ships batches in order until replication stops, or until it
+// is closing and nothing is left.
+func (r *replicator) uploadLoop() {
+	defer close(r.done)
+	defer func() {
+		r.mu.Lock()
+		clean := r.closing && r.durable.Load() == r.seq
+		r.mu.Unlock()
+		if clean && r.onDurable != nil {
+			r.onDurable(r.durable.Load(), r.track.Checksum(), r.track.Pages(), true)
+		}
+	}()
+	var buf bytes.Buffer
+	var scratch []frames.Page
+	for {
+		r.mu.Lock()
+		var b *pendingBatch
+		switch {
+		case r.stopErr != nil && !r.closing:
+			r.mu.Unlock()
+			return
+		case len(r.sealed) > 0:
+			b = r.sealed[0]
+			r.sealed = r.sealed[1:]
+		case r.open != nil && r.open.commits > 0:
+			b = r.open
+			r.open = nil
+		case r.closing:
+			r.mu.Unlock()
+			return
+		}
+		r.inflight = b
+		r.mu.Unlock()
+		if b == nil {
+			<-r.wake
+			continue
+		}
+		f, err := r.seal(b, scratch)
+		if err != nil {
+			return
+		}
+		scratch = f.SQLite.Pages
+		if err := r.upload(&buf, b, f); err != nil {
+			// Only a stop ends an upload without success.
+			return
+		}
+		last, after, dbPages := b.last, b.after, b.dbPages
+		r.mu.Lock()
+		r.pending -= b.bytes
+		r.inflight = nil
+		b.release()
+		if r.freeBatch == nil {
+			r.freeBatch = b // commit() may reuse it as soon as mu is released
+		}
+		r.durable.Store(last)
+		if r.pending < int64(r.cfg.MaxPendingBytes) && r.stopErr == nil {
+			r.blocked.Store(false)
+		}
+		close(r.durableCh)
+		r.durableCh = make(chan struct{})
+		close(r.spaceCh)
+		r.spaceCh = make(chan struct{})
+		r.mu.Unlock()
+		if r.onDurable != nil {
+			r.onDurable(last, after, dbPages, false)
+		}
+	}
+}
+
+// seal turns a batch into its frame: pages sorted, and the checksum before
+// and after computed by applying the merged pages to the tracker, exactly as
+// a replay will (write every page, then set the size).
+func (r *replicator) seal(b *pendingBatch, scratch []frames.Page) (frames.Frame, error) {
+	b.before = r.track.Checksum()
+	f := b.frame(r.cfg.Epoch, scratch)
+	for _, p := range f.SQLite.Pages {
+		if err := r.track.Write(p.Number, p.Data); err != nil {
+			return f, r.fail(fmt.Errorf("frames %d..%d: %w", b.first, b.last, err))
+		}
+	}
+	if err := r.track.Resize(b.dbPages); err != nil {
+		return f, r.fail(fmt.Errorf("frames %d..%d: %w", b.first, b.last, err))
+	}
+	b.after = r.track.Checksum()
+	f.SQLite.Before, f.SQLite.After = b.before, b.after
+	return f, nil
+}
+
+// fail stops replication over an internal inconsistency and returns the
+// stop error.
+func (r *replicator) fail(err error) error {
+	err = fmt.Errorf("%w: %w", ErrStopped, err)
+	r.log.Error("replication stopped", logErr, err)
+	r.stop(err)
+	return err
+}
+
+// upload encodes a batch once and PUTs it until it lands. Retries back off
+// exponentially with jitter; they stop only when replication stops (and,
+// when closing, not even then: a clean close flushes).
+func (r *replicator) upload(buf *bytes.Buffer, b *pendingBatch, f frames.Frame) error {
+	buf.Reset()
+	if _, err := frames.WriteBatch(buf, r.cfg.Epoch, []frames.Frame{f}, frames.WriteOptions{Level: r.cfg.Compression}); err != nil {
+		// The capture produced an invalid frame: a bug, and nothing
+		// after it can be replicated.
+		return r.fail(fmt.Errorf("encoding frames %d..%d: %w", b.first, b.last, err))
+	}
+	key := r.actor.LogKey(r.cfg.Epoch, b.last)
+	backoff := r.cfg.RetryMin
+	for attempt := 1; ; attempt++ {
+		start := time.Now()
+		_, err := r.cfg.Bucket.Put(r.stopCtx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()), bucket.Condition{})
+		r.stats.puts.Add(1)
+		if err == nil {
+			r.stats.batches.Add(1)
+			r.stats.frames.Add(int64(b.commits))
+			r.stats.bytesRaw.Add(b.rawBytes)
+			r.stats.bytesMerged.Add(b.bytes)
+			r.stats.bytesUploaded.Add(int64(buf.Len()))
+			r.stats.lastPutNanos.Store(int64(time.Since(start)))
+			if attempt > 1 {
+				r.log.Info("upload succeeded after retries", logKey, key, "attempts", attempt)
+			}
+			r.stats.setUploadError(nil)
+			return nil
+		}
+		r.stats.retries.Add(1)
+		r.stats.setUploadError(err)
+		if r.stopCtx.Err() != nil {
+			return r.stopCtx.Err()
+		}
+		r.log.Warn("upload failed; retrying", logKey, key, "attempt", attempt, "backoff", backoff, logErr, err)
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-time.After(wait):
+		case <-r.stopCtx.Done():
+		}
+		backoff = min(2*backoff, r.cfg.RetryMax)
+	}
+}
+
+// close flushes every captured commit to the bucket (bounded by ctx), then
+// stops the uploader. Later writes fail with ErrClosed.
+func (r *replicator) close(ctx context.Context) error {
+	flushErr := r.Durable(ctx)
+	r.mu.Lock()
+	if r.stopErr == nil {
+		// Commits that slip in between the flush and here are still
+		// uploaded: a closing uploader drains before it exits.
+		r.closing = true
+		r.stopLocked(ErrClosed)
+	}
+	r.mu.Unlock()
+	if flushErr != nil {
+		r.stopCancel()
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.stopCancel()
+		<-r.done
+		if flushErr == nil {
+			flushErr = fmt.Errorf("vfs: close: flushing: %w", ctx.Err())
+		}
+	}
+	if errors.Is(flushErr, ErrClosed) {
+		return nil
+	}
+	return flushErr
+}

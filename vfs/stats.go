@@ -1,0 +1,82 @@
+package vfs
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Stats describes a replicated database's replication so far.
+type Stats struct {
+	Commits       int64 // commits captured
+	PagesCaptured int64 // page versions captured (before merging)
+	Frames        int64 // commits shipped in batches
+	Batches       int64 // batch objects uploaded
+	PUTs          int64 // upload attempts, successful or not
+	Retries       int64 // failed upload attempts
+	// BytesRaw is the page bytes captured that reached the bucket, before
+	// merging; BytesMerged after merging runs (newest page wins);
+	// BytesUploaded what the objects weigh compressed.
+	BytesRaw, BytesMerged, BytesUploaded int64
+	// Captured and Durable are the last sequence numbers captured and in
+	// the bucket; Lag is how far the bucket is behind the capture.
+	Captured, Durable uint64
+	Lag               time.Duration // age of the oldest commit not yet durable (0: none)
+	LastPUT           time.Duration // duration of the last successful upload
+	// UploadError is the last upload failure while uploads are failing
+	// (nil once one succeeds); UploadFailingSince when that started.
+	UploadError          error
+	UploadFailingSince   time.Time
+	BackpressureFailures int64 // writes refused because the backlog was full
+	// Stopped is why replication stopped, nil while it runs.
+	Stopped error
+}
+
+// counters are the replicator's live counters.
+type counters struct {
+	commits, pagesCaptured, frames, batches, puts, retries atomic.Int64
+	bytesRaw, bytesMerged, bytesUploaded                   atomic.Int64
+	backpressureFailures                                   atomic.Int64
+	lastPutNanos                                           atomic.Int64
+
+	errMu        sync.Mutex
+	uploadErr    error
+	failingSince time.Time
+}
+
+func (c *counters) setUploadError(err error) {
+	c.errMu.Lock()
+	defer c.errMu.Unlock()
+	if err == nil {
+		c.uploadErr, c.failingSince = nil, time.Time{}
+		return
+	}
+	if c.uploadErr == nil {
+		c.failingSince = time.Now()
+	}
+	c.uploadErr = err
+}
+
+// Stats returns a snapshot of the counters.
+func (r *replicator) Stats() Stats {
+	c := &r.stats
+	s := Stats{
+		Commits: c.commits.Load(), PagesCaptured: c.pagesCaptured.Load(), Frames: c.frames.Load(),
+		Batches: c.batches.Load(), PUTs: c.puts.Load(), Retries: c.retries.Load(),
+		BytesRaw: c.bytesRaw.Load(), BytesMerged: c.bytesMerged.Load(), BytesUploaded: c.bytesUploaded.Load(),
+		BackpressureFailures: c.backpressureFailures.Load(),
+		LastPUT:              time.Duration(c.lastPutNanos.Load()),
+		Durable:              r.durable.Load(),
+	}
+	c.errMu.Lock()
+	s.UploadError, s.UploadFailingSince = c.uploadErr, c.failingSince
+	c.errMu.Unlock()
+	r.mu.Lock()
+	s.Captured = r.seq
+	if t := r.oldestPending(); !t.IsZero() {
+		s.Lag = time.Since(t)
+	}
+	s.Stopped = r.stopErr
+	r.mu.Unlock()
+	return s
+}
