@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -63,7 +62,9 @@ import (
 // root are followed.
 type Dir struct {
 	root string // absolute and clean
-	mu   sync.Mutex
+	// sem is the in-process half of the commit lock (cap 1): a channel
+	// rather than a mutex so that waiting for it honours the context.
+	sem chan struct{}
 }
 
 var _ Bucket = (*Dir)(nil)
@@ -85,7 +86,7 @@ func NewDir(root string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bucket: directory %q: %w", root, err)
 	}
-	d := &Dir{root: abs}
+	d := &Dir{root: abs, sem: make(chan struct{}, 1)}
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -183,7 +184,7 @@ func (d *Dir) Put(ctx context.Context, key string, body io.Reader, size int64, c
 	if err := ctx.Err(); err != nil {
 		return Info{}, &Error{Op: "put", Key: key, Err: err}
 	}
-	info, syncDirs, err := d.commit(key, tmp, cond)
+	info, syncDirs, err := d.commit(ctx, key, tmp, cond)
 	if err != nil {
 		return Info{}, &Error{Op: "put", Key: key, Err: err}
 	}
@@ -258,8 +259,8 @@ func (d *Dir) writeTemp(ctx context.Context, body io.Reader, size int64) (*os.Fi
 
 // commit renames tmp over key if cond holds. It returns the directories to
 // fsync for the rename (and any directories it created) to be durable.
-func (d *Dir) commit(key string, tmp *os.File, cond Condition) (Info, []string, error) {
-	unlock, err := d.lock()
+func (d *Dir) commit(ctx context.Context, key string, tmp *os.File, cond Condition) (Info, []string, error) {
+	unlock, err := d.lock(ctx)
 	if err != nil {
 		return Info{}, nil, err
 	}
@@ -411,7 +412,7 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return &Error{Op: "delete", Key: key, Err: err}
 	}
-	dir, err := d.remove(key)
+	dir, err := d.remove(ctx, key)
 	if err == nil && dir != "" {
 		err = syncDir(dir)
 	}
@@ -440,7 +441,7 @@ func (d *Dir) DeleteMany(ctx context.Context, keys []string) error {
 			fail(key, err)
 			break
 		}
-		dir, err := d.remove(key)
+		dir, err := d.remove(ctx, key)
 		if err != nil {
 			fail(key, err)
 			continue
@@ -460,8 +461,8 @@ func (d *Dir) DeleteMany(ctx context.Context, keys []string) error {
 // remove deletes key's file and the directories it leaves empty, under the
 // commit lock. It returns the directory whose entry was removed last (to
 // fsync), or "" if there was nothing to delete.
-func (d *Dir) remove(key string) (string, error) {
-	unlock, err := d.lock()
+func (d *Dir) remove(ctx context.Context, key string) (string, error) {
+	unlock, err := d.lock(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -491,8 +492,13 @@ func (d *Dir) remove(key string) (string, error) {
 
 // lock takes the commit lock: the in-process mutex, then flock on the lock
 // file. The lock file is opened per commit, so a bucket needs no Close.
-func (d *Dir) lock() (unlock func(), err error) {
-	d.mu.Lock()
+func (d *Dir) lock(ctx context.Context) (unlock func(), err error) {
+	select {
+	case d.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	release := func() { <-d.sem }
 	f, err := os.OpenFile(d.lockPath(), os.O_RDWR|os.O_CREATE, 0o644)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err = d.missing(err); !errors.Is(err, ErrNoBucket) {
@@ -502,18 +508,37 @@ func (d *Dir) lock() (unlock func(), err error) {
 		}
 	}
 	if err != nil {
-		d.mu.Unlock()
+		release()
 		return nil, err
 	}
-	if err := lockFile(f); err != nil {
-		f.Close()
-		d.mu.Unlock()
-		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	// Poll rather than block: a process stopped (SIGSTOP) while it holds
+	// the lock would otherwise hang every writer on the machine, lease
+	// renewals included, past any deadline. The lock is held for a rename
+	// and two lstats, so a short poll finds it free almost at once.
+	wait := 100 * time.Microsecond
+	for {
+		busy, err := tryLockFile(f)
+		if err != nil {
+			f.Close()
+			release()
+			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		if !busy {
+			break
+		}
+		select {
+		case <-time.After(wait):
+			wait = min(2*wait, 20*time.Millisecond)
+		case <-ctx.Done():
+			f.Close()
+			release()
+			return nil, fmt.Errorf("lock %s: %w", f.Name(), ctx.Err())
+		}
 	}
 	return func() {
 		unlockFile(f)
 		f.Close()
-		d.mu.Unlock()
+		release()
 	}, nil
 }
 

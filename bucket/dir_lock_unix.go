@@ -8,15 +8,21 @@ import (
 	"syscall"
 )
 
-// lockFile takes an exclusive flock(2) on f, waiting for it. flock locks
-// belong to the open file description, so they exclude other processes and
-// other opens of the file in this process alike (fcntl locks would not
-// exclude this process's own opens).
-func lockFile(f *os.File) error {
+// tryLockFile tries to take an exclusive flock(2) on f without waiting;
+// busy reports that another holder has it. flock locks belong to the open
+// file description, so they exclude other processes and other opens of the
+// file in this process alike (fcntl locks would not exclude this process's
+// own opens).
+func tryLockFile(f *os.File) (busy bool, err error) {
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			return err
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return false, nil
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return true, nil
+		case !errors.Is(err, syscall.EINTR):
+			return false, err
 		}
 	}
 }

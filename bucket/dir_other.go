@@ -13,8 +13,8 @@ import (
 // conditional writes are exclusive.
 var errNoFlock = errors.New("directory bucket: no flock(2) on this platform")
 
-func lockFile(*os.File) error   { return errNoFlock }
-func unlockFile(*os.File) error { return errNoFlock }
+func tryLockFile(*os.File) (bool, error) { return false, errNoFlock }
+func unlockFile(*os.File) error          { return errNoFlock }
 
 func inode(fs.FileInfo) uint64 { return 0 }
 

@@ -1,6 +1,7 @@
 package bucket_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -336,5 +338,34 @@ func TestDirListRandom(t *testing.T) {
 		if got := keysOf(listAll(t, d, prefix, after, limit)); !slices.Equal(got, want) {
 			t.Fatalf("list %q after %q limit %d:\n got %q\nwant %q", prefix, after, limit, got, want)
 		}
+	}
+}
+
+// A process stopped while it holds the commit lock must not hang other
+// writers past their deadline: they give up when their context ends, and
+// go on once the lock is free.
+func TestDirLockHonoursContext(t *testing.T) {
+	root := t.TempDir()
+	d, err := bucket.NewDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(filepath.Join(root, bucket.ReservedName, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, err = d.Put(ctx, "k", strings.NewReader("v"), 1, bucket.Condition{})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("put under a held lock: %v, want the context's deadline", err)
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if _, err := d.Put(t.Context(), "k", strings.NewReader("v"), 1, bucket.Condition{}); err != nil {
+		t.Fatal(err)
 	}
 }
