@@ -43,39 +43,59 @@ func (r Record) Marshal() []byte {
 	return b
 }
 
+// decodeStrict decodes one small JSON object into v, refusing unknown
+// fields, anything after the object, and more than MaxRecordBytes. It
+// returns what is wrong, "" when nothing is.
+func decodeStrict(data []byte, v any) string {
+	if len(data) == 0 {
+		return "empty object"
+	}
+	if len(data) > MaxRecordBytes {
+		return fmt.Sprintf("%d bytes, more than %d", len(data), MaxRecordBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err.Error()
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); err == nil || dec.More() {
+		return "data after the JSON object"
+	}
+	return ""
+}
+
+// parseCount parses a bare JSON integer in 0..2^64-1: not "7", not 7.0, not
+// 7e0, not -0.
+func parseCount(raw json.RawMessage) (uint64, error) {
+	s := string(raw)
+	if len(s) > 1 && s[0] == '0' {
+		return 0, fmt.Errorf("%s has a leading zero", s)
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not a whole number in 0..2^64-1", s)
+	}
+	return n, nil
+}
+
 // ParseRecord decodes own.json read from key, strictly.
 func ParseRecord(key string, data []byte) (Record, error) {
 	fail := func(msg string) (Record, error) {
 		return Record{}, fmt.Errorf("%w %s: %s", ErrBadRecord, key, msg)
 	}
-	if len(data) == 0 {
-		return fail("empty object")
-	}
-	if len(data) > MaxRecordBytes {
-		return fail(fmt.Sprintf("%d bytes, more than %d", len(data), MaxRecordBytes))
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var raw struct {
 		Epoch   json.RawMessage `json:"epoch"`
 		Node    *string         `json:"node"`
 		Address *string         `json:"address"`
 	}
-	if err := dec.Decode(&raw); err != nil {
-		return fail(err.Error())
-	}
-	if dec.More() {
-		return fail("data after the JSON object")
-	}
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); err == nil {
-		return fail("data after the JSON object")
+	if msg := decodeStrict(data, &raw); msg != "" {
+		return fail(msg)
 	}
 	if raw.Epoch == nil || raw.Node == nil || raw.Address == nil {
 		return fail("epoch, node and address are all required")
 	}
-	// A bare JSON integer only: not "7", not 7.0, not 7e0.
-	epoch, err := strconv.ParseUint(string(raw.Epoch), 10, 64)
+	epoch, err := parseCount(raw.Epoch)
 	if err != nil || epoch == 0 {
 		return fail(fmt.Sprintf("epoch %s is not a whole number of 1 or more", raw.Epoch))
 	}

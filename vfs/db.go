@@ -15,6 +15,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 )
@@ -42,21 +43,30 @@ type DB struct {
 	path   string
 	rep    *replicator
 	detach func()
+	own    *fence.Ownership // with a node: the claim to release at Close
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Open opens (creating if needed) the database of one actor for one
-// session, uploads the session's first object (a snapshot of the database
-// as it starts), and starts replicating. Epoch must exceed every epoch the
-// bucket has seen for the actor.
+// Open opens the database of one actor for one session and starts
+// replicating it:
 //
-// The local copy in cfg.Dir is used as it is: a single owner restarting on
-// the same machine continues from its own file. A node without a local copy
-// of an actor the bucket already holds must restore it first (framectl
-// restore); claiming ownership and restoring automatically is the job of
-// package fence.
+//  1. With cfg.Node set, it claims the actor (package fence): a live holder
+//     elsewhere is an error matching fence.ErrHeld that names it, so the
+//     runtime can forward; otherwise the claim's epoch is the session's.
+//     Without a node, cfg.Epoch is the session's, and the caller guarantees
+//     no one else writes the actor.
+//  2. It brings the local copy up to date: kept when state.json says it is
+//     exactly what the bucket's newest session holds (same epoch, frame and
+//     checksum), restored from the bucket otherwise (the newest session that
+//     has a snapshot), created empty for an actor the bucket has never seen.
+//  3. It uploads the session's first object, a snapshot of the database as
+//     it starts, then replicates every commit.
+//
+// With a node, acknowledgements also require the node's lease to be valid,
+// the database stops (ErrFenced) when the node is fenced or loses its lease,
+// and Close releases the actor after the final flush.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -70,24 +80,50 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vfs: %w", err)
 	}
-	_, statErr := os.Stat(path)
-	localExists := statErr == nil
-	state, _, err := readState(cfg.Dir)
+	var own *fence.Ownership
+	if cfg.Node != nil {
+		o, err := cfg.Node.Claim(ctx, actor)
+		if err != nil {
+			return nil, err
+		}
+		own = &o
+		cfg.Epoch = o.Epoch
+		ack := cfg.Acknowledge
+		cfg.Acknowledge = func() error {
+			if err := cfg.Node.Valid(); err != nil {
+				return fmt.Errorf("%w: %w", ErrFenced, err)
+			}
+			if ack != nil {
+				return ack()
+			}
+			return nil
+		}
+	}
+	db, err := open(ctx, cfg, actor, path)
 	if err != nil {
+		if own != nil {
+			// Give the claim back (epoch kept) so the next claimant does
+			// not wait for this node's lease to run out.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+			defer cancel()
+			if rerr := cfg.Node.Release(rctx, *own); rerr != nil {
+				cfg.Logger.Warn("releasing a claim after a failed open", logActor, actor.Actor, logErr, rerr)
+			}
+		}
 		return nil, err
 	}
-	newest, err := newestInBucket(ctx, cfg.Bucket, actor)
-	if err != nil {
-		return nil, err
+	db.own = own
+	if cfg.Node != nil {
+		go db.watchNode()
 	}
-	if newest.session >= cfg.Epoch {
-		return nil, fmt.Errorf("vfs: epoch %d is not newer than session %d already in %s for actor %s", cfg.Epoch, newest.session, cfg.Bucket, actor.Prefix())
-	}
-	if !localExists && newest.session != 0 {
-		return nil, fmt.Errorf("vfs: %s holds sessions of actor %s but %s has no local copy: restore it first", cfg.Bucket, actor.Prefix(), cfg.Dir)
-	}
-	startSeq := max(state.Seq, newest.seq)
+	return db, nil
+}
 
+func open(ctx context.Context, cfg Config, actor frames.Actor, path string) (*DB, error) {
+	start, err := bringUpToDate(ctx, cfg, actor, path)
+	if err != nil {
+		return nil, err
+	}
 	if err := prepareDatabase(ctx, path, cfg.PageSize); err != nil {
 		return nil, err
 	}
@@ -95,15 +131,16 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := uploadSnapshot(ctx, cfg, actor, path, startSeq, track); err != nil {
+	if err := uploadSnapshot(ctx, cfg, actor, path, start, track); err != nil {
 		return nil, err
 	}
-	cfg.Logger.Info("session started", logActor, actor.Actor, logEpoch, cfg.Epoch, logSeq, startSeq,
+	cfg.Logger.Info("session started", logActor, actor.Actor, logEpoch, cfg.Epoch, logSeq, start.seq,
 		"pages", track.Pages(), "pageSize", track.PageSize())
 
-	rep := newReplicator(cfg, actor, startSeq, track)
+	rep := newReplicator(cfg, actor, start, track)
 	db := &DB{cfg: cfg, actor: actor, path: path, rep: rep}
-	st := localState{Epoch: cfg.Epoch, Seq: startSeq, Checksum: checksumHex(track.Checksum()), Pages: track.Pages(), PageSize: track.PageSize()}
+	st := localState{Epoch: cfg.Epoch, Seq: start.seq, CommitTime: start.commitTime, Checksum: checksumHex(track.Checksum()),
+		Pages: track.Pages(), PageSize: track.PageSize()}
 	if err := writeState(cfg.Dir, st); err != nil {
 		return nil, fmt.Errorf("vfs: %w", err)
 	}
@@ -112,19 +149,23 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	// per batch, it stalled every fsync of a synchronous=FULL database
 	// behind a journal commit and cost 60% of its commit rate.
 	var lastState time.Time
-	rep.onDurable = func(seq uint64, sum frames.Checksum, pages uint32, final bool) {
+	rep.onDurable = func(p position, sum frames.Checksum, pages uint32, final bool) {
 		if !final && time.Since(lastState) < stateInterval {
 			return
 		}
 		lastState = time.Now()
 		s := st
-		s.Seq, s.Checksum, s.Pages = seq, checksumHex(sum), pages
+		s.Seq, s.CommitTime, s.Checksum, s.Pages = p.seq, p.commitTime, checksumHex(sum), pages
 		if err := writeState(cfg.Dir, s); err != nil {
 			rep.log.Warn("cannot record local state", logErr, err)
 		}
 	}
+	if err := rep.startCompaction(int64(track.Pages()) * int64(track.PageSize())); err != nil {
+		return nil, fmt.Errorf("vfs: %w", err)
+	}
 	detach, err := capture().attach(path, rep)
 	if err != nil {
+		rep.stopCompaction()
 		return nil, err
 	}
 	db.detach = detach
@@ -132,63 +173,24 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	return db, nil
 }
 
+// watchNode stops the database as soon as its node stops being live, so
+// nothing is acknowledged after a fence even between Durable calls.
+func (db *DB) watchNode() {
+	select {
+	case <-db.cfg.Node.Done():
+		db.rep.stop(fmt.Errorf("%w: %w", ErrFenced, db.cfg.Node.Err()))
+	case <-db.rep.done:
+	}
+}
+
+// releaseTimeout bounds giving a claim back after a failed Open: the
+// caller's context may be what failed.
+const releaseTimeout = 10 * time.Second
+
 // stateInterval is how often state.json follows the uploads. It is a lower
 // bound either way; a restart after a crash only downloads more than it
 // would have with a fresher state.
 const stateInterval = 10 * time.Second
-
-// newest is the newest session of an actor in the bucket and the highest
-// sequence number it reached (zero: the bucket has nothing).
-type newest struct{ session, seq uint64 }
-
-func newestInBucket(ctx context.Context, b bucket.Bucket, a frames.Actor) (newest, error) {
-	var n newest
-	consider := func(key string) error {
-		k, err := frames.ParseKey(key)
-		if err != nil {
-			return fmt.Errorf("vfs: unexpected object in %s: %w", b, err)
-		}
-		switch {
-		case k.Session > n.session:
-			n = newest{k.Session, k.Frame}
-		case k.Session == n.session:
-			n.seq = max(n.seq, k.Frame)
-		}
-		return nil
-	}
-	// Descending session numbers: the first key of each prefix is in the
-	// newest session; the newest snapshot of it comes first too.
-	page, err := b.List(ctx, a.SnapshotPrefix(), "", 1)
-	if err != nil {
-		return n, err
-	}
-	for _, o := range page.Objects {
-		if err := consider(o.Key); err != nil {
-			return n, err
-		}
-	}
-	page, err = b.List(ctx, a.LogPrefix(), "", 1)
-	if err != nil {
-		return n, err
-	}
-	if len(page.Objects) == 0 {
-		return n, nil
-	}
-	k, err := frames.ParseKey(page.Objects[0].Key)
-	if err != nil {
-		return n, fmt.Errorf("vfs: unexpected object in %s: %w", b, err)
-	}
-	// Batch end frames ascend within a session: its last batch is last.
-	for o, err := range bucket.All(ctx, b, a.LogSessionPrefix(k.Session)) {
-		if err != nil {
-			return n, err
-		}
-		if err := consider(o.Key); err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
 
 // prepareDatabase puts the file in the state capture starts from: WAL
 // mode, the WAL checkpointed into the database file and truncated. It uses
@@ -247,10 +249,11 @@ func trackDatabase(ctx context.Context, path string) (*lanes.Tracker, error) {
 }
 
 // uploadSnapshot writes the session's first object: the database as it
-// starts, at sequence seq. lanes.WriteSnapshot checks every page it reads
+// starts, at start (its commit time included, so that a point-in-time
+// restore to a moment before the session's first commit finds it). lanes.WriteSnapshot checks every page it reads
 // against the tracker, so the snapshot is exactly the state tracked.
-func uploadSnapshot(ctx context.Context, cfg Config, a frames.Actor, path string, seq uint64, t *lanes.Tracker) error {
-	key := a.SnapshotKey(cfg.Epoch, seq)
+func uploadSnapshot(ctx context.Context, cfg Config, a frames.Actor, path string, start position, t *lanes.Tracker) error {
+	key := a.SnapshotKey(cfg.Epoch, start.seq)
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("vfs: %w", err)
@@ -258,7 +261,7 @@ func uploadSnapshot(ctx context.Context, cfg Config, a frames.Actor, path string
 	defer f.Close()
 	pr, pw := io.Pipe()
 	go func() {
-		_, err := lanes.WriteSnapshot(ctx, pw, frames.Snapshot{Epoch: cfg.Epoch, Seq: seq},
+		_, err := lanes.WriteSnapshot(ctx, pw, frames.Snapshot{Epoch: cfg.Epoch, Seq: start.seq, CommitTime: start.commitTime},
 			[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: t, File: f}},
 			frames.WriteOptions{Level: cfg.Compression})
 		pw.CloseWithError(err)
@@ -275,6 +278,9 @@ func fileURI(path, vfsName string) string {
 	u := url.URL{Scheme: "file", Path: path, RawQuery: "vfs=" + vfsName}
 	return u.String()
 }
+
+// Epoch returns the session's ownership epoch (the claim's, with a node).
+func (db *DB) Epoch() uint64 { return db.cfg.Epoch }
 
 // Path returns the local database file.
 func (db *DB) Path() string { return db.path }
@@ -326,6 +332,11 @@ func (db *DB) Close(ctx context.Context) error {
 	db.closeOnce.Do(func() {
 		db.closeErr = db.rep.close(ctx)
 		db.detach()
+		// Release only after a clean flush: otherwise a peer must wait
+		// for the lease and restore what did reach the bucket.
+		if db.own != nil && db.closeErr == nil {
+			db.closeErr = db.cfg.Node.Release(ctx, *db.own)
+		}
 	})
 	return db.closeErr
 }

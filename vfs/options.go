@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 )
 
@@ -45,9 +46,13 @@ type Config struct {
 	Tenant, Namespace string
 	// Actor is the actor's ID (1 to 128 bytes).
 	Actor []byte
-	// Epoch is the ownership epoch of this session: every object this
-	// database writes goes under it. It must be greater than every epoch
-	// that wrote this actor before (package fence hands them out).
+	// Node, when set, makes Open claim the actor for this node (package
+	// fence) and take the claim's epoch; acknowledgements then also need
+	// the node's lease to be valid, and Close releases the actor.
+	Node *fence.Node
+	// Epoch is the ownership epoch of this session when Node is nil: every
+	// object this database writes goes under it, and it must be greater
+	// than every epoch that wrote this actor before.
 	Epoch uint64
 	// Dir is the local directory holding the database file (db.sqlite) and
 	// its replication state (state.json). Created if missing.
@@ -74,6 +79,13 @@ type Config struct {
 	// (defaults 50 ms and 5 s). A failed upload is retried until it
 	// succeeds or the database is fenced or closed.
 	RetryMin, RetryMax time.Duration
+	// DisableCompaction turns off the background compaction passes
+	// (compaction.go): the log then grows until something else compacts
+	// the actor (framectl compact).
+	DisableCompaction bool
+	// Retention keeps covered objects for point-in-time restore for this
+	// long (compact.Options.Retention; default 0).
+	Retention time.Duration
 	// Compression is the DEFLATE level of batches and snapshots (default
 	// frames.DefaultLevel).
 	Compression int
@@ -103,8 +115,8 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Actor) == 0 || len(c.Actor) > frames.MaxActorIDBytes {
 		return c, fmt.Errorf("vfs: actor ID must be 1 to %d bytes, got %d", frames.MaxActorIDBytes, len(c.Actor))
 	}
-	if c.Epoch == 0 {
-		return c, errors.New("vfs: Config.Epoch must be at least 1")
+	if c.Epoch == 0 && c.Node == nil {
+		return c, errors.New("vfs: set Config.Node, or Config.Epoch to at least 1")
 	}
 	if c.Dir == "" {
 		return c, errors.New("vfs: Config.Dir is empty")

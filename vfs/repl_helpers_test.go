@@ -24,7 +24,11 @@ import (
 func replTestConfig(t testing.TB, b bucket.Bucket) Config {
 	id := make([]byte, 8)
 	rand.Read(id)
-	return Config{Bucket: b, Namespace: "test", Actor: id, Epoch: 1, Dir: t.TempDir(), RetryMin: 5e6, RetryMax: 50e6}
+	// Background compaction off: replaySession lists then reads, and a
+	// pass in between would delete what it listed. TestBackgroundCompaction
+	// covers it.
+	return Config{Bucket: b, Namespace: "test", Actor: id, Epoch: 1, Dir: t.TempDir(), RetryMin: 5e6, RetryMax: 50e6,
+		DisableCompaction: true}
 }
 
 func replOpen(t testing.TB, cfg Config) *DB {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
 )
 
@@ -67,17 +68,27 @@ type replicator struct {
 	// it: it hashes each merged page once per batch, off the commit path.
 	track pageTracker
 
+	// Background compaction (compaction.go); trigger is nil when disabled.
+	trigger       *compact.Trigger
+	compactOpts   compact.Options
+	compactCtx    context.Context
+	compactCancel context.CancelFunc
+	compacting    sync.WaitGroup
+
 	stats counters
 	// onDurable runs on the uploader after each upload, and once more with
 	// final set when it exits after a clean close: it records local state.
-	onDurable func(seq uint64, sum frames.Checksum, pages uint32, final bool)
+	onDurable func(p position, sum frames.Checksum, pages uint32, final bool)
+	// durableTime is the commit time of the last durable frame; only the
+	// uploader touches it.
+	durableTime int64
 }
 
-func newReplicator(cfg Config, actor frames.Actor, startSeq uint64, track pageTracker) *replicator {
+func newReplicator(cfg Config, actor frames.Actor, start position, track pageTracker) *replicator {
 	r := &replicator{
 		cfg: cfg, actor: actor,
 		log:       cfg.Logger.With("subsystem", "replicator", logActor, actor.Actor, logEpoch, cfg.Epoch),
-		seq:       startSeq,
+		seq:       start.seq,
 		pages:     track.Pages(),
 		pageSize:  track.PageSize(),
 		track:     track,
@@ -87,7 +98,8 @@ func newReplicator(cfg Config, actor frames.Actor, startSeq uint64, track pageTr
 		done:      make(chan struct{}),
 	}
 	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
-	r.durable.Store(startSeq)
+	r.durable.Store(start.seq)
+	r.durableTime = start.commitTime
 	return r
 }
 
@@ -221,6 +233,9 @@ func (r *replicator) stopLocked(err error) {
 	if !r.closing {
 		r.stopCancel()
 	}
+	if r.compactCancel != nil {
+		r.compactCancel() // a pass must not outlive the session's ownership
+	}
 	r.blocked.Store(true)
 	close(r.durableCh)
 	r.durableCh = make(chan struct{})
@@ -298,7 +313,7 @@ func (r *replicator) uploadLoop() {
 		clean := r.closing && r.durable.Load() == r.seq
 		r.mu.Unlock()
 		if clean && r.onDurable != nil {
-			r.onDurable(r.durable.Load(), r.track.Checksum(), r.track.Pages(), true)
+			r.onDurable(position{r.durable.Load(), r.durableTime}, r.track.Checksum(), r.track.Pages(), true)
 		}
 	}()
 	var buf bytes.Buffer
@@ -336,6 +351,7 @@ func (r *replicator) uploadLoop() {
 			return
 		}
 		last, after, dbPages := b.last, b.after, b.dbPages
+		r.durableTime = b.commitTime
 		r.mu.Lock()
 		r.pending -= b.bytes
 		r.inflight = nil
@@ -353,8 +369,9 @@ func (r *replicator) uploadLoop() {
 		r.spaceCh = make(chan struct{})
 		r.mu.Unlock()
 		if r.onDurable != nil {
-			r.onDurable(last, after, dbPages, false)
+			r.onDurable(position{last, r.durableTime}, after, dbPages, false)
 		}
+		r.uploaded(int64(buf.Len()))
 	}
 }
 
@@ -454,6 +471,7 @@ func (r *replicator) close(ctx context.Context) error {
 			flushErr = fmt.Errorf("vfs: close: flushing: %w", ctx.Err())
 		}
 	}
+	r.stopCompaction()
 	if errors.Is(flushErr, ErrClosed) {
 		return nil
 	}

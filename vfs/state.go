@@ -18,12 +18,15 @@ import (
 // lower bound: the database file may be ahead of it (commits captured but not
 // yet uploaded when the process stopped).
 type localState struct {
-	Version  int    `json:"version"`
-	Epoch    uint64 `json:"epoch"`
-	Seq      uint64 `json:"seq"`      // last sequence known to be in the bucket
-	Checksum string `json:"checksum"` // database checksum at Seq, 16 hex digits
-	Pages    uint32 `json:"pages"`    // database size at Seq
-	PageSize uint32 `json:"pageSize"`
+	Version int    `json:"version"`
+	Epoch   uint64 `json:"epoch"`
+	Seq     uint64 `json:"seq"` // last sequence known to be in the bucket
+	// CommitTime is the commit time of frame Seq (Unix ns, 0 if unknown),
+	// for the next session's first snapshot.
+	CommitTime int64  `json:"commitTime"`
+	Checksum   string `json:"checksum"` // database checksum at Seq, 16 hex digits
+	Pages      uint32 `json:"pages"`    // database size at Seq
+	PageSize   uint32 `json:"pageSize"`
 }
 
 const (

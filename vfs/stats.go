@@ -28,6 +28,9 @@ type Stats struct {
 	UploadError          error
 	UploadFailingSince   time.Time
 	BackpressureFailures int64 // writes refused because the backlog was full
+	// Compactions counts background compaction passes (compact.Actor) run
+	// for this database, CompactionErrors those that failed.
+	Compactions, CompactionErrors int64
 	// Stopped is why replication stopped, nil while it runs.
 	Stopped error
 }
@@ -37,6 +40,7 @@ type counters struct {
 	commits, pagesCaptured, frames, batches, puts, retries atomic.Int64
 	bytesRaw, bytesMerged, bytesUploaded                   atomic.Int64
 	backpressureFailures                                   atomic.Int64
+	compactions, compactionErrors                          atomic.Int64
 	lastPutNanos                                           atomic.Int64
 
 	errMu        sync.Mutex
@@ -65,8 +69,9 @@ func (r *replicator) Stats() Stats {
 		Batches: c.batches.Load(), PUTs: c.puts.Load(), Retries: c.retries.Load(),
 		BytesRaw: c.bytesRaw.Load(), BytesMerged: c.bytesMerged.Load(), BytesUploaded: c.bytesUploaded.Load(),
 		BackpressureFailures: c.backpressureFailures.Load(),
-		LastPUT:              time.Duration(c.lastPutNanos.Load()),
-		Durable:              r.durable.Load(),
+		Compactions:          c.compactions.Load(), CompactionErrors: c.compactionErrors.Load(),
+		LastPUT: time.Duration(c.lastPutNanos.Load()),
+		Durable: r.durable.Load(),
 	}
 	c.errMu.Lock()
 	s.UploadError, s.UploadFailingSince = c.uploadErr, c.failingSince

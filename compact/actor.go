@@ -1,0 +1,129 @@
+package compact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/restore"
+)
+
+// maxAttempts bounds the listings one pass takes when objects it listed
+// vanish before it reads them. One retry is normally enough: the new
+// listing shows what the other compactor left.
+const maxAttempts = 3
+
+// Actor runs one compaction pass over one actor: it reads own.json, lists
+// the actor's objects, applies the size rule to the current session's log
+// (Due), writes a new snapshot if the rule (or Options.Force) asks for one,
+// then deletes what the current session's newest snapshot covers and the
+// sessions it supersedes, as far as Options.Retention allows.
+//
+// It returns what it did even on error. An error means the pass stopped
+// before deleting anything, or while deleting (a *Error with Op "delete",
+// after which some of the keys it meant to delete may be gone, and Deleted
+// is empty); the bucket is restorable either way. When objects vanish while it reads
+// them it lists again, up to three times, then fails with ErrRaced.
+func Actor(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options) (Result, error) {
+	start := time.Now()
+	opts = opts.withDefaults()
+	res := Result{Actor: a}
+	if !a.Valid() {
+		return res, &Error{Op: "list", Key: a.Prefix(), Err: fmt.Errorf("invalid actor (namespace %q, actor %q)", a.Namespace, a.Actor)}
+	}
+	log := opts.Logger.With(logActor, a.Prefix())
+	var err error
+	for attempt := 1; ; attempt++ {
+		res.Attempts = attempt
+		err = pass(ctx, b, a, opts, log, &res)
+		if err == nil || !errors.Is(err, bucket.ErrNotFound) || ctx.Err() != nil {
+			break
+		}
+		if attempt == maxAttempts {
+			err = fmt.Errorf("%w: %w", ErrRaced, err)
+			break
+		}
+		log.Info("an object vanished while the pass read it; listing again", logErr, err)
+	}
+	res.Duration = time.Since(start)
+	switch {
+	case err != nil:
+		log.Warn("compaction pass failed", logErr, err, "deleted", len(res.Deleted))
+	case res.Snapshot != "" || len(res.Deleted) > 0:
+		log.Info("compacted", logSession, res.Session, logKey, res.Snapshot, logFrame, res.Frame,
+			"logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes, "read", res.BytesRead, "written", res.BytesWritten,
+			"deleted", len(res.Deleted), "retained", res.Retained, "duration", res.Duration)
+	default:
+		log.Debug("nothing to compact", logSession, res.Session, "logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes,
+			"retained", res.Retained)
+	}
+	return res, err
+}
+
+// pass is one attempt: one own.json read, one listing, and what follows
+// from them. It resets res but for the counters of bytes moved.
+//
+// Another compactor racing this pass can make objects vanish (a 404: the
+// pass starts over) but never shows it a gap: restore.Take lists log/
+// before snapshot/ (byte order), a batch is only ever deleted after a
+// snapshot at or past it is stored, and snapshots are listed after the
+// batches, so whichever snapshot the listing shows as newest, every batch
+// past it that existed when the log was listed is still listed.
+func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, log *slog.Logger, res *Result) error {
+	*res = Result{Actor: a, Attempts: res.Attempts, BytesRead: res.BytesRead, BytesWritten: res.BytesWritten}
+	// own.json before the listing: a session the listing shows past
+	// own.json's epoch is then a claim that began after this read (tier.go).
+	own, err := readOwner(ctx, b, a)
+	if err != nil {
+		return err
+	}
+	inv, err := restore.Take(ctx, b, a)
+	if err != nil {
+		return &Error{Op: "list", Key: a.Prefix(), Err: err}
+	}
+	current, ok := currentSession(inv, own)
+	if !ok {
+		return nil
+	}
+	res.Session = current
+	sess, ok := inv.Session(current)
+	if !ok || len(sess.Snapshots) == 0 {
+		log.Debug("the current session has no snapshot yet: nothing is covered", logSession, current)
+		return nil
+	}
+
+	base := sess.Snapshots[len(sess.Snapshots)-1]
+	batches, logBytes := sessionLog(sess, base)
+	hdr, err := snapshotHeader(ctx, b, base.Key, opts.Limits, &res.BytesRead)
+	if err != nil {
+		return err
+	}
+	res.RuleLogBytes, res.RuleDBBytes = logBytes, dbBytes(hdr)
+	res.Due = Due(res.RuleLogBytes, res.RuleDBBytes)
+	res.LeftLogBytes, res.LeftDBBytes = res.RuleLogBytes, res.RuleDBBytes
+	if res.Due || (opts.Force && len(batches) > 0) {
+		nb, ok, err := build(ctx, b, inv, current, opts, res)
+		if err != nil {
+			return err
+		}
+		if ok {
+			// Every batch listed is now covered: the new snapshot is the
+			// keep point with no retention, and the log left is empty.
+			sess.Snapshots = append(sess.Snapshots, nb.obj)
+			res.Snapshot, res.Frame = nb.obj.Key, nb.obj.Frame
+			res.LeftLogBytes, res.LeftDBBytes = 0, nb.dbBytes
+		}
+	}
+
+	del, retained := plan(inv, current, opts)
+	res.Retained = retained
+	if err := deleteAll(ctx, b, del); err != nil {
+		return err
+	}
+	res.Deleted = append(del.snapshots, del.batches...)
+	return nil
+}

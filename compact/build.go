@@ -1,0 +1,122 @@
+package compact
+
+// Building a snapshot: the session's newest snapshot and every batch after
+// it, as listed at the start of the pass, are replayed by package restore
+// (restore.Replay: batches fetched ahead in parallel within a memory
+// budget, applied strictly in order, every object read to its verified
+// end, the checksum chain checked frame by frame, gaps named, every lane
+// file checked against its tracked checksum at the end), and the state
+// reached is written as snapshot/<session>/<last frame applied>.
+//
+// Replay's PRAGMA integrity_check is left out: it guards against a capture
+// that recorded wrong pages, but the log holds exactly the same pages, so a
+// snapshot of them loses nothing a restore from the log would have had, and
+// the check would cost a full SQLite scan of the database on every pass.
+// Restore and verify still run it.
+//
+// The snapshot is written to a file in the scratch directory, then uploaded
+// with its exact size: the bytes written are known exactly, and S3 gets one
+// seekable body (a plain PUT up to its single-PUT limit, which the client
+// can retry) rather than a streamed multipart upload.
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"os"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/restore"
+)
+
+// counter counts the bytes read through it.
+type counter struct {
+	r io.Reader
+	n *int64
+}
+
+func (c counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	*c.n += int64(n)
+	return n, err
+}
+
+// snapshotHeader reads the header of a snapshot (the rule needs its
+// database size), counting the bytes read into read. Only the start of the
+// object is read.
+func snapshotHeader(ctx context.Context, b bucket.Bucket, key string, lim frames.Limits, read *int64) (frames.Snapshot, error) {
+	rc, _, err := b.Get(ctx, key)
+	if err != nil {
+		return frames.Snapshot{}, &Error{Op: "read snapshot", Key: key, Err: err}
+	}
+	defer rc.Close()
+	sr, err := frames.NewSnapshotReader(counter{rc, read}, key, lim)
+	if err != nil {
+		return frames.Snapshot{}, &Error{Op: "read snapshot", Key: key, Err: err}
+	}
+	return sr.Header(), nil
+}
+
+// built is a snapshot a pass has uploaded.
+type built struct {
+	obj     restore.Object
+	dbBytes int64
+}
+
+// build replays the current session as inv lists it and uploads a snapshot
+// of the state reached. It returns ok false, and uploads nothing, when the
+// batches add no frame to the session's newest snapshot.
+func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, session uint64, opts Options, res *Result) (built, bool, error) {
+	a := inv.Actor
+	plan, err := restore.PlanSession(ctx, b, inv, session, restore.Latest(), opts.Limits)
+	if err != nil {
+		return built{}, false, &Error{Op: "replay", Key: a.SnapshotSessionPrefix(session), Err: err}
+	}
+	rep, err := restore.Replay(ctx, b, plan, opts.ScratchDir, restore.Options{
+		Limits: opts.Limits, MaxInflightBytes: opts.MaxInflightBytes, SkipIntegrityCheck: true, Logger: opts.baseLogger})
+	if err != nil {
+		return built{}, false, &Error{Op: "replay", Key: plan.Snapshot.Key, Err: err}
+	}
+	defer rep.Close()
+	res.BytesRead += rep.BytesFetched
+	if rep.Frame == plan.Snapshot.Frame {
+		return built{}, false, nil
+	}
+
+	key := a.SnapshotKey(session, rep.Frame)
+	f, err := os.CreateTemp(opts.ScratchDir, ".framectl-compact-*.snapshot")
+	if err != nil {
+		return built{}, false, &Error{Op: "write snapshot", Key: key, Err: err}
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	w := bufio.NewWriterSize(f, 256<<10)
+	hdr, err := rep.Set.WriteSnapshot(ctx, w, session, frames.WriteOptions{Level: opts.Compression})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		return built{}, false, &Error{Op: "write snapshot", Key: key, Err: err}
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		return built{}, false, &Error{Op: "write snapshot", Key: key, Err: err}
+	}
+	// Unconditional: a create-only put would limit snapshots to the
+	// single-PUT size, and an object already there under this key holds
+	// this very state (see the package comment).
+	if _, err := b.Put(ctx, key, f, size, bucket.Condition{}); err != nil {
+		return built{}, false, &Error{Op: "upload", Key: key, Err: err}
+	}
+	res.BytesWritten += size
+	// Its modification time is now as far as retention is concerned: the
+	// pass that wrote it never counts it old.
+	obj := restore.Object{Key: key, Kind: frames.KeySnapshot, Session: session, Frame: rep.Frame, Size: size, ModTime: opts.Now()}
+	return built{obj: obj, dbBytes: dbBytes(hdr)}, true, nil
+}

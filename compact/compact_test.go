@@ -1,0 +1,191 @@
+package compact_test
+
+import (
+	"errors"
+	mrand "math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/restore"
+)
+
+// TestActorCompactsReplicatedDatabase replicates a real SQLite database,
+// then compacts it while the newest batches are not yet visible in
+// listings (a bucket whose listings lag, as a live writer's newest uploads
+// are to a pass that listed just before them): the snapshot lands at the
+// last frame listed, what it covers is gone, the batches after it are all
+// kept, and the session replays byte for byte to the database at its last
+// durable frame and at the snapshot's frame.
+func TestActorCompactsReplicatedDatabase(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			inner := be.New(t)
+			clock := newFakeClock()
+			const lag = time.Hour
+			b := bucket.NewFaulty(inner, bucket.FaultConfig{Lag: lag, Now: clock.Now})
+			d := openDB(t, b, t.TempDir(), newActorID(), 1)
+			a := d.actor
+			rng := mrand.New(mrand.NewPCG(1, 2))
+
+			// Phase 1, visible to the pass.
+			orc := newOracle()
+			for range 6 {
+				d.work(rng, 10)
+				f := d.durable()
+				orc.record(f, d.image())
+			}
+			f1 := d.durable()
+			clock.Advance(2 * lag)
+			// Phase 2, uploaded but not yet listed: two small commits, a
+			// log far below the database's size.
+			for range 2 {
+				d.exec("INSERT INTO t(b) VALUES(randomblob(100))")
+				d.durable()
+			}
+			f2 := d.durable()
+			img2 := d.image()
+			before := stateOf(t, inner, a, 1)
+			var phase2 []uint64
+			for _, f := range before.batches {
+				if f > f1 {
+					phase2 = append(phase2, f)
+				}
+			}
+			if len(phase2) == 0 {
+				t.Fatal("phase 2 uploaded no batch")
+			}
+			objBytes := int64(0)
+			inv, err := restore.Take(t.Context(), inner, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, _ := inv.Session(1)
+			for _, o := range s.Snapshots {
+				objBytes += o.Size
+			}
+			for _, o := range s.Batches {
+				if o.Frame <= f1 {
+					objBytes += o.Size
+				}
+			}
+
+			opts := testOptions(t)
+			res, err := compact.Actor(t.Context(), b, a, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("pass 1: %+v", res)
+			if !res.Due || res.RuleLogBytes < res.RuleDBBytes {
+				t.Fatalf("the rule did not ask for a snapshot: log %d bytes, database %d", res.RuleLogBytes, res.RuleDBBytes)
+			}
+			if want := a.SnapshotKey(1, f1); res.Snapshot != want || res.Frame != f1 {
+				t.Fatalf("wrote %q at frame %d, want %q at %d (the last frame listed)", res.Snapshot, res.Frame, want, f1)
+			}
+			after := stateOf(t, inner, a, 1)
+			if !slices.Equal(after.snapshots, []uint64{f1}) {
+				t.Errorf("snapshots after the pass: %v, want only [%d]", after.snapshots, f1)
+			}
+			if !slices.Equal(after.batches, phase2) {
+				t.Errorf("batches after the pass: %v, want exactly the unlisted ones %v", after.batches, phase2)
+			}
+			if len(res.Deleted) != len(before.snapshots)+len(before.batches)-len(phase2) {
+				t.Errorf("deleted %d objects, want %d: %v", len(res.Deleted), len(before.snapshots)+len(before.batches)-len(phase2), res.Deleted)
+			}
+			// Every object read whole, and the start of the snapshot once
+			// more for the rule.
+			if res.BytesRead < objBytes || res.BytesRead > objBytes+before.newest.Size {
+				t.Errorf("BytesRead %d, the objects read weigh %d (snapshot %d)", res.BytesRead, objBytes, before.newest.Size)
+			}
+			info, err := inner.Stat(t.Context(), res.Snapshot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.BytesWritten != info.Size || res.LeftLogBytes != 0 || res.LeftDBBytes == 0 {
+				t.Errorf("BytesWritten %d (object %d), left log %d, left database %d", res.BytesWritten, info.Size, res.LeftLogBytes, res.LeftDBBytes)
+			}
+			scratchEmpty(t, opts.ScratchDir)
+
+			got, seq := mustReplay(t, inner, a, 1)
+			if seq != f2 {
+				t.Fatalf("the session replays to %d, want the last durable frame %d", seq, f2)
+			}
+			sameBytes(t, "replay of the compacted session vs the database", got, img2)
+			img1, _ := orc.get(f1)
+			got, _, err = replayTo(t, inner, a, 1, f1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBytes(t, "replay to the snapshot's frame", got, img1)
+
+			// A listing that still shows what pass 1 deleted (and not yet
+			// what it wrote), as another compactor's would while this one
+			// deletes: the objects vanish as the pass reads them, it lists
+			// again, and gives up without deleting anything.
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			if !errors.Is(err, compact.ErrRaced) || !errors.Is(err, bucket.ErrNotFound) || res.Attempts != compact.MaxAttempts || len(res.Deleted) != 0 {
+				t.Fatalf("pass over a stale listing: attempts %d, deleted %v, %v: want compact.ErrRaced after %d attempts", res.Attempts, res.Deleted, err, compact.MaxAttempts)
+			}
+			if st := stateOf(t, inner, a, 1); !slices.Equal(st.snapshots, after.snapshots) || !slices.Equal(st.batches, after.batches) {
+				t.Fatalf("the failed pass changed the bucket: %+v, was %+v", st, after)
+			}
+			clock.Advance(2 * lag)
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			if err != nil || res.Due || res.Snapshot != "" || len(res.Deleted) != 0 || res.RuleLogBytes == 0 {
+				t.Fatalf("pass 3: %+v, %v: want a log below the rule and nothing done", res, err)
+			}
+
+			// Force compacts anyway.
+			opts.Force = true
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			if err != nil || res.Snapshot != a.SnapshotKey(1, f2) {
+				t.Fatalf("forced pass: %+v, %v: want a snapshot at %d", res, err, f2)
+			}
+			clock.Advance(2 * lag) // let the listing see what the pass did
+			if st := stateOf(t, inner, a, 1); !slices.Equal(st.snapshots, []uint64{f2}) || len(st.batches) != 0 {
+				t.Errorf("after the forced pass: snapshots %v, batches %v; want [%d] and none", st.snapshots, st.batches, f2)
+			}
+			got, _ = mustReplay(t, inner, a, 1)
+			sameBytes(t, "replay after the forced pass", got, img2)
+			// Nothing left: Force writes nothing more.
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			if err != nil || res.Snapshot != "" || len(res.Deleted) != 0 {
+				t.Fatalf("forced pass over an empty log: %+v, %v", res, err)
+			}
+		})
+	}
+}
+
+// TestNamespace runs a pass over every actor of a namespace, and refuses a
+// string that is not a namespace ID.
+func TestNamespace(t *testing.T) {
+	b := buckettest.Dir(t)
+	rng := mrand.New(mrand.NewPCG(9, 9))
+	want := map[string]uint64{}
+	for range 2 {
+		d := openDB(t, b, t.TempDir(), newActorID(), 1)
+		d.work(rng, 5)
+		want[d.actor.Actor] = d.durable()
+	}
+	ns := actorOf([]byte{1}).Namespace
+	opts := testOptions(t)
+	opts.Force = true
+	results, err := compact.Namespace(t.Context(), b, ns, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != len(want) {
+		t.Fatalf("%d results for %d actors", len(results), len(want))
+	}
+	for _, r := range results {
+		if f, ok := want[r.Actor.Actor]; !ok || r.Snapshot != r.Actor.SnapshotKey(1, f) {
+			t.Errorf("actor %s: snapshot %q at %d, want one at %d", r.Actor.Actor, r.Snapshot, r.Frame, f)
+		}
+	}
+	if _, err := compact.Namespace(t.Context(), b, "not-a-namespace", opts); err == nil {
+		t.Error("a namespace that is not a namespace ID was accepted")
+	}
+}

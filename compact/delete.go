@@ -1,0 +1,85 @@
+package compact
+
+import (
+	"context"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/restore"
+)
+
+// deletion is what a pass deletes: snapshots and batches, kept apart
+// because snapshots go first (see deleteAll).
+type deletion struct {
+	snapshots, batches []string
+}
+
+func (d deletion) len() int { return len(d.snapshots) + len(d.batches) }
+
+// covered returns every object of the sessions up to current that the keep
+// point from makes unnecessary: whole sessions older than from's, and in
+// from's session the snapshots before it and the batches ending at or
+// before its frame. Sessions newer than current, the keep point itself and
+// everything after it are never in it.
+func covered(inv *restore.Inventory, current uint64, from restore.Object) deletion {
+	var d deletion
+	for i := range inv.Sessions {
+		s := &inv.Sessions[i]
+		switch {
+		case s.Epoch > current || s.Epoch > from.Session:
+			continue
+		case s.Epoch < from.Session:
+			for _, o := range s.Snapshots {
+				d.snapshots = append(d.snapshots, o.Key)
+			}
+			for _, o := range s.Batches {
+				d.batches = append(d.batches, o.Key)
+			}
+		default:
+			for _, o := range s.Snapshots {
+				if o.Frame < from.Frame {
+					d.snapshots = append(d.snapshots, o.Key)
+				}
+			}
+			for _, o := range s.Batches {
+				if o.Frame <= from.Frame {
+					d.batches = append(d.batches, o.Key)
+				}
+			}
+		}
+	}
+	return d
+}
+
+// plan returns what a pass deletes with the given retention, and how many
+// covered objects the window keeps for now.
+func plan(inv *restore.Inventory, current uint64, opts Options) (del deletion, retained int) {
+	all, ok := keepPoint(inv, current, 0, opts.Now())
+	if !ok {
+		return deletion{}, 0 // the current session has no snapshot: nothing is covered
+	}
+	wholly := covered(inv, current, all).len()
+	from, ok := keepPoint(inv, current, opts.Retention, opts.Now())
+	if !ok {
+		return deletion{}, wholly
+	}
+	del = covered(inv, current, from)
+	return del, wholly - del.len()
+}
+
+// deleteAll deletes snapshots before batches. Restoring the newest state
+// never needs any of them, whatever part of the deletion happens; but for a
+// point-in-time restore, a pass cut short after deleting some batches of an
+// old snapshot would leave that snapshot with a hole after it (a gap error),
+// whereas one cut short after deleting the snapshot leaves batches with no
+// base, which a restore plan skips.
+func deleteAll(ctx context.Context, b bucket.Bucket, d deletion) error {
+	for _, keys := range [][]string{d.snapshots, d.batches} {
+		if len(keys) == 0 {
+			continue
+		}
+		if err := b.DeleteMany(ctx, keys); err != nil {
+			return &Error{Op: "delete", Err: err}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,372 @@
+package compact_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/lanes"
+	"github.com/framectl/framectl/restore"
+	"github.com/framectl/framectl/vfs"
+)
+
+// testDB is a database replicated through package vfs: real SQLite, real
+// capture, real uploads.
+type testDB struct {
+	t     testing.TB
+	db    *vfs.DB
+	conn  *sqlite3.Conn
+	cfg   vfs.Config
+	actor frames.Actor
+}
+
+const testNamespace = "compact-test"
+
+func newActorID() []byte {
+	id := make([]byte, 8)
+	rand.Read(id)
+	return id
+}
+
+func actorOf(id []byte) frames.Actor {
+	return frames.Actor{Namespace: frames.NamespaceID("", testNamespace), Actor: frames.ActorKey(id)}
+}
+
+// openDB opens (or reopens, with a new epoch) the database in dir, with
+// 1 KiB pages: small databases of many pages.
+func openDB(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint64) *testDB {
+	t.Helper()
+	return openDBPage(t, b, dir, id, epoch, 1024)
+}
+
+// openDBPage is openDB with the page size of a new database.
+func openDBPage(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint64, pageSize int) *testDB {
+	t.Helper()
+	cfg := vfs.Config{Bucket: b, Namespace: testNamespace, Actor: id, Epoch: epoch, Dir: dir,
+		PageSize: pageSize, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+		DisableCompaction: true} // the tests run every pass themselves
+	db, err := vfs.Open(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := db.Conn()
+	if err != nil {
+		db.Close(context.Background())
+		t.Fatal(err)
+	}
+	d := &testDB{t: t, db: db, conn: c, cfg: cfg, actor: actorOf(id)}
+	t.Cleanup(d.close)
+	return d
+}
+
+func (d *testDB) close() {
+	if d.conn != nil {
+		d.conn.Close()
+		d.conn = nil
+	}
+	d.db.Close(context.Background())
+}
+
+func (d *testDB) exec(sql string) {
+	d.t.Helper()
+	if err := d.conn.Exec(sql); err != nil {
+		d.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// durable waits for every commit to be in the bucket and returns the last
+// frame.
+func (d *testDB) durable() uint64 {
+	d.t.Helper()
+	if err := d.db.Durable(d.t.Context()); err != nil {
+		d.t.Fatal(err)
+	}
+	return d.db.Stats().Durable
+}
+
+// image returns the database's bytes after a TRUNCATE checkpoint: what a
+// replay of the same frames must produce.
+func (d *testDB) image() []byte {
+	d.t.Helper()
+	if _, _, err := d.conn.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
+		d.t.Fatal(err)
+	}
+	data, err := os.ReadFile(d.db.Path())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return data
+}
+
+// work runs n random write transactions, each one commit: inserts, updates
+// of existing rows (log without growth), deletes.
+func (d *testDB) work(rng *mrand.Rand, n int) {
+	d.t.Helper()
+	d.exec("CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, b BLOB)")
+	for range n {
+		var sql string
+		switch op := rng.IntN(10); {
+		case op < 4:
+			sql = fmt.Sprintf("INSERT INTO t(b) VALUES(randomblob(%d))", 50+rng.IntN(1500))
+		case op < 9:
+			sql = fmt.Sprintf("UPDATE t SET b=randomblob(%d) WHERE id IN (SELECT id FROM t ORDER BY random() LIMIT %d)", 50+rng.IntN(1500), 1+rng.IntN(3))
+		default:
+			sql = "DELETE FROM t WHERE id IN (SELECT id FROM t ORDER BY random() LIMIT 1)"
+		}
+		d.exec(sql)
+	}
+}
+
+// oracle records the database image at durable frames.
+type oracle struct {
+	mu     sync.Mutex
+	images map[uint64][]byte
+}
+
+func newOracle() *oracle { return &oracle{images: map[uint64][]byte{}} }
+
+func (o *oracle) record(frame uint64, image []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.images[frame] = image
+}
+
+func (o *oracle) get(frame uint64) ([]byte, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	img, ok := o.images[frame]
+	return img, ok
+}
+
+// frames returns the frames recorded, ascending.
+func (o *oracle) frames() []uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []uint64
+	for f := range o.images {
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// errUnreachable: the bucket holds no way to the frame asked for (no
+// snapshot at or before it, or no batch ending exactly at it).
+var errUnreachable = errors.New("frame not reachable from the objects in the bucket")
+
+// replayTo rebuilds a session from the bucket alone, independently of the
+// code under test: the newest snapshot at or before target (0: the newest
+// of all), then every batch after it, in order, up to target, through
+// package lanes with all its checks. It returns the database bytes and the
+// frame reached.
+//
+// TODO(restore): replace with package restore's replay once it lands.
+func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch, target uint64) ([]byte, uint64, error) {
+	t.Helper()
+	ctx := t.Context()
+	inv, err := restore.Take(ctx, b, a)
+	if err != nil {
+		return nil, 0, err
+	}
+	s, ok := inv.Session(epoch)
+	if !ok {
+		return nil, 0, fmt.Errorf("session %d: %w", epoch, errUnreachable)
+	}
+	var snap restore.Object
+	if target == 0 {
+		if len(s.Snapshots) == 0 {
+			return nil, 0, fmt.Errorf("session %d has no snapshot: %w", epoch, errUnreachable)
+		}
+		snap = s.Snapshots[len(s.Snapshots)-1]
+	} else if snap, ok = s.NewestSnapshotAtOrBefore(target); !ok {
+		return nil, 0, fmt.Errorf("no snapshot at or before %d: %w", target, errUnreachable)
+	}
+	dir, err := os.MkdirTemp(t.TempDir(), "replay")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer os.RemoveAll(dir)
+	rc, _, err := b.Get(ctx, snap.Key)
+	if err != nil {
+		return nil, 0, err
+	}
+	sr, err := frames.NewSnapshotReader(rc, snap.Key, frames.Limits{})
+	if err != nil {
+		rc.Close()
+		return nil, 0, err
+	}
+	set, err := lanes.LoadSnapshot(ctx, dir, sr, snap.Key)
+	rc.Close()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer set.Close()
+	for _, o := range s.Batches {
+		if o.Frame <= set.Seq() {
+			continue
+		}
+		if target != 0 && o.Frame > target {
+			break
+		}
+		rc, _, err := b.Get(ctx, o.Key)
+		if err != nil {
+			return nil, 0, err
+		}
+		br, err := frames.NewBatchReader(rc, o.Key, frames.Limits{})
+		if err == nil {
+			err = set.ReplayBatch(ctx, br, o.Key)
+		}
+		rc.Close()
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	if target != 0 && set.Seq() != target {
+		return nil, set.Seq(), fmt.Errorf("replay reached %d, not %d: %w", set.Seq(), target, errUnreachable)
+	}
+	if err := set.VerifyFiles(ctx); err != nil {
+		return nil, 0, err
+	}
+	l, ok := set.Lane(lanes.MainLane)
+	if !ok {
+		return nil, 0, errors.New("replayed session has no main lane")
+	}
+	data, err := os.ReadFile(l.Path)
+	return data, set.Seq(), err
+}
+
+// mustReplay replays the newest state of a session and fails the test if it
+// cannot.
+func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) ([]byte, uint64) {
+	t.Helper()
+	data, seq, err := replayTo(t, b, a, epoch, 0)
+	if err != nil {
+		t.Fatalf("replaying session %d: %v", epoch, err)
+	}
+	return data, seq
+}
+
+func sameBytes(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		n := 0
+		for n < min(len(got), len(want)) && got[n] == want[n] {
+			n++
+		}
+		t.Fatalf("%s: %d bytes vs %d, first difference at byte %d", what, len(got), len(want), n)
+	}
+}
+
+// keys lists every key under prefix.
+func keys(t testing.TB, b bucket.Bucket, prefix string) []string {
+	t.Helper()
+	var out []string
+	for o, err := range bucket.All(t.Context(), b, prefix) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o.Key)
+	}
+	return out
+}
+
+// sessionState is what the bucket holds of one session, for assertions.
+type sessionState struct {
+	snapshots []uint64 // frames, ascending
+	batches   []uint64 // end frames, ascending
+	logBytes  int64    // batches after the newest snapshot
+	maxBatch  int64    // largest batch
+	newest    restore.Object
+}
+
+func stateOf(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) sessionState {
+	t.Helper()
+	st, err := stateErr(t.Context(), b, a, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// stateErr is stateOf for goroutines other than the test's.
+func stateErr(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64) (sessionState, error) {
+	inv, err := restore.Take(ctx, b, a)
+	if err != nil {
+		return sessionState{}, err
+	}
+	var st sessionState
+	s, ok := inv.Session(epoch)
+	if !ok {
+		return st, nil
+	}
+	if len(s.Snapshots) > 0 {
+		st.newest = s.Snapshots[len(s.Snapshots)-1]
+	}
+	for _, o := range s.Snapshots {
+		st.snapshots = append(st.snapshots, o.Frame)
+	}
+	var newest uint64
+	if len(st.snapshots) > 0 {
+		newest = st.snapshots[len(st.snapshots)-1]
+	}
+	for _, o := range s.Batches {
+		st.batches = append(st.batches, o.Frame)
+		st.maxBatch = max(st.maxBatch, o.Size)
+		if o.Frame > newest {
+			st.logBytes += o.Size
+		}
+	}
+	return st, nil
+}
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// testOptions are the options of a pass in tests: scratch space in the
+// test's directory, a logger into the test log.
+func testOptions(t testing.TB) compact.Options {
+	return compact.Options{ScratchDir: t.TempDir()}
+}
+
+// scratchEmpty checks that a pass left nothing in its scratch directory.
+func scratchEmpty(t testing.TB, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		t.Errorf("scratch directory not cleaned up: %s", filepath.Join(dir, e.Name()))
+	}
+}

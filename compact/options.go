@@ -1,0 +1,114 @@
+package compact
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/framectl/framectl/frames"
+)
+
+// Options tune a pass. The zero value is the default: no retention, the
+// size rule decides, the system's temporary directory, nothing logged.
+type Options struct {
+	// Retention keeps covered objects, and superseded sessions, while they
+	// may be needed to restore to a time less than Retention ago (see
+	// retention.go). 0 deletes them as soon as they are covered.
+	Retention time.Duration
+	// Now is the clock Retention is measured on, against the modification
+	// times the bucket lists (nil: time.Now). Tests move it instead of
+	// sleeping.
+	Now func() time.Time
+	// Limits bound what the pass decodes (frames.Limits defaults).
+	Limits frames.Limits
+	// Compression is the DEFLATE level of the snapshot written (default
+	// frames.DefaultLevel). Two compactors writing the same snapshot with
+	// different levels write different bytes of the same content; either is
+	// right.
+	Compression int
+	// ScratchDir holds the database rebuilt and the snapshot before upload
+	// (default os.TempDir()). It needs the database's size plus its
+	// compressed size free. Prefer a directory on disk over a tmpfs /tmp.
+	ScratchDir string
+	// Logger receives what the pass does (nil: discard), under subsystem
+	// "compact".
+	Logger *slog.Logger
+	// MaxInflightBytes bounds the batch bytes fetched ahead of the replay
+	// (default DefaultMaxInflightBytes); a pass holds about twice this in
+	// memory at most, whatever the database's size (restore.Options).
+	MaxInflightBytes int64
+	// Force writes a snapshot whenever the current session has batches
+	// after its newest snapshot, even if the size rule does not ask for one
+	// (framectl compact --force, benchmarks).
+	Force bool
+
+	baseLogger *slog.Logger // Logger without the subsystem, for restore
+}
+
+// DefaultMaxInflightBytes keeps a background pass light beside the
+// database it compacts: a quarter of restore's default, which is sized for
+// an operator's restore running alone.
+const DefaultMaxInflightBytes = 16 << 20
+
+func (o Options) withDefaults() Options {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Compression == 0 {
+		o.Compression = frames.DefaultLevel
+	}
+	if o.ScratchDir == "" {
+		o.ScratchDir = os.TempDir()
+	}
+	if o.MaxInflightBytes <= 0 {
+		o.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.baseLogger = o.Logger
+	o.Logger = o.Logger.With("subsystem", "compact")
+	return o
+}
+
+// Result reports one pass over one actor.
+type Result struct {
+	Actor frames.Actor
+	// Session is the current session the pass worked on: own.json's epoch,
+	// or without own.json the newest session that has a snapshot. 0 when
+	// the actor has neither (nothing to do).
+	Session uint64
+	// RuleLogBytes and RuleDBBytes are the size rule's inputs as the pass
+	// found them (see Due); Due is its answer.
+	RuleLogBytes, RuleDBBytes int64
+	Due                       bool
+	// Snapshot is the key of the snapshot written, "" if none; Frame the
+	// frame it covers through.
+	Snapshot string
+	Frame    uint64
+	// LeftLogBytes and LeftDBBytes are the rule's inputs after the pass, as
+	// of its listing: the log past the current session's newest snapshot
+	// (0 after a snapshot was written) and the database size at that
+	// snapshot. Trigger.Done starts from them.
+	LeftLogBytes, LeftDBBytes int64
+	// BytesRead is what the pass downloaded (object bytes, compressed),
+	// BytesWritten what it uploaded.
+	BytesRead, BytesWritten int64
+	// Deleted lists the keys deleted, snapshots first. Retained counts the
+	// covered or superseded objects kept for the retention window.
+	Deleted  []string
+	Retained int
+	// Attempts is 1, or more when objects vanished while the pass read
+	// them and it started over.
+	Attempts int
+	Duration time.Duration
+}
+
+// Log keys.
+const (
+	logActor   = "actor"
+	logSession = "session"
+	logKey     = "key"
+	logErr     = "err"
+	logFrame   = "frame"
+)

@@ -1,0 +1,74 @@
+package compact_test
+
+import (
+	"fmt"
+	mrand "math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/compact"
+)
+
+// TestRetention: with a window, the objects a new snapshot covers survive
+// the pass that wrote it (every durable point still replays: point-in-time
+// restore), survive while the snapshot is younger than the window, and go
+// in the first pass after it has aged out of it.
+func TestRetention(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			b := be.New(t)
+			d := openDB(t, b, t.TempDir(), newActorID(), 1)
+			a := d.actor
+			rng := mrand.New(mrand.NewPCG(3, 3))
+			orc := newOracle()
+			for range 5 {
+				d.work(rng, 8)
+				orc.record(d.durable(), d.image())
+			}
+			last := d.durable()
+			before := stateOf(t, b, a, 1)
+			covered := len(before.snapshots) + len(before.batches)
+
+			// The bucket's clock and ours agree here; the window is an hour.
+			clock := newFakeClock()
+			opts := testOptions(t)
+			opts.Retention, opts.Now, opts.Force = time.Hour, clock.Now, true
+			res, err := compact.Actor(t.Context(), b, a, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Snapshot != a.SnapshotKey(1, last) || len(res.Deleted) != 0 || res.Retained != covered {
+				t.Fatalf("first pass: snapshot %q, deleted %v, retained %d; want a snapshot at %d, nothing deleted, %d retained",
+					res.Snapshot, res.Deleted, res.Retained, last, covered)
+			}
+			for _, f := range orc.frames() {
+				got, _, err := replayTo(t, b, a, 1, f)
+				if err != nil {
+					t.Fatalf("point-in-time replay to %d inside the window: %v", f, err)
+				}
+				img, _ := orc.get(f)
+				sameBytes(t, fmt.Sprintf("point-in-time replay to %d", f), got, img)
+			}
+
+			clock.Advance(45 * time.Minute)
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			if err != nil || len(res.Deleted) != 0 || res.Retained != covered || res.Snapshot != "" {
+				t.Fatalf("pass inside the window: %+v, %v: want nothing deleted, %d retained", res, err, covered)
+			}
+
+			clock.Advance(30 * time.Minute)
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			if err != nil || len(res.Deleted) != covered || res.Retained != 0 {
+				t.Fatalf("pass after the window: deleted %d, retained %d, %v: want %d deleted", len(res.Deleted), res.Retained, err, covered)
+			}
+			if st := stateOf(t, b, a, 1); !slices.Equal(st.snapshots, []uint64{last}) || len(st.batches) != 0 {
+				t.Fatalf("after the window: snapshots %v, batches %v", st.snapshots, st.batches)
+			}
+			img, _ := orc.get(last)
+			got, _ := mustReplay(t, b, a, 1)
+			sameBytes(t, "replay after retention", got, img)
+		})
+	}
+}

@@ -1,0 +1,136 @@
+package fence
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+)
+
+// ErrHeld: a live node holds the actor. The *HeldError says which, so the
+// runtime can forward the request there.
+var ErrHeld = errors.New("fence: actor held by a live node")
+
+// HeldError is ErrHeld with the holder.
+type HeldError struct {
+	Actor   frames.Actor
+	Epoch   uint64
+	Node    string
+	Address string
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("fence: %s is held by node %s at %s (epoch %d)", e.Actor.OwnKey(), e.Node, e.Address, e.Epoch)
+}
+
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// Ownership is a claim this node won.
+type Ownership struct {
+	Actor frames.Actor
+	Epoch uint64
+	etag  string // own.json as we wrote it
+}
+
+// maxClaimRounds bounds the retries of a claim that keeps losing races.
+const maxClaimRounds = 8
+
+// Claim takes an actor for this node, with a new epoch. own.json is read
+// with its ETag: absent → created (If-None-Match: *) at epoch 1; released,
+// or held by a node that is gone, fenced, or expired on this node's clock
+// (then fenced first) → replaced (If-Match) with epoch+1 naming this node;
+// held by a live node → *HeldError. A lost race (412) is read back before it
+// counts as lost, because a retried PUT that landed answers 412 too.
+//
+// Every claim opens a new session, so a record naming this node already (a
+// session this node did not release) is replaced with epoch+1 too. Node IDs
+// are random per Register, so a restarted process never takes its
+// predecessor's record (at the same address) for its own: it waits for the
+// predecessor's lease like any other claimant.
+func (n *Node) Claim(ctx context.Context, a frames.Actor) (Ownership, error) {
+	key := a.OwnKey()
+	var attempted *Record // what the previous round tried to write
+	for round := 0; round < maxClaimRounds; round++ {
+		if err := n.Valid(); err != nil {
+			return Ownership{}, err
+		}
+		data, info, err := bucket.ReadAll(ctx, n.b, key, MaxRecordBytes)
+		var next Record
+		var cond bucket.Condition
+		switch {
+		case errors.Is(err, bucket.ErrNotFound):
+			next, cond = Record{Epoch: 1}, bucket.Condition{IfAbsent: true}
+		case err != nil:
+			return Ownership{}, fmt.Errorf("fence: reading %s: %w", key, err)
+		default:
+			cur, err := ParseRecord(key, data)
+			if err != nil {
+				return Ownership{}, err // never treat a damaged record as absent
+			}
+			if attempted != nil && cur == *attempted {
+				// Our PUT landed though it answered 412 (a retry).
+				return Ownership{Actor: a, Epoch: cur.Epoch, etag: info.ETag}, nil
+			}
+			if !cur.Released() && cur.Node != n.id {
+				live, err := n.Observer.Fence(ctx, cur.Node)
+				if err != nil {
+					return Ownership{}, err
+				}
+				if live == Alive {
+					return Ownership{}, &HeldError{Actor: a, Epoch: cur.Epoch, Node: cur.Node, Address: cur.Address}
+				}
+			}
+			next, cond = Record{Epoch: cur.Epoch + 1}, bucket.Condition{IfMatch: info.ETag}
+		}
+		next.Node, next.Address = n.id, n.address
+		attempted = &next
+		body := next.Marshal()
+		put, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), cond)
+		if err == nil {
+			n.log.Info("claimed actor", "key", key, "epoch", next.Epoch)
+			return Ownership{Actor: a, Epoch: next.Epoch, etag: put.ETag}, nil
+		}
+		if !errors.Is(err, bucket.ErrPrecondition) {
+			// The answer is unknown (a lost response, a timeout): the
+			// PUT may have landed. Read it back before giving up.
+			if data, info, rerr := bucket.ReadAll(ctx, n.b, key, MaxRecordBytes); rerr == nil {
+				if cur, perr := ParseRecord(key, data); perr == nil && cur == next {
+					return Ownership{Actor: a, Epoch: next.Epoch, etag: info.ETag}, nil
+				}
+			}
+			return Ownership{}, fmt.Errorf("fence: claiming %s: %w", key, err)
+		}
+		// Lost, or our retried PUT landed: the next round reads it back
+		// (a record naming this node is ours).
+	}
+	return Ownership{}, fmt.Errorf("fence: claiming %s: lost %d races in a row", key, maxClaimRounds)
+}
+
+// Release marks the actor released (node "", epoch kept), after its final
+// flush, with If-Match on the record this claim wrote. If the record changed
+// (a peer fenced this node and took over), it returns ErrFenced: the caller
+// no longer owned the actor.
+func (n *Node) Release(ctx context.Context, o Ownership) error {
+	key := o.Actor.OwnKey()
+	body := Record{Epoch: o.Epoch}.Marshal()
+	_, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: o.etag})
+	if err == nil {
+		n.log.Info("released actor", "key", key, "epoch", o.Epoch)
+		return nil
+	}
+	// A 412, or no answer at all: read it back. Released at our epoch
+	// means our PUT landed (a retry, or a lost response).
+	data, _, rerr := bucket.ReadAll(ctx, n.b, key, MaxRecordBytes)
+	if rerr == nil {
+		if cur, perr := ParseRecord(key, data); perr == nil && cur.Epoch == o.Epoch && cur.Released() {
+			return nil
+		}
+	}
+	if !errors.Is(err, bucket.ErrPrecondition) {
+		return fmt.Errorf("fence: releasing %s: %w", key, err)
+	}
+	return fmt.Errorf("%w: %s changed while this node held epoch %d", ErrFenced, key, o.Epoch)
+}

@@ -1,0 +1,374 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
+)
+
+// fakeClock is a clock tests advance by hand.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []waiter
+}
+
+type waiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, waiter{c.now.Add(d), ch})
+	return ch
+}
+
+// Step waits until something waits on the clock (the renewal loop), then
+// advances it: advancing before the loop asked for its next timer would
+// skip that timer.
+func (c *fakeClock) Step(d time.Duration) {
+	for range 5000 {
+		c.mu.Lock()
+		n := len(c.waiters)
+		c.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.Advance(d)
+}
+
+// Advance moves the clock and fires the timers that are due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	keep := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.at.After(c.now) {
+			w.ch <- c.now
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	c.waiters = keep
+	c.mu.Unlock()
+}
+
+var testActor = frames.Actor{Namespace: frames.NamespaceID("", "fence-test"), Actor: "a1"}
+
+func register(t *testing.T, b bucket.Bucket, addr string, clock Clock) *Node {
+	t.Helper()
+	n, err := Register(t.Context(), b, addr, Options{Clock: clock, Lease: 10 * time.Second, Grace: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	return n
+}
+
+// waitHeartbeat waits until the node's lease shows heartbeat hb.
+func waitHeartbeat(t *testing.T, b bucket.Bucket, n *Node, hb uint64) {
+	t.Helper()
+	for range 2000 {
+		l, _, err := readLease(t.Context(), b, n.ID())
+		if err == nil && l.Heartbeat >= hb {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("node %s never reached heartbeat %d", n.ID(), hb)
+}
+
+func backends(t *testing.T, f func(t *testing.T, b bucket.Bucket)) {
+	t.Run("dir", func(t *testing.T) { f(t, buckettest.Dir(t)) })
+	t.Run("s3", func(t *testing.T) { f(t, buckettest.S3(t)) })
+}
+
+func TestLeaseRenewsAndExpires(t *testing.T) {
+	backends(t, func(t *testing.T, b bucket.Bucket) {
+		clock := newFakeClock()
+		n := register(t, b, "127.0.0.1:9001", clock)
+		if err := n.Valid(); err != nil {
+			t.Fatal(err)
+		}
+		for i := uint64(1); i <= 3; i++ {
+			clock.Step(n.opts.RenewEvery)
+			waitHeartbeat(t, b, n, i)
+		}
+		if err := n.Valid(); err != nil {
+			t.Fatalf("renewing node not valid: %v", err)
+		}
+		// Renewals that fail for a whole lease make the node invalid, for
+		// good.
+		n.b = bucket.NewFaulty(b, bucket.FaultConfig{ErrorRate: 1})
+		for range 4 {
+			clock.Step(n.opts.RenewEvery)
+		}
+		if err := n.Valid(); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("got %v, want ErrLeaseLost", err)
+		}
+		n.b = b
+		clock.Advance(n.opts.RenewEvery)
+		if err := n.Valid(); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("a lost lease came back: %v", err)
+		}
+		select {
+		case <-n.Done():
+		default:
+			t.Fatal("Done not closed")
+		}
+	})
+}
+
+func TestObserverFencesOnlyExpiredNodes(t *testing.T) {
+	backends(t, func(t *testing.T, b bucket.Bucket) {
+		victimClock, peerClock := newFakeClock(), newFakeClock()
+		victim := register(t, b, "127.0.0.1:9001", victimClock)
+		peer := register(t, b, "127.0.0.1:9002", peerClock)
+		ctx := t.Context()
+		if live, _, err := peer.Observer.Judge(ctx, victim.ID()); err != nil || live != Alive {
+			t.Fatalf("first sight: %v %v", live, err)
+		}
+		// The victim renews: however long the peer waits, it stays alive.
+		for i := uint64(1); i <= 4; i++ {
+			victimClock.Step(victim.opts.RenewEvery)
+			waitHeartbeat(t, b, victim, i)
+			peerClock.Advance(6 * time.Second)
+			if live, err := peer.Observer.Fence(ctx, victim.ID()); err != nil || live != Alive {
+				t.Fatalf("renewing node judged %v (%v)", live, err)
+			}
+		}
+		// The victim stops (no renewals). Just under lease+grace on the
+		// peer's clock it is still alive; at lease+grace it is fenced.
+		peerClock.Advance(14 * time.Second)
+		if live, _ := peer.Observer.Fence(ctx, victim.ID()); live != Alive {
+			t.Fatalf("fenced %v early", live)
+		}
+		peerClock.Advance(1 * time.Second)
+		if live, err := peer.Observer.Fence(ctx, victim.ID()); err != nil || live != Fenced {
+			t.Fatalf("expired node: %v %v", live, err)
+		}
+		// The victim learns it at its next renewal and stops for good.
+		victimClock.Step(victim.opts.RenewEvery)
+		select {
+		case <-victim.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("fenced node did not notice")
+		}
+		if err := victim.Valid(); !errors.Is(err, ErrFenced) {
+			t.Fatalf("got %v, want ErrFenced", err)
+		}
+	})
+}
+
+func TestClaimReleaseTakeover(t *testing.T) {
+	backends(t, func(t *testing.T, b bucket.Bucket) {
+		ctx := t.Context()
+		ca, cb := newFakeClock(), newFakeClock()
+		a := register(t, b, "127.0.0.1:9001", ca)
+		bn := register(t, b, "127.0.0.1:9002", cb)
+		oa, err := a.Claim(ctx, testActor)
+		if err != nil || oa.Epoch != 1 {
+			t.Fatalf("first claim: %+v %v", oa, err)
+		}
+		// A claims again: every claim opens a new session.
+		again, err := a.Claim(ctx, testActor)
+		if err != nil || again.Epoch != 2 {
+			t.Fatalf("repeat claim: %+v %v", again, err)
+		}
+		oa = again
+		// B is told who holds it.
+		_, err = bn.Claim(ctx, testActor)
+		var held *HeldError
+		if !errors.As(err, &held) || held.Node != a.ID() || held.Address != "127.0.0.1:9001" || !errors.Is(err, ErrHeld) {
+			t.Fatalf("claim of a held actor: %v", err)
+		}
+		// A releases; B claims epoch 2.
+		if err := a.Release(ctx, oa); err != nil {
+			t.Fatal(err)
+		}
+		ob, err := bn.Claim(ctx, testActor)
+		if err != nil || ob.Epoch != 3 {
+			t.Fatalf("claim after release: %+v %v", ob, err)
+		}
+		// B dies (stops renewing); after lease+grace on A's clock, A fences
+		// B and takes epoch 3.
+		if _, err := a.Claim(ctx, testActor); !errors.Is(err, ErrHeld) {
+			t.Fatalf("claim of a live holder: %v", err)
+		}
+		// A renews in the meantime so that its own lease stays valid.
+		for i := uint64(1); i <= 5; i++ {
+			ca.Step(a.opts.RenewEvery)
+			waitHeartbeat(t, b, a, i)
+		}
+		oa3, err := a.Claim(ctx, testActor)
+		if err != nil || oa3.Epoch != 4 {
+			t.Fatalf("takeover: %+v %v", oa3, err)
+		}
+		// B's release of its stale claim fails: it was fenced.
+		if err := bn.Release(ctx, ob); !errors.Is(err, ErrFenced) {
+			t.Fatalf("stale release: %v", err)
+		}
+		rec := readRecord(t, b)
+		if rec.Epoch != 4 || rec.Node != a.ID() {
+			t.Fatalf("own.json %+v", rec)
+		}
+	})
+}
+
+func readRecord(t *testing.T, b bucket.Bucket) Record {
+	t.Helper()
+	data, _, err := bucket.ReadAll(t.Context(), b, testActor.OwnKey(), MaxRecordBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ParseRecord(testActor.OwnKey(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A process restarting at the same address is a new node: it never takes
+// its predecessor's record for its own, and waits for the predecessor's
+// lease to expire like any other claimant.
+func TestRestartedNodeIsNotItsPredecessor(t *testing.T) {
+	b := buckettest.Dir(t)
+	ctx := t.Context()
+	old := register(t, b, "127.0.0.1:9001", newFakeClock())
+	if _, err := old.Claim(ctx, testActor); err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	restarted := register(t, b, "127.0.0.1:9001", clock)
+	if _, err := restarted.Claim(ctx, testActor); !errors.Is(err, ErrHeld) {
+		t.Fatalf("restarted node took its predecessor's record: %v", err)
+	}
+}
+
+// Many nodes claim one actor at once, round after round: exactly one wins
+// each epoch, and epochs only go up.
+func TestClaimRace(t *testing.T) {
+	backends(t, func(t *testing.T, b bucket.Bucket) {
+		ctx := t.Context()
+		const racers = 12
+		nodes := make([]*Node, racers)
+		for i := range nodes {
+			nodes[i] = register(t, b, fmt.Sprintf("127.0.0.1:%d", 9100+i), newFakeClock())
+		}
+		var last uint64
+		for round := range 5 {
+			var wins atomic.Int32
+			var winner atomic.Pointer[Ownership]
+			var wg sync.WaitGroup
+			for _, n := range nodes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					o, err := n.Claim(ctx, testActor)
+					switch {
+					case err == nil:
+						wins.Add(1)
+						winner.Store(&o)
+					case !errors.Is(err, ErrHeld):
+						t.Errorf("round %d: %v", round, err)
+					}
+				}()
+			}
+			wg.Wait()
+			o := winner.Load()
+			if wins.Load() != 1 || o == nil || o.Epoch <= last {
+				t.Fatalf("round %d: %d winners, epoch %v after %d", round, wins.Load(), o, last)
+			}
+			last = o.Epoch
+			// The winner releases for the next round.
+			for _, n := range nodes {
+				if rec := readRecord(t, b); rec.Node == n.ID() {
+					if err := n.Release(ctx, *o); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	})
+}
+
+// Lost responses do not confuse a claim: a PUT that landed is recognised.
+func TestClaimWithLostResponses(t *testing.T) {
+	inner := buckettest.Dir(t)
+	b := bucket.NewFaulty(inner, bucket.FaultConfig{Seed: 2, LostResponseRate: 0.5})
+	ctx := t.Context()
+	var n *Node
+	var err error
+	for range 20 { // registration itself may report a lost response
+		if n, err = Register(ctx, b, "127.0.0.1:9001", Options{Clock: newFakeClock()}); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close(context.Background())
+	for i := range 10 {
+		o, err := n.Claim(ctx, testActor)
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		if err := n.Release(ctx, o); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+	if rec := readRecord(t, inner); rec.Epoch != 10 || !rec.Released() {
+		t.Fatalf("own.json after 10 claims: %+v", rec)
+	}
+}
+
+func TestDamagedRecordIsNotAbsent(t *testing.T) {
+	b := buckettest.Dir(t)
+	n := register(t, b, "127.0.0.1:9001", newFakeClock())
+	if _, err := b.Put(t.Context(), testActor.OwnKey(), strings.NewReader("{oops"), 5, bucket.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Claim(t.Context(), testActor); !errors.Is(err, ErrBadRecord) {
+		t.Fatalf("got %v, want ErrBadRecord", err)
+	}
+}
+
+func TestCloseDeregisters(t *testing.T) {
+	b := buckettest.Dir(t)
+	n := register(t, b, "127.0.0.1:9001", newFakeClock())
+	if err := n.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Stat(t.Context(), frames.NodeKey(n.ID())); !errors.Is(err, bucket.ErrNotFound) {
+		t.Fatalf("lease still there: %v", err)
+	}
+	if err := n.Valid(); !errors.Is(err, ErrClosed) {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,39 @@
+// Package restore owns reading an actor back from a bucket: the inventory of
+// what the bucket holds for it, the plan (which session, which snapshot,
+// which batches), parallel fetching, replay through package lanes,
+// verification, and point-in-time targets.
+//
+// It must never write a database that did not verify completely (the output
+// is renamed into place only at the end), never skip a frame silently (a
+// missing range is a gap, named), and never trust bytes from the bucket
+// before their checks have passed.
+//
+// # Entry points
+//
+//   - Restore writes one actor's database to a file, RestoreNamespace every
+//     actor of a namespace to a directory (framectl restore).
+//   - Verify checks everything a bucket holds for an actor and reports what
+//     is wrong object by object (verify.go says what is damage and what is
+//     a warning); VerifyNamespace and VerifyPrefix check many actors
+//     (framectl verify).
+//   - ReplaySession gives compaction a verified state of one session at a
+//     target, with the objects it covers; Replay does the same for a Plan
+//     made by NewPlan or PlanSession, without re-planning.
+//   - Take and Actors list what a bucket holds (framectl ls).
+//
+// # How a restore runs
+//
+// Take lists the actor; NewPlan reads own.json and picks the session, the
+// newest snapshot at or before the target and the batches after it.
+// Replay streams the snapshot into scratch files (lanes.LoadSnapshot)
+// while up to Options.Parallelism batches are downloaded and decoded
+// ahead, within a byte budget (fetch.go); frames are applied strictly in
+// order, each batch read to its verified end. A batch that starts past the
+// frame reached is skipped only when a later batch covers it, else the
+// restore fails with a gap. Then the files are checked against the
+// tracked checksums and SQLite's integrity_check runs on the database.
+// An object deleted under the restore (compaction) makes it plan again.
+//
+// Targets stop at frame boundaries: a frame in a batch is a merged run of
+// commits (see Target).
+package restore

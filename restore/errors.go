@@ -1,0 +1,86 @@
+package restore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/framectl/framectl/fence"
+)
+
+// Sentinels for errors.Is. Damage found while restoring matches the
+// sentinel of the package that found it: frames.ErrCorrupt,
+// frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind,
+// lanes.ErrGap (a *lanes.GapError names the missing range),
+// lanes.ErrChecksum, fence.ErrBadRecord. The ones below are restore's own.
+var (
+	// ErrNoSnapshot: there is nothing to restore from. No session has a
+	// snapshot, the chosen session has none at or before the target, or a
+	// session holds batches but no snapshot (restoring an older session
+	// would silently drop its frames).
+	ErrNoSnapshot = errors.New("no snapshot to restore from")
+	// ErrIntegrity: the restored database fails PRAGMA integrity_check
+	// although every object and checksum verified. The messages SQLite
+	// reported are in the error.
+	ErrIntegrity = errors.New("integrity check failed")
+	// ErrOwnMismatch: own.json parses but disagrees with the bucket (a
+	// session newer than its epoch exists). It also matches
+	// fence.ErrBadRecord: the record cannot be trusted.
+	ErrOwnMismatch = errors.New("own.json disagrees with the bucket")
+	// ErrReplans: objects kept vanishing (404) while restoring, more times
+	// than Options.MaxReplans allows; compaction may be running in a
+	// loop, or objects are being deleted. It also matches
+	// bucket.ErrNotFound.
+	ErrReplans = errors.New("objects vanished during restore too many times")
+	// ErrDestination: the destination cannot be replaced safely (a
+	// directory, or a database with a -wal or -journal file beside it,
+	// which SQLite would apply to the restored file).
+	ErrDestination = errors.New("destination cannot be replaced")
+)
+
+// Error is a restore, replay or verify failure, with the object and
+// session it concerns.
+type Error struct {
+	Op      string // "restore", "replay", "plan", "verify"
+	Actor   string // the actor's prefix, do/<ns>/<actor>/
+	Session uint64 // 0 when not known yet
+	Key     string // the object concerned, when there is one
+	Err     error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("restore: ")
+	b.WriteString(e.Op)
+	if e.Actor != "" && e.Key == "" {
+		b.WriteString(" ")
+		b.WriteString(e.Actor)
+	}
+	if e.Session != 0 {
+		fmt.Fprintf(&b, " session %d", e.Session)
+	}
+	if e.Key != "" && !strings.Contains(e.Err.Error(), e.Key) { // frames and lanes often name it already
+		b.WriteString(" ")
+		b.WriteString(e.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ownError is an own.json that parses but disagrees with the bucket.
+type ownError struct{ msg string }
+
+func (e *ownError) Error() string   { return e.msg }
+func (e *ownError) Unwrap() []error { return []error{ErrOwnMismatch, fence.ErrBadRecord} }
+
+// replansError is the failure after too many re-plans: it matches
+// ErrReplans and the last 404.
+type replansError struct{ last error }
+
+func (e *replansError) Error() string {
+	return ErrReplans.Error() + ": last: " + e.last.Error()
+}
+func (e *replansError) Unwrap() []error { return []error{ErrReplans, e.last} }

@@ -1,0 +1,65 @@
+package restore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/restore"
+	"github.com/framectl/framectl/vfs"
+)
+
+// Replicate a database to a directory bucket, then restore it elsewhere
+// and verify the bucket, as an operator does with framectl restore and
+// framectl verify.
+func Example() {
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "restore-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(tmp)
+	b, err := bucket.Open(ctx, "file://"+filepath.Join(tmp, "bucket"))
+	if err != nil {
+		panic(err)
+	}
+
+	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "chat", Actor: []byte("room-1"), Epoch: 1, Dir: filepath.Join(tmp, "live")})
+	if err != nil {
+		panic(err)
+	}
+	c, err := db.Conn()
+	if err != nil {
+		panic(err)
+	}
+	if err := c.Exec("CREATE TABLE msg(text); INSERT INTO msg VALUES('hello')"); err != nil {
+		panic(err)
+	}
+	c.Close()
+	if err := db.Close(ctx); err != nil { // uploads everything
+		panic(err)
+	}
+
+	actor := frames.Actor{Namespace: frames.NamespaceID("", "chat"), Actor: frames.ActorKey([]byte("room-1"))}
+	res, err := restore.Restore(ctx, b, actor, filepath.Join(tmp, "restored.db"), restore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("session", res.Session, "frame", res.Frame)
+
+	rep, err := restore.Verify(ctx, b, actor, restore.VerifyOptions{ScratchDir: tmp})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("damaged:", rep.Damaged())
+	for _, p := range rep.Problems {
+		fmt.Println(p.Severity, p.Kind)
+	}
+	// Output:
+	// session 1 frame 2
+	// damaged: false
+	// warning own
+}

@@ -1,0 +1,155 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+)
+
+// Object is one batch or snapshot of an actor, as listed.
+type Object struct {
+	Key     string
+	Kind    frames.KeyKind // KeyLog or KeySnapshot
+	Session uint64
+	Frame   uint64 // batch: end frame; snapshot: frame covered through
+	Size    int64
+	ModTime time.Time
+}
+
+// Session is everything one ownership epoch wrote.
+type Session struct {
+	Epoch     uint64
+	Snapshots []Object // ascending Frame
+	Batches   []Object // ascending Frame (end frame)
+}
+
+// NewestSnapshotAtOrBefore returns the newest snapshot covering at most
+// frame, if any.
+func (s *Session) NewestSnapshotAtOrBefore(frame uint64) (Object, bool) {
+	for i := len(s.Snapshots) - 1; i >= 0; i-- {
+		if s.Snapshots[i].Frame <= frame {
+			return s.Snapshots[i], true
+		}
+	}
+	return Object{}, false
+}
+
+// Inventory is what a bucket holds for one actor.
+type Inventory struct {
+	Actor frames.Actor
+	// Own is own.json's listing entry, nil if absent. Its content is read
+	// and parsed by the caller (fence.ParseRecord): the listing does not
+	// prove it is readable.
+	Own *bucket.Info
+	// Sessions in descending epoch order: newest first.
+	Sessions []Session
+	// Unknown lists keys under the actor's prefix that are not objects
+	// framectl writes (or do not parse): reported by verify, ignored by
+	// restore.
+	Unknown []string
+}
+
+// Session returns the session of epoch, if present.
+func (inv *Inventory) Session(epoch uint64) (*Session, bool) {
+	for i := range inv.Sessions {
+		if inv.Sessions[i].Epoch == epoch {
+			return &inv.Sessions[i], true
+		}
+	}
+	return nil, false
+}
+
+// NewestWithSnapshot returns the newest session that has a snapshot.
+func (inv *Inventory) NewestWithSnapshot() (*Session, bool) {
+	for i := range inv.Sessions {
+		if len(inv.Sessions[i].Snapshots) > 0 {
+			return &inv.Sessions[i], true
+		}
+	}
+	return nil, false
+}
+
+// Take lists every object of an actor (paged; any number of keys) and
+// groups them by session.
+func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, error) {
+	if !a.Valid() {
+		return nil, fmt.Errorf("restore: invalid actor %+v", a)
+	}
+	inv := &Inventory{Actor: a}
+	bySession := map[uint64]*Session{}
+	for info, err := range bucket.All(ctx, b, a.Prefix()) {
+		if err != nil {
+			return nil, fmt.Errorf("restore: listing %s: %w", a.Prefix(), err)
+		}
+		k, err := frames.ParseKey(info.Key)
+		if err != nil || k.ActorOf() != a {
+			inv.Unknown = append(inv.Unknown, info.Key)
+			continue
+		}
+		if k.Kind == frames.KeyOwn {
+			info := info
+			inv.Own = &info
+			continue
+		}
+		s := bySession[k.Session]
+		if s == nil {
+			s = &Session{Epoch: k.Session}
+			bySession[k.Session] = s
+		}
+		o := Object{Key: info.Key, Kind: k.Kind, Session: k.Session, Frame: k.Frame, Size: info.Size, ModTime: info.ModTime}
+		if k.Kind == frames.KeyLog {
+			s.Batches = append(s.Batches, o)
+		} else {
+			s.Snapshots = append(s.Snapshots, o)
+		}
+	}
+	for _, s := range bySession {
+		byFrame := func(x, y Object) int {
+			switch {
+			case x.Frame < y.Frame:
+				return -1
+			case x.Frame > y.Frame:
+				return 1
+			}
+			return 0
+		}
+		slices.SortFunc(s.Batches, byFrame)
+		slices.SortFunc(s.Snapshots, byFrame)
+		inv.Sessions = append(inv.Sessions, *s)
+	}
+	slices.SortFunc(inv.Sessions, func(x, y Session) int {
+		switch {
+		case x.Epoch > y.Epoch:
+			return -1
+		case x.Epoch < y.Epoch:
+			return 1
+		}
+		return 0
+	})
+	return inv, nil
+}
+
+// Actors lists the actors of a namespace (frames.NamespaceID form) that
+// have at least one object.
+func Actors(ctx context.Context, b bucket.Bucket, namespace string) ([]frames.Actor, error) {
+	prefix := "do/" + namespace + "/"
+	var out []frames.Actor
+	for info, err := range bucket.All(ctx, b, prefix) {
+		if err != nil {
+			return nil, fmt.Errorf("restore: listing %s: %w", prefix, err)
+		}
+		k, err := frames.ParseKey(info.Key)
+		if err != nil {
+			continue
+		}
+		a := k.ActorOf()
+		if len(out) == 0 || out[len(out)-1] != a {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,241 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/lanes"
+)
+
+// Plan is what one restore reads: a session, the snapshot to start from,
+// and the batches that may follow it. Which batches actually apply is
+// decided while replaying, from their headers (see Replay).
+type Plan struct {
+	Actor   frames.Actor
+	Session uint64
+	Target  Target
+	// Snapshot is the newest snapshot of the session at or before the
+	// target.
+	Snapshot Object
+	// Batches are every batch of the session ending after the snapshot,
+	// ascending by end frame. Replay stops early once the target is
+	// reached.
+	Batches []Object
+	// Own is the ownership record read while planning (nil: absent, or
+	// planned for an explicit session by PlanSession).
+	Own *fence.Record
+}
+
+// check refuses a plan that NewPlan or PlanSession would not make: a plan
+// is exported, and replaying objects of another session or out of order
+// would build a state no session ever had.
+func (p Plan) check() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: invalid plan: %s", frames.ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	if !p.Actor.Valid() {
+		return bad("invalid actor %+v", p.Actor)
+	}
+	if p.Snapshot.Kind != frames.KeySnapshot || p.Snapshot.Session != p.Session || !strings.HasPrefix(p.Snapshot.Key, p.Actor.Prefix()) {
+		return bad("snapshot %q is not a snapshot of session %d of the actor", p.Snapshot.Key, p.Session)
+	}
+	prev := p.Snapshot.Frame
+	for _, o := range p.Batches {
+		if o.Kind != frames.KeyLog || o.Session != p.Session || o.Frame <= prev || !strings.HasPrefix(o.Key, p.Actor.Prefix()) {
+			return bad("batch %q is not a batch of session %d ending after %d", o.Key, p.Session, prev)
+		}
+		prev = o.Frame
+	}
+	return nil
+}
+
+// NewPlan chooses what to restore from an inventory, reading own.json and,
+// for a time target, snapshot headers:
+//
+//   - the session own.json names, if it has a snapshot; else the newest
+//     session with a snapshot. A damaged own.json is an error naming it,
+//     never taken for an absent one, and so is an own.json whose epoch is
+//     older than a session in the bucket (ErrOwnMismatch): nothing writes a
+//     session newer than the claim that opened it. A session newer than the
+//     one chosen that holds batches but no snapshot is an error too
+//     (ErrNoSnapshot and lanes.ErrGap): falling back past it would drop
+//     its frames without a word. Newer sessions without any batch are a
+//     claim that has not written its first snapshot yet, and are passed
+//     over.
+//   - then the newest snapshot of that session at or before the target;
+//   - then every batch of the session ending after it.
+func NewPlan(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target, lim frames.Limits) (Plan, error) {
+	fail := func(session uint64, key string, err error) (Plan, error) {
+		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Session: session, Key: key, Err: err}
+	}
+	own, err := ReadOwn(ctx, b, inv)
+	if err != nil {
+		return fail(0, inv.Actor.OwnKey(), err)
+	}
+	s, err := chooseSession(inv, own)
+	if err != nil {
+		return fail(0, "", err)
+	}
+	p, err := planSession(ctx, b, inv.Actor, s, target, lim)
+	if err != nil {
+		return fail(s.Epoch, "", err)
+	}
+	p.Own = own
+	return p, nil
+}
+
+// PlanSession plans a restore of one given session to target: its newest
+// snapshot at or before the target and the batches after it. Compaction
+// uses it to rebuild the current session.
+func PlanSession(ctx context.Context, b bucket.Bucket, inv *Inventory, session uint64, target Target, lim frames.Limits) (Plan, error) {
+	s, ok := inv.Session(session)
+	if !ok {
+		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Session: session,
+			Err: fmt.Errorf("%w: the session has no objects", ErrNoSnapshot)}
+	}
+	p, err := planSession(ctx, b, inv.Actor, s, target, lim)
+	if err != nil {
+		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Session: session, Err: err}
+	}
+	return p, nil
+}
+
+// ReadOwn reads and parses the actor's own.json: nil when the inventory
+// listed none (or it vanished since). A record that does not parse, or is
+// larger than any record, is an error matching fence.ErrBadRecord or
+// bucket.ErrTooLarge.
+func ReadOwn(ctx context.Context, b bucket.Bucket, inv *Inventory) (*fence.Record, error) {
+	if inv.Own == nil {
+		return nil, nil
+	}
+	key := inv.Actor.OwnKey()
+	data, _, err := bucket.ReadAll(ctx, b, key, fence.MaxRecordBytes)
+	if errors.Is(err, bucket.ErrNotFound) {
+		// Deleted between the listing and now: nothing deletes own.json
+		// but an operator, and the listing is the snapshot we plan from.
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := fence.ParseRecord(key, data)
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// chooseSession picks the session to restore (see NewPlan).
+func chooseSession(inv *Inventory, own *fence.Record) (*Session, error) {
+	if len(inv.Sessions) == 0 {
+		return nil, fmt.Errorf("%w: the actor has no batches or snapshots", ErrNoSnapshot)
+	}
+	if newest := inv.Sessions[0].Epoch; own != nil && own.Epoch < newest {
+		return nil, &ownError{fmt.Sprintf("%s names epoch %d, but session %d exists: the record is damaged or stale",
+			inv.Actor.OwnKey(), own.Epoch, newest)}
+	}
+	var s *Session
+	if own != nil {
+		if cand, ok := inv.Session(own.Epoch); ok && len(cand.Snapshots) > 0 {
+			s = cand
+		}
+	}
+	if s == nil {
+		var ok bool
+		if s, ok = inv.NewestWithSnapshot(); !ok {
+			return nil, noSnapshotGap(&inv.Sessions[0])
+		}
+	}
+	for i := range inv.Sessions {
+		if n := &inv.Sessions[i]; n.Epoch > s.Epoch && len(n.Batches) > 0 {
+			return nil, noSnapshotGap(n)
+		}
+	}
+	return s, nil
+}
+
+// noSnapshotGap is the error for a session holding batches but no
+// snapshot: its frames cannot be replayed, which is a gap.
+func noSnapshotGap(s *Session) error {
+	return &multiError{
+		msg:  fmt.Sprintf("session %d holds %d batches but no snapshot: its frames cannot be restored", s.Epoch, len(s.Batches)),
+		errs: []error{ErrNoSnapshot, lanes.ErrGap},
+	}
+}
+
+// planSession picks the snapshot and batches of session s for target.
+func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Session, target Target, lim frames.Limits) (Plan, error) {
+	p := Plan{Actor: a, Session: s.Epoch, Target: target}
+	found := false
+	for i := len(s.Snapshots) - 1; i >= 0 && !found; i-- {
+		o := s.Snapshots[i]
+		switch {
+		case target.kind == targetTime:
+			// Only the header knows a snapshot's commit time.
+			hdr, err := snapshotHeader(ctx, b, o.Key, lim)
+			if err != nil {
+				return Plan{}, err
+			}
+			found = target.admitsSnapshot(hdr.Seq, hdr.CommitTime)
+		default:
+			found = target.admitsSnapshot(o.Frame, 0)
+		}
+		if found {
+			p.Snapshot = o
+		}
+	}
+	if !found {
+		if len(s.Snapshots) == 0 {
+			return Plan{}, fmt.Errorf("%w: the session has none", ErrNoSnapshot)
+		}
+		return Plan{}, fmt.Errorf("%w: the oldest snapshot of the session (frame %d) is past %s", ErrNoSnapshot, s.Snapshots[0].Frame, target)
+	}
+	for _, o := range s.Batches {
+		if o.Frame > p.Snapshot.Frame {
+			p.Batches = append(p.Batches, o)
+		}
+	}
+	return p, nil
+}
+
+// snapshotHeader reads just the header of a snapshot.
+func snapshotHeader(ctx context.Context, b bucket.Bucket, key string, lim frames.Limits) (frames.Snapshot, error) {
+	rc, _, err := b.Get(ctx, key)
+	if err != nil {
+		return frames.Snapshot{}, err
+	}
+	defer rc.Close()
+	sr, err := frames.NewSnapshotReader(rc, key, lim)
+	if err != nil {
+		return frames.Snapshot{}, err
+	}
+	return sr.Header(), nil
+}
+
+// batchHeader reads just the header of a batch.
+func batchHeader(ctx context.Context, b bucket.Bucket, key string, lim frames.Limits) (frames.BatchHeader, error) {
+	rc, _, err := b.Get(ctx, key)
+	if err != nil {
+		return frames.BatchHeader{}, err
+	}
+	defer rc.Close()
+	br, err := frames.NewBatchReader(rc, key, lim)
+	if err != nil {
+		return frames.BatchHeader{}, err
+	}
+	return br.Header(), nil
+}
+
+// multiError is a message matching several sentinels.
+type multiError struct {
+	msg  string
+	errs []error
+}
+
+func (e *multiError) Error() string   { return e.msg }
+func (e *multiError) Unwrap() []error { return e.errs }

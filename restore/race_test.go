@@ -1,0 +1,5 @@
+//go:build race
+
+package restore_test
+
+func init() { raceEnabled = true }

@@ -1,0 +1,412 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/lanes"
+)
+
+// Replayed is a plan replayed into scratch files and verified: every
+// object read to its end with its trailer and seal checked, the checksum
+// chain checked frame by frame, the files checked against the final
+// checksums (lanes.Set.VerifyFiles), and, unless skipped, the database
+// through PRAGMA integrity_check.
+type Replayed struct {
+	// Set holds the state, at Frame. The caller may read its files, write
+	// it out as a snapshot (Set.WriteSnapshot) or move its main lane's file
+	// away; Close closes it and removes Dir.
+	Set *lanes.Set
+	// Dir is the scratch directory holding the Set's files.
+	Dir  string
+	Plan Plan
+	// Frame and CommitTime (Unix nanoseconds; 0 when the snapshot carried
+	// none and no frame was applied) describe the state reached.
+	Frame      uint64
+	CommitTime int64
+	// Applied lists the snapshot and then every batch of which at least
+	// one frame was applied, in order.
+	Applied []Object
+	// Skipped lists the batches of the plan not applied because the state
+	// already covered them, or because a later, wider batch covered them.
+	Skipped []Object
+	// Covered lists what the state makes redundant: the plan's snapshot and
+	// every batch of the plan ending at or before Frame. Compaction may
+	// delete these once a snapshot at Frame is stored.
+	Covered []Object
+	// ObjectsFetched and BytesFetched count GETs that returned a body and
+	// the compressed bytes read (header probes included).
+	ObjectsFetched int
+	BytesFetched   int64
+	// Replans is how many times the restore started over because an
+	// object vanished (ReplaySession and Restore).
+	Replans int
+}
+
+// Close closes the Set and removes the scratch directory with everything
+// left in it.
+func (r *Replayed) Close() error {
+	err := r.Set.Close()
+	if rerr := os.RemoveAll(r.Dir); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Replay rebuilds the state a plan leads to in a new directory under
+// scratchDir, and verifies it (see Replayed). It fetches batches in
+// parallel and applies them strictly in order; the snapshot streams from
+// the bucket into the files, so memory does not grow with the database.
+//
+// A batch ending at or before the state reached is skipped unread. A batch
+// starting past the next frame is skipped only if a later batch of the
+// plan starts early enough to cover it; otherwise the replay fails with a
+// *lanes.GapError (lanes.ErrGap) naming the missing frames, inside an
+// *Error naming the session and the batch after the gap.
+//
+// A 404 (an object deleted since the listing, by compaction) is returned
+// as an error matching bucket.ErrNotFound: plan again from a fresh
+// listing (ReplaySession and Restore do). On any error nothing is left in
+// scratchDir.
+func Replay(ctx context.Context, b bucket.Bucket, plan Plan, scratchDir string, opts Options) (*Replayed, error) {
+	return replay(ctx, b, plan, scratchDir, opts.withDefaults(), nil)
+}
+
+// ReplaySession plans and replays session to opts.Target from a fresh
+// listing, planning again when an object vanishes (see Options.MaxReplans).
+// Compaction calls it for "a verified state of session S at frame N, and
+// what it covers":
+//
+//	rep, err := restore.ReplaySession(ctx, b, a, s, scratch, restore.Options{Target: restore.ToFrame(n)})
+//	...
+//	defer rep.Close()
+//	hdr, err := rep.Set.WriteSnapshot(ctx, w, s, frames.WriteOptions{})
+func ReplaySession(ctx context.Context, b bucket.Bucket, a frames.Actor, session uint64, scratchDir string, opts Options) (*Replayed, error) {
+	opts = opts.withDefaults()
+	return replayWithReplans(ctx, b, a, scratchDir, opts, func(inv *Inventory) (Plan, error) {
+		return PlanSession(ctx, b, inv, session, opts.Target, opts.Limits)
+	})
+}
+
+// replayWithReplans lists, plans and replays, starting over when an object
+// vanished, at most opts.MaxReplans times.
+func replayWithReplans(ctx context.Context, b bucket.Bucket, a frames.Actor, scratchDir string, opts Options,
+	plan func(*Inventory) (Plan, error)) (*Replayed, error) {
+	var last error
+	for attempt := 0; attempt <= opts.MaxReplans; attempt++ {
+		report(opts, Progress{Actor: a, Phase: PhasePlan})
+		inv, err := Take(ctx, b, a)
+		if err != nil {
+			return nil, err
+		}
+		var rep *Replayed
+		p, err := plan(inv)
+		if err == nil {
+			rep, err = replay(ctx, b, p, scratchDir, opts, nil)
+		}
+		if err == nil {
+			rep.Replans = attempt
+			return rep, nil
+		}
+		if !errors.Is(err, bucket.ErrNotFound) || ctx.Err() != nil {
+			return nil, err
+		}
+		opts.Logger.Info("an object vanished: planning again", logActor, a.Prefix(), logAttempt, attempt+1, logErr, err)
+		last = err
+	}
+	return nil, &Error{Op: "restore", Actor: a.Prefix(), Err: &replansError{last: last}}
+}
+
+// replayHooks let Verify watch a replay.
+type replayHooks struct {
+	// onFrame is called after every whole frame applied.
+	onFrame func(set *lanes.Set)
+	// onObject is called for every object read to its verified end, with
+	// its header when it is a batch.
+	onObject func(o Object, hdr *frames.BatchHeader)
+}
+
+// replayer is one replay of a plan.
+type replayer struct {
+	b       bucket.Bucket
+	plan    Plan
+	opts    Options
+	hooks   *replayHooks
+	set     *lanes.Set
+	res     *Replayed
+	fetch   *fetcher
+	headers map[int]frames.BatchHeader // looked ahead at, by plan index
+	stopped bool                       // a frame past the target was seen
+	done    int                        // objects applied or skipped
+	extra   struct {                   // fetches outside the fetcher
+		objects int
+		bytes   int64
+	}
+}
+
+func replay(ctx context.Context, b bucket.Bucket, plan Plan, scratchDir string, opts Options, hooks *replayHooks) (*Replayed, error) {
+	if hooks == nil {
+		hooks = &replayHooks{}
+	}
+	if err := plan.check(); err != nil {
+		return nil, &Error{Op: "replay", Actor: plan.Actor.Prefix(), Session: plan.Session, Err: err}
+	}
+	dir, err := os.MkdirTemp(scratchDir, ".framectl-replay-")
+	if err != nil {
+		return nil, &Error{Op: "replay", Actor: plan.Actor.Prefix(), Session: plan.Session, Err: err}
+	}
+	r := &replayer{b: b, plan: plan, opts: opts, hooks: hooks, res: &Replayed{Dir: dir, Plan: plan}, headers: map[int]frames.BatchHeader{}}
+	if err := r.run(ctx, dir); err != nil {
+		if r.set != nil {
+			r.set.Close()
+		}
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return r.res, nil
+}
+
+func (r *replayer) fail(key string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Op: "replay", Actor: r.plan.Actor.Prefix(), Session: r.plan.Session, Key: key, Err: err}
+}
+
+func (r *replayer) progress(phase Phase, key string) {
+	if r.opts.Progress == nil {
+		return
+	}
+	var frame uint64
+	if r.set != nil {
+		frame = r.set.Seq()
+	}
+	var fetched int64
+	if r.fetch != nil {
+		fetched = r.fetch.bytes.Load()
+	}
+	r.opts.Progress(Progress{Actor: r.plan.Actor, Phase: phase, Key: key, ObjectsDone: r.done,
+		ObjectsTotal: 1 + len(r.plan.Batches), BytesFetched: fetched + r.extra.bytes, Frame: frame})
+}
+
+func (r *replayer) run(ctx context.Context, dir string) error {
+	start := time.Now()
+	log := r.opts.Logger.With(logActor, r.plan.Actor.Prefix(), logSession, r.plan.Session)
+	r.fetch = newFetcher(ctx, r.b, r.plan.Batches, r.opts)
+	defer r.fetch.close()
+
+	r.progress(PhaseSnapshot, r.plan.Snapshot.Key)
+	if err := r.loadSnapshot(ctx, dir); err != nil {
+		return err
+	}
+	r.done++
+	r.res.Applied = append(r.res.Applied, r.plan.Snapshot)
+	r.hooks.object(r.plan.Snapshot, nil)
+	log.Debug("snapshot loaded", logKey, r.plan.Snapshot.Key, logFrame, r.set.Seq())
+
+	for i, o := range r.plan.Batches {
+		if r.stopped || r.plan.Target.reached(r.set.Seq()) {
+			break
+		}
+		if err := r.batch(ctx, i, o); err != nil {
+			return err
+		}
+		r.done++
+		r.progress(PhaseBatches, o.Key)
+	}
+	r.fetch.close()
+
+	if r.plan.Target.kind == targetTime && r.set.Seq() == r.plan.Snapshot.Frame && unknownTime(r.set.Seq(), r.set.CommitTime()) {
+		return r.fail(r.plan.Snapshot.Key, fmt.Errorf("%w: %s is before the first frame of the session after its snapshot, "+
+			"which does not record when its state (frame %d) was committed", ErrNoSnapshot, r.plan.Target, r.set.Seq()))
+	}
+	if err := r.verify(ctx); err != nil {
+		return err
+	}
+	res := r.res
+	res.Set, res.Frame, res.CommitTime = r.set, r.set.Seq(), r.set.CommitTime()
+	res.Covered = append(res.Covered, r.plan.Snapshot)
+	for _, o := range r.plan.Batches {
+		if o.Frame <= res.Frame {
+			res.Covered = append(res.Covered, o)
+		}
+	}
+	res.ObjectsFetched = int(r.fetch.objects.Load()) + r.extra.objects
+	res.BytesFetched = r.fetch.bytes.Load() + r.extra.bytes
+	log.Debug("replayed", logFrame, res.Frame, "applied", len(res.Applied), "skipped", len(res.Skipped),
+		"bytes", res.BytesFetched, "duration", time.Since(start))
+	return nil
+}
+
+// verify checks the files against the checksums the replay tracked and,
+// unless skipped, runs integrity_check on the main lane. Both only read
+// the files, and each is about one pass over the database, so they run
+// side by side: a restore waits for the slower one only.
+func (r *replayer) verify(ctx context.Context) error {
+	r.progress(PhaseVerify, "")
+	main, ok := r.set.Lane(lanes.MainLane)
+	if !ok {
+		return r.fail("", fmt.Errorf("%w: the state has no main lane (lane %d)", lanes.ErrCorrupt, lanes.MainLane))
+	}
+	integrity := make(chan error, 1)
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if r.opts.SkipIntegrityCheck {
+		integrity <- nil
+	} else {
+		r.progress(PhaseIntegrity, "")
+		go func() { integrity <- IntegrityCheck(ictx, main.Path) }()
+	}
+	ferr := r.set.VerifyFiles(ctx)
+	if ferr != nil {
+		cancel() // the files are wrong: their integrity does not matter
+	}
+	ierr := <-integrity
+	// A file that does not hold what the chain says explains any
+	// integrity failure: report the checksum.
+	if ferr != nil {
+		return r.fail("", ferr)
+	}
+	if ierr != nil {
+		return r.fail("", ierr)
+	}
+	return nil
+}
+
+// loadSnapshot streams the plan's snapshot into a new Set.
+func (r *replayer) loadSnapshot(ctx context.Context, dir string) error {
+	key := r.plan.Snapshot.Key
+	rc, _, err := r.b.Get(ctx, key)
+	if err != nil {
+		return r.fail(key, err)
+	}
+	defer rc.Close()
+	r.extra.objects++
+	cr := &countingReader{r: rc, n: new(atomic.Int64)}
+	defer func() { r.extra.bytes += cr.n.Load() }()
+	sr, err := frames.NewSnapshotReader(cr, key, r.opts.Limits)
+	if err != nil {
+		return r.fail(key, err)
+	}
+	set, err := lanes.LoadSnapshot(ctx, dir, sr, key)
+	if err != nil {
+		return r.fail(key, err)
+	}
+	r.set = set
+	return nil
+}
+
+// batch applies (or skips) batch i of the plan.
+func (r *replayer) batch(ctx context.Context, i int, o Object) error {
+	seq := r.set.Seq()
+	if o.Frame <= seq {
+		r.fetch.skip(i)
+		r.res.Skipped = append(r.res.Skipped, o)
+		return nil
+	}
+	s := r.fetch.open(i)
+	it := s.next(ctx)
+	if it.err != nil {
+		return r.fail(o.Key, it.err)
+	}
+	hdr := it.hdr
+	if hdr.FirstSeq > seq+1 {
+		covered, err := r.coveredLater(ctx, i, seq)
+		if err != nil {
+			return err
+		}
+		if !covered {
+			return r.fail(o.Key, &lanes.GapError{From: seq + 1, To: hdr.FirstSeq - 1})
+		}
+		r.fetch.skip(i)
+		r.res.Skipped = append(r.res.Skipped, o)
+		return nil
+	}
+	before := r.set.Stats().Frames
+	for {
+		it := s.next(ctx)
+		if it.err != nil {
+			return r.fail(o.Key, it.err)
+		}
+		if it.eof {
+			break
+		}
+		f := it.frame
+		switch {
+		case f.LastSeq <= r.set.Seq():
+			// Covered already: Apply skips it, and the target does not
+			// apply to a frame that changes nothing. (The parts of a frame
+			// being applied share its LastSeq, past Seq until the last
+			// part: a part never lands here halfway through a frame.)
+		case r.stopped || !r.plan.Target.admitsFrame(f):
+			// Past the target: read the rest of the batch only to verify
+			// what was applied from it.
+			r.stopped = true
+			r.fetch.release(s, it)
+			continue
+		}
+		if err := r.set.Apply(f); err != nil {
+			return r.fail(o.Key, err)
+		}
+		if !(f.Kind == frames.KindSQLitePages && f.SQLite.Continued) {
+			r.hooks.frame(r.set)
+		}
+		r.fetch.release(s, it)
+	}
+	r.hooks.object(o, hdr)
+	if r.set.Stats().Frames > before {
+		r.res.Applied = append(r.res.Applied, o)
+	} else {
+		r.res.Skipped = append(r.res.Skipped, o)
+	}
+	return nil
+}
+
+// coveredLater reports whether a batch after plan index i starts at or
+// before seq+1: then it covers batch i, which starts past seq+1, and the
+// frames in between are not missing. Only headers are read, and only on
+// this path, which a healthy log takes rarely (a batch uploaded twice
+// with different ranges after a lost response).
+func (r *replayer) coveredLater(ctx context.Context, i int, seq uint64) (bool, error) {
+	for j := i + 1; j < len(r.plan.Batches); j++ {
+		hdr, ok := r.headers[j]
+		if !ok {
+			o := r.plan.Batches[j]
+			h, err := batchHeader(ctx, r.b, o.Key, r.opts.Limits)
+			if err != nil {
+				return false, r.fail(o.Key, err)
+			}
+			r.extra.objects++
+			hdr, r.headers[j] = h, h
+		}
+		if hdr.FirstSeq <= seq+1 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (h *replayHooks) frame(set *lanes.Set) {
+	if h.onFrame != nil {
+		h.onFrame(set)
+	}
+}
+
+func (h *replayHooks) object(o Object, hdr *frames.BatchHeader) {
+	if h.onObject != nil {
+		h.onObject(o, hdr)
+	}
+}
+
+func report(opts Options, p Progress) {
+	if opts.Progress != nil {
+		opts.Progress(p)
+	}
+}

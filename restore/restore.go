@@ -1,0 +1,147 @@
+package restore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/lanes"
+)
+
+// Result describes a restore that succeeded.
+type Result struct {
+	Actor frames.Actor
+	// Path is the restored database file.
+	Path string
+	// Session is the session restored, Snapshot the key of the snapshot it
+	// started from.
+	Session  uint64
+	Snapshot string
+	// BatchesApplied and BatchesSkipped count the batches of the plan that
+	// applied and that were skipped as covered (see Replayed).
+	BatchesApplied, BatchesSkipped int
+	// Frame is the sequence number reached, CommitTime the commit time of
+	// that frame (zero when the snapshot carried none and no frame was
+	// applied: a session's first snapshot does not know when its state was
+	// committed).
+	Frame      uint64
+	CommitTime time.Time
+	// Bytes is the size of the database, Checksum its rolling checksum.
+	Bytes    int64
+	Checksum frames.Checksum
+	// ObjectsFetched and BytesFetched count GETs with a body and the
+	// compressed bytes read.
+	ObjectsFetched int
+	BytesFetched   int64
+	// Replans is how often the restore started over because an object
+	// vanished under it.
+	Replans  int
+	Duration time.Duration
+}
+
+// Restore writes actor a's database, as of opts.Target, to the file dest.
+//
+// It lists the actor, chooses a session, snapshot and batches (NewPlan),
+// fetches them in parallel, applies them in order through package lanes,
+// and verifies everything (see Replayed); an object deleted under it
+// (compaction) makes it plan again, at most opts.MaxReplans times.
+//
+// The database is built in a scratch directory beside dest and renamed
+// over dest only once everything verified, with the file and the directory
+// synced: dest is replaced whole or not at all, and a failure leaves
+// nothing behind. dest must not be a live database: a -wal or -journal
+// file beside it is refused (ErrDestination), since SQLite would apply it
+// to the restored file. The restored file is in WAL mode, with no WAL.
+//
+// Only the main lane (the SQLite database) is written; other lanes, which
+// nothing writes today, are left out with a warning in the log.
+func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, opts Options) (Result, error) {
+	start := time.Now()
+	opts = opts.withDefaults()
+	fail := func(err error) (Result, error) {
+		return Result{}, &Error{Op: "restore", Actor: a.Prefix(), Err: err}
+	}
+	if !a.Valid() {
+		return fail(fmt.Errorf("invalid actor %+v", a))
+	}
+	dest, err := filepath.Abs(dest)
+	if err != nil {
+		return fail(err)
+	}
+	if err := checkDestination(dest); err != nil {
+		return fail(err)
+	}
+	dir := filepath.Dir(dest)
+	rep, err := replayWithReplans(ctx, b, a, dir, opts, func(inv *Inventory) (Plan, error) {
+		return NewPlan(ctx, b, inv, opts.Target, opts.Limits)
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	defer rep.Close()
+	main, _ := rep.Set.Lane(lanes.MainLane) // Replay checked it exists
+	for _, l := range rep.Set.Lanes() {
+		if l.Number != lanes.MainLane {
+			opts.Logger.Warn("lane left out: only the main lane is restored", logActor, a.Prefix(), "lane", l.Number)
+		}
+	}
+	if err := rep.Set.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(main.Path, dest); err != nil {
+		return fail(err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fail(err)
+	}
+	res := Result{
+		Actor: a, Path: dest, Session: rep.Plan.Session, Snapshot: rep.Plan.Snapshot.Key,
+		BatchesApplied: len(rep.Applied) - 1, BatchesSkipped: len(rep.Skipped),
+		Frame: rep.Frame, Bytes: main.Bytes(), Checksum: main.Checksum,
+		ObjectsFetched: rep.ObjectsFetched, BytesFetched: rep.BytesFetched, Replans: rep.Replans,
+		Duration: time.Since(start),
+	}
+	if rep.CommitTime != 0 {
+		res.CommitTime = time.Unix(0, rep.CommitTime)
+	}
+	opts.Logger.Info("restored", logActor, a.Prefix(), logSession, res.Session, logFrame, res.Frame,
+		"path", dest, "bytes", res.Bytes, "duration", res.Duration)
+	report(opts, Progress{Actor: a, Phase: PhaseDone, ObjectsDone: len(rep.Applied) + len(rep.Skipped),
+		ObjectsTotal: 1 + len(rep.Plan.Batches), BytesFetched: res.BytesFetched, Frame: res.Frame})
+	return res, nil
+}
+
+// checkDestination refuses a destination that cannot be replaced whole.
+func checkDestination(dest string) error {
+	if fi, err := os.Stat(dest); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is not a regular file", ErrDestination, dest)
+	}
+	for _, suffix := range []string{"-wal", "-journal"} {
+		if fi, err := os.Stat(dest + suffix); err == nil && fi.Size() > 0 {
+			return fmt.Errorf("%w: %s%s exists: SQLite would apply it to the restored database (checkpoint or remove it first)",
+				ErrDestination, dest, suffix)
+		}
+	}
+	return nil
+}
+
+// syncDir makes a rename in dir durable.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil // directories cannot be opened for fsync there
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

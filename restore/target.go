@@ -1,0 +1,119 @@
+package restore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/framectl/framectl/frames"
+)
+
+// Target says which state of an actor to restore.
+//
+// Frames are the unit of replay, and a frame in a batch is a merged run of
+// commits (the replicator merges every commit made while an upload is in
+// flight into one frame holding the newest version of each page). The
+// state inside a merged run was never written down, so a restore can stop
+// only at a frame boundary:
+//
+//   - ToFrame(n) restores the state after the last frame ending at or
+//     before sequence n: exactly n when a frame ends at n, an earlier
+//     boundary otherwise. Result.Frame says which.
+//   - AtTime(t) restores the state after the last frame whose commit time is
+//     at or before t. A frame carries the commit time of its last commit
+//     only, so the restore stops before the first frame whose commit time
+//     is after t, even when some of the commits merged into it were made
+//     before t. Result.CommitTime says which state was reached. A
+//     session's first snapshot does not record when its state was
+//     committed (vfs.Open writes none), so a time before the session's
+//     first frame cannot be restored from it: ErrNoSnapshot, rather than
+//     a state that may be later than the time asked for.
+//   - Latest() restores everything the chosen session holds.
+//
+// Targets pick a point inside the chosen session (see Restore); they never
+// reach back into a superseded session.
+type Target struct {
+	kind  targetKind
+	frame uint64
+	time  int64 // Unix nanoseconds
+}
+
+type targetKind uint8
+
+const (
+	targetLatest targetKind = iota
+	targetFrame
+	targetTime
+)
+
+// Latest is the newest state of the chosen session. It is the zero Target.
+func Latest() Target { return Target{} }
+
+// ToFrame is the state after the last frame ending at or before sequence
+// number n.
+func ToFrame(n uint64) Target { return Target{kind: targetFrame, frame: n} }
+
+// AtTime is the state after the last frame committed at or before t.
+func AtTime(t time.Time) Target { return Target{kind: targetTime, time: t.UnixNano()} }
+
+// IsLatest reports whether t is Latest().
+func (t Target) IsLatest() bool { return t.kind == targetLatest }
+
+// Frame returns the sequence number of a ToFrame target.
+func (t Target) Frame() (uint64, bool) { return t.frame, t.kind == targetFrame }
+
+// Time returns the time of an AtTime target.
+func (t Target) Time() (time.Time, bool) { return time.Unix(0, t.time), t.kind == targetTime }
+
+func (t Target) String() string {
+	switch t.kind {
+	case targetFrame:
+		return fmt.Sprintf("frame %d", t.frame)
+	case targetTime:
+		return "time " + time.Unix(0, t.time).UTC().Format(time.RFC3339Nano)
+	}
+	return "latest"
+}
+
+// admitsSnapshot reports whether a snapshot at frame seq, committed at
+// commitTime, may be at or before the target.
+//
+// A snapshot written when a session starts (vfs.Open) carries no commit
+// time (0) although its state was committed earlier, in the session
+// before. For a time target it is admitted as a starting point, but the
+// replay refuses to stop at it (see unknownTime): the state it holds was
+// committed at some time before the session's first frame, and only a
+// frame of the session at or before the target proves that the target is
+// not earlier than that state.
+func (t Target) admitsSnapshot(seq uint64, commitTime int64) bool {
+	switch t.kind {
+	case targetFrame:
+		return seq <= t.frame
+	case targetTime:
+		return commitTime <= t.time
+	}
+	return true
+}
+
+// unknownTime reports whether a state at seq with commitTime cannot be
+// placed in time: a snapshot's state past frame 0 without a commit time.
+// Frame 0 is the state before any frame, earlier than every time.
+func unknownTime(seq uint64, commitTime int64) bool { return seq > 0 && commitTime == 0 }
+
+// admitsFrame reports whether a frame can be applied without passing the
+// target. Frames arrive in sequence order, so the first one refused ends
+// the restore.
+func (t Target) admitsFrame(f *frames.Frame) bool {
+	switch t.kind {
+	case targetFrame:
+		return f.LastSeq <= t.frame
+	case targetTime:
+		return f.CommitTime <= t.time
+	}
+	return true
+}
+
+// reached reports whether a state at seq already satisfies the target,
+// so that nothing more needs to be fetched.
+func (t Target) reached(seq uint64) bool {
+	return t.kind == targetFrame && seq >= t.frame
+}

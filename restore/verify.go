@@ -1,0 +1,333 @@
+package restore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/lanes"
+)
+
+// Verification reads everything a bucket holds for an actor and reports
+// what is wrong with it, object by object. What counts as damage (the
+// bucket cannot give back what was acknowledged, or cannot be trusted to)
+// and what is a warning (the bucket is sound but untidy):
+//
+//	kind       severity  found when
+//	corrupt    damage    an object does not decode to its verified end
+//	                     (bad header, gzip or seal checksum, trailing
+//	                     bytes, a frame that cannot apply, too large)
+//	truncated  damage    an object ends early
+//	checksum   damage    the checksum chain breaks while replaying, the
+//	                     replayed files do not match the final checksums,
+//	                     or a snapshot disagrees with the chain at its frame
+//	integrity  damage    the replayed current session fails integrity_check
+//	gap        damage    frames of the current session are missing after a
+//	                     snapshot and no later snapshot covers them, or a
+//	                     session newer than the current one holds batches
+//	                     but no snapshot
+//	gap        warning   frames are missing but a later snapshot covers
+//	                     them (point-in-time restore between is impossible),
+//	                     or frames of a superseded session are missing
+//	own        damage    own.json does not parse, is not the bytes fence
+//	                     writes for the record it holds, names an epoch
+//	                     older than a session in the bucket or a session
+//	                     with no objects, or names a node without a lease
+//	own        warning   the actor has no own.json (written without fence)
+//	stray      warning   objects of superseded sessions awaiting the tier
+//	                     pass, and keys under the actor that framectl does
+//	                     not write
+//
+// Damaged objects are named once: a gap that a damaged batch may fill and
+// a replay that stops at a damaged object add nothing to the report.
+//
+// The last batch of a session cannot be told missing from a log that ends
+// earlier: nothing records where a session ended but its own batches.
+
+// Severity says whether a problem is damage or a warning.
+type Severity uint8
+
+const (
+	Warning Severity = iota + 1
+	Damage
+)
+
+func (s Severity) String() string {
+	switch s {
+	case Warning:
+		return "warning"
+	case Damage:
+		return "damage"
+	}
+	return fmt.Sprintf("Severity(%d)", uint8(s))
+}
+
+// Kind is what is wrong.
+type Kind string
+
+const (
+	KindCorrupt   Kind = "corrupt"
+	KindTruncated Kind = "truncated"
+	KindGap       Kind = "gap"
+	KindChecksum  Kind = "checksum"
+	KindIntegrity Kind = "integrity"
+	KindStray     Kind = "stray"
+	KindOwn       Kind = "own"
+)
+
+// Problem is one thing wrong with one object.
+type Problem struct {
+	// Key is the object concerned. For a gap it is the batch that starts
+	// after the missing frames (or the session's first object when the
+	// session has no snapshot).
+	Key      string
+	Kind     Kind
+	Severity Severity
+	Session  uint64 // 0 for own.json and keys framectl does not write
+	// From and To are the missing frames of a gap (inclusive).
+	From, To uint64
+	Message  string
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("%s %s %s: %s", p.Severity, p.Kind, p.Key, p.Message)
+}
+
+// Report is what Verify found for one actor.
+type Report struct {
+	Actor frames.Actor
+	// Own is own.json as parsed (nil when absent or damaged).
+	Own *fence.Record
+	// Session is the current session (the one Restore would choose; 0 when
+	// none has a snapshot), Frame the frame its replay reached.
+	Session uint64
+	Frame   uint64
+	// Objects is the number of objects read, Bytes their compressed bytes.
+	Objects  int
+	Bytes    int64
+	Problems []Problem
+	Duration time.Duration
+}
+
+// Damaged reports whether any problem is damage.
+func (r *Report) Damaged() bool {
+	for _, p := range r.Problems {
+		if p.Severity == Damage {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrDamage matches Report.Err: verification found damage.
+var ErrDamage = errors.New("damage found")
+
+// Err returns nil when the report has no damage, else an error matching
+// ErrDamage that lists every damaged object.
+func (r *Report) Err() error {
+	var lines []string
+	for _, p := range r.Problems {
+		if p.Severity == Damage {
+			lines = append(lines, p.String())
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	return fmt.Errorf("restore: verify %s: %w: %s", r.Actor.Prefix(), ErrDamage, strings.Join(lines, "; "))
+}
+
+// VerifyOptions tune Verify.
+type VerifyOptions struct {
+	// Parallelism is how many objects are read at once (default
+	// DefaultParallelism).
+	Parallelism int
+	// MaxInflightBytes bounds the replay's read-ahead (see Options).
+	MaxInflightBytes int64
+	// Limits bound decoding.
+	Limits frames.Limits
+	// ScratchDir holds the replay of the current session (default: the
+	// system's temporary directory). It needs room for one database.
+	ScratchDir string
+	// MaxReplans bounds how often verification of an actor starts over
+	// because objects vanished under it (see Options.MaxReplans).
+	MaxReplans int
+	// Actors bounds how many actors VerifyNamespace and VerifyPrefix check
+	// at once (default DefaultActors).
+	Actors int
+	Logger *slog.Logger
+	// Progress, if set, is called for every object checked, from several
+	// goroutines at once.
+	Progress func(Progress)
+}
+
+func (o VerifyOptions) replayOptions() Options {
+	ro := Options{Parallelism: o.Parallelism, MaxInflightBytes: o.MaxInflightBytes, Limits: o.Limits,
+		MaxReplans: o.MaxReplans, Actors: o.Actors, Logger: o.Logger}
+	return ro.withDefaults()
+}
+
+// Verify checks everything the bucket holds for actor a: every object of
+// every session read to its verified end, the current session replayed
+// from its snapshots with the checksum chain and the final checksums
+// checked and integrity_check run on the result, the chain searched for
+// gaps, own.json checked against the bucket, stray objects listed. See the
+// table above for what is damage.
+//
+// The error is only for what stops verification: the bucket cannot be
+// read (network, permissions), ctx ends, or objects kept vanishing.
+// Damage is in the Report.
+func Verify(ctx context.Context, b bucket.Bucket, a frames.Actor, opts VerifyOptions) (Report, error) {
+	start := time.Now()
+	ro := opts.replayOptions()
+	if !a.Valid() {
+		return Report{}, &Error{Op: "verify", Actor: a.Prefix(), Err: fmt.Errorf("invalid actor %+v", a)}
+	}
+	scratch := opts.ScratchDir
+	if scratch == "" {
+		scratch = os.TempDir()
+	}
+	var last error
+	for attempt := 0; attempt <= ro.MaxReplans; attempt++ {
+		v := &verifier{b: b, a: a, opts: ro, progress: opts.Progress, scratch: scratch,
+			rep: Report{Actor: a}, reported: map[string]bool{}, verified: map[string]bool{},
+			batchHdr: map[string]frames.BatchHeader{}, snapHdr: map[string]frames.Snapshot{},
+			chain: map[uint64][]lanes.Lane{}}
+		err := v.run(ctx)
+		if err == nil {
+			slices.SortStableFunc(v.rep.Problems, func(x, y Problem) int {
+				return cmp.Or(cmp.Compare(x.Key, y.Key), cmp.Compare(x.Kind, y.Kind))
+			})
+			v.rep.Duration = time.Since(start)
+			return v.rep, nil
+		}
+		if !errors.Is(err, bucket.ErrNotFound) || ctx.Err() != nil {
+			return Report{}, &Error{Op: "verify", Actor: a.Prefix(), Err: err}
+		}
+		ro.Logger.Info("an object vanished: verifying again", logActor, a.Prefix(), logAttempt, attempt+1, logErr, err)
+		last = err
+	}
+	return Report{}, &Error{Op: "verify", Actor: a.Prefix(), Err: &replansError{last: last}}
+}
+
+// verifier is one verification of one actor.
+type verifier struct {
+	b        bucket.Bucket
+	a        frames.Actor
+	opts     Options
+	progress func(Progress)
+	scratch  string
+	inv      *Inventory
+	rep      Report
+
+	mu       sync.Mutex
+	reported map[string]bool // keys with a damage problem already
+	verified map[string]bool // objects read to their verified end
+	batchHdr map[string]frames.BatchHeader
+	snapHdr  map[string]frames.Snapshot
+	chain    map[uint64][]lanes.Lane // lanes of the replayed state at each frame boundary
+}
+
+func (v *verifier) add(p Problem) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if p.Severity == Damage && p.Kind != KindGap {
+		if v.reported[p.Key] {
+			return
+		}
+		v.reported[p.Key] = true
+	}
+	v.rep.Problems = append(v.rep.Problems, p)
+}
+
+func (v *verifier) damaged(key string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.reported[key]
+}
+
+func (v *verifier) run(ctx context.Context) error {
+	inv, err := Take(ctx, v.b, v.a)
+	if err != nil {
+		return err
+	}
+	v.inv = inv
+	own, err := v.checkOwn(ctx)
+	if err != nil {
+		return err
+	}
+	cur := v.currentSession(own)
+	for _, k := range inv.Unknown {
+		v.add(Problem{Key: k, Kind: KindStray, Severity: Warning, Message: "not an object framectl writes"})
+	}
+	for i := range inv.Sessions {
+		s := &inv.Sessions[i]
+		if cur != nil && s.Epoch < cur.Epoch {
+			for _, o := range append(slices.Clone(s.Snapshots), s.Batches...) {
+				v.add(Problem{Key: o.Key, Kind: KindStray, Severity: Warning, Session: s.Epoch,
+					Message: fmt.Sprintf("superseded by session %d: awaiting the tier pass", cur.Epoch)})
+			}
+		}
+	}
+	if cur != nil {
+		v.rep.Session = cur.Epoch
+		if err := v.replayCurrent(ctx, cur); err != nil {
+			return err
+		}
+	}
+	if err := v.decodeRest(ctx); err != nil {
+		return err
+	}
+	for i := range inv.Sessions {
+		s := &inv.Sessions[i]
+		if cur != nil && s.Epoch < cur.Epoch {
+			v.findGaps(s, Warning)
+		}
+	}
+	if cur != nil {
+		v.findGaps(cur, Damage)
+		v.checkSnapshots(cur)
+	}
+	return nil
+}
+
+// classify maps an error to a problem kind and severity; severity 0 means
+// it is not about the bucket's content (I/O, ctx, a vanished object).
+func classify(err error) (Kind, Severity) {
+	switch {
+	case errors.Is(err, bucket.ErrNotFound), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "", 0
+	case errors.Is(err, lanes.ErrGap):
+		return KindGap, Damage
+	case errors.Is(err, frames.ErrTruncated):
+		return KindTruncated, Damage
+	case errors.Is(err, lanes.ErrChecksum):
+		return KindChecksum, Damage
+	case errors.Is(err, ErrIntegrity):
+		return KindIntegrity, Damage
+	case errors.Is(err, frames.ErrCorrupt), errors.Is(err, frames.ErrTooLarge), errors.Is(err, frames.ErrUnknownKind),
+		errors.Is(err, bucket.ErrTooLarge):
+		return KindCorrupt, Damage
+	}
+	return "", 0
+}
+
+// cause is an error's message without the restore prefix, for a problem
+// that names its key already.
+func cause(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Err.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,244 @@
+package restore_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/lanes"
+	"github.com/framectl/framectl/restore"
+)
+
+// damage returns the damage problems of a report.
+func damage(rep restore.Report) []restore.Problem {
+	var out []restore.Problem
+	for _, p := range rep.Problems {
+		if p.Severity == restore.Damage {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func verify(t testing.TB, b bucket.Bucket, a frames.Actor) restore.Report {
+	t.Helper()
+	rep, err := restore.Verify(t.Context(), b, a, restore.VerifyOptions{ScratchDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// TestVerifyOwnCrossChecks: own.json that parses but disagrees with the
+// bucket is damage, named; without own.json there is only a warning.
+func TestVerifyOwnCrossChecks(t *testing.T) {
+	o := newOwned(t, buckettest.Dir(t))
+	own := o.w.actor.OwnKey()
+	orig := o.objects[own]
+	cases := []struct {
+		name    string
+		record  []byte // nil: delete own.json
+		noLease bool
+		damage  string // in the message; "" for no damage
+		restore error  // Restore's error, nil for success with the latest state
+	}{
+		{name: "absent", record: nil},
+		{name: "lease missing", record: orig, noLease: true, damage: "has no lease"},
+		{name: "older epoch", record: fence.Record{Epoch: 1, Node: ownedNode, Address: "h:1"}.Marshal(),
+			damage: "session 2 exists", restore: restore.ErrOwnMismatch},
+		{name: "epoch without a session", record: fence.Record{Epoch: 9, Node: ownedNode, Address: "h:1"}.Marshal(),
+			damage: "has no objects"},
+		{name: "not canonical", record: []byte(`{"epoch": 2, "node": "node-a", "address": "10.0.0.5:8080"}`), damage: "altered"},
+		{name: "unparsable", record: []byte(`{"epoch":2}`), damage: "unreadable", restore: fence.ErrBadRecord},
+		{name: "released", record: fence.Record{Epoch: 2}.Marshal(), noLease: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.record == nil {
+				restoreOwn := hide(t, o.b, own)
+				defer restoreOwn()
+			} else {
+				put(t, o.b, own, c.record)
+				defer put(t, o.b, own, orig)
+			}
+			if c.noLease {
+				defer hide(t, o.b, frames.NodeKey(ownedNode))()
+			}
+			rep := verify(t, o.b, o.w.actor)
+			d := damage(rep)
+			switch {
+			case c.damage == "" && len(d) > 0:
+				t.Fatalf("damage: %v", d)
+			case c.damage != "" && (len(d) != 1 || d[0].Key != own || d[0].Kind != restore.KindOwn || !strings.Contains(d[0].Message, c.damage)):
+				t.Fatalf("damage %v, want one own problem saying %q", d, c.damage)
+			}
+			if c.record == nil {
+				found := false
+				for _, p := range rep.Problems {
+					found = found || p.Key == own && p.Kind == restore.KindOwn && p.Severity == restore.Warning
+				}
+				if !found {
+					t.Fatalf("no warning for a missing own.json: %v", rep.Problems)
+				}
+			}
+			dest := filepath.Join(t.TempDir(), "r.db")
+			_, err := restore.Restore(t.Context(), o.b, o.w.actor, dest, restore.Options{})
+			if c.restore != nil {
+				if !errors.Is(err, c.restore) || !strings.Contains(err.Error(), own) {
+					t.Fatalf("restore: got %v, want %v naming %s", err, c.restore, own)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := os.ReadFile(dest)
+			sameBytes(t, "restored", got, o.want)
+		})
+	}
+}
+
+// TestVerifyNewerSessionWithoutSnapshot: a session newer than the current
+// one that holds batches but no snapshot is a gap: its frames cannot be
+// restored, and Restore refuses to fall back past it.
+func TestVerifyNewerSessionWithoutSnapshot(t *testing.T) {
+	o := newOwned(t, buckettest.Dir(t))
+	last := o.w.points[len(o.w.points)-1].frame
+	var buf bytes.Buffer
+	hdr, err := frames.WriteBatch(&buf, 3, []frames.Frame{{Epoch: 3, FirstSeq: last + 1, LastSeq: last + 1, Kind: frames.KindInitialize}}, frames.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := o.w.actor.LogKey(3, hdr.LastSeq)
+	put(t, o.b, key, buf.Bytes())
+	put(t, o.b, o.w.actor.OwnKey(), fence.Record{Epoch: 3, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal())
+	rep := verify(t, o.b, o.w.actor)
+	d := damage(rep)
+	if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindGap || d[0].Session != 3 {
+		t.Fatalf("damage %v, want a gap at %s", d, key)
+	}
+	if rep.Session != 2 {
+		t.Fatalf("current session %d, want 2", rep.Session)
+	}
+	_, err = restore.Restore(t.Context(), o.b, o.w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{})
+	if !errors.Is(err, restore.ErrNoSnapshot) || !errors.Is(err, lanes.ErrGap) {
+		t.Fatalf("restore: got %v, want ErrNoSnapshot and ErrGap", err)
+	}
+}
+
+// TestVerifyStrayKey: a key under the actor that framectl does not write
+// is a stray warning, not damage.
+func TestVerifyStrayKey(t *testing.T) {
+	o := newOwned(t, buckettest.Dir(t))
+	stray := o.w.actor.Prefix() + "notes.txt"
+	put(t, o.b, stray, []byte("hello"))
+	rep := verify(t, o.b, o.w.actor)
+	if d := damage(rep); len(d) > 0 {
+		t.Fatalf("damage: %v", d)
+	}
+	for _, p := range rep.Problems {
+		if p.Key == stray && p.Kind == restore.KindStray && p.Severity == restore.Warning {
+			return
+		}
+	}
+	t.Fatalf("no stray warning for %s: %v", stray, rep.Problems)
+}
+
+// TestVerifySnapshots: a second snapshot of the current session, as
+// compaction writes it, is checked against the replayed chain. A sound one
+// verifies and Restore starts from it; one whose content disagrees with
+// the chain at its frame is checksum damage, and Restore fails on it.
+func TestVerifySnapshots(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			o := newOwned(t, be.New(t))
+			mid := o.w.points[len(o.w.points)-2]
+			key, good := compactTo(t, o.b, o.w.actor, 2, mid.frame)
+			put(t, o.b, key, good)
+			if d := damage(verify(t, o.b, o.w.actor)); len(d) > 0 {
+				t.Fatalf("a sound compacted snapshot: damage %v", d)
+			}
+			res, got := restoreTo(t, o.b, o.w.actor, restore.Latest())
+			sameBytes(t, "restored from the compacted snapshot", got, o.want)
+			if res.Snapshot != key {
+				t.Fatalf("restored from %s, want %s", res.Snapshot, key)
+			}
+
+			// The state of an earlier point, labelled as the state at mid.
+			before := o.w.points[len(o.w.points)-3]
+			if before.frame == mid.frame {
+				t.Fatal("no commit between the points") // every round of newOwned commits
+			}
+			tr, err := lanes.TrackFile(t.Context(), bytes.NewReader(before.data), uint32(pageSizeOf(before.data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if _, err := lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: mid.frame},
+				[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: tr, File: bytes.NewReader(before.data)}},
+				frames.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			put(t, o.b, key, buf.Bytes())
+			d := damage(verify(t, o.b, o.w.actor))
+			if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindChecksum {
+				t.Fatalf("a snapshot that disagrees with the chain: damage %v, want checksum at %s", d, key)
+			}
+			_, err = restore.Restore(t.Context(), o.b, o.w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{})
+			if !errors.Is(err, lanes.ErrChecksum) {
+				t.Fatalf("restore from it: got %v, want ErrChecksum", err)
+			}
+		})
+	}
+}
+
+// TestIntegrityCheckFails: a snapshot whose every checksum is right but
+// whose database is not sound fails integrity_check: Restore fails with
+// ErrIntegrity and leaves nothing, Verify reports integrity damage.
+func TestIntegrityCheckFails(t *testing.T) {
+	b := buckettest.Dir(t)
+	w := newWorkload(t, b, "integrity", 8, 1024)
+	w.ops(6)
+	p := w.durable()
+	w.closeDB()
+	// Scramble the last page, a b-tree page, and store the result as a
+	// newer session's snapshot, with checksums computed over the
+	// scrambled bytes.
+	bad := bytes.Clone(p.data)
+	last := bad[len(bad)-1024:]
+	for i := range last[8:] {
+		last[8+i] ^= byte(i*7 + 1)
+	}
+	tr, err := lanes.TrackFile(t.Context(), bytes.NewReader(bad), 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: p.frame},
+		[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: tr, File: bytes.NewReader(bad)}},
+		frames.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	key := w.actor.SnapshotKey(2, p.frame)
+	put(t, b, key, buf.Bytes())
+
+	dir := t.TempDir()
+	_, err = restore.Restore(t.Context(), b, w.actor, filepath.Join(dir, "r.db"), restore.Options{})
+	if !errors.Is(err, restore.ErrIntegrity) {
+		t.Fatalf("got %v, want ErrIntegrity", err)
+	}
+	if es := dirEntries(t, dir); len(es) != 0 {
+		t.Fatalf("left behind: %v", es)
+	}
+	d := damage(verify(t, b, w.actor))
+	if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindIntegrity {
+		t.Fatalf("damage %v, want integrity at %s", d, key)
+	}
+}

@@ -1,0 +1,180 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/lanes"
+)
+
+// replayCurrent replays the current session from its oldest snapshot to
+// its end, recording the state at every frame boundary. Where the replay
+// stops (damage, a gap), it starts again from the next snapshot past that
+// point, so that every stretch of the session a snapshot can reach is
+// replayed once.
+func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
+	var (
+		lastKey string
+		pending = map[uint64][]lanes.Lane{} // states inside the batch being read, trusted once it verifies
+	)
+	hooks := &replayHooks{
+		onFrame: func(set *lanes.Set) { pending[set.Seq()] = set.Lanes() },
+		onObject: func(o Object, hdr *frames.BatchHeader) {
+			maps.Copy(v.chain, pending)
+			clear(pending)
+			v.mu.Lock()
+			v.verified[o.Key] = true
+			if hdr != nil {
+				v.batchHdr[o.Key] = *hdr
+			}
+			v.rep.Objects++
+			v.rep.Bytes += o.Size
+			v.mu.Unlock()
+			lastKey = o.Key
+			if v.progress != nil {
+				v.progress(Progress{Actor: v.a, Phase: PhaseVerify, Key: o.Key})
+			}
+		},
+	}
+	for k := 0; k < len(s.Snapshots); {
+		snap := s.Snapshots[k]
+		plan := Plan{Actor: v.a, Session: s.Epoch, Target: Latest(), Snapshot: snap}
+		for _, o := range s.Batches {
+			if o.Frame > snap.Frame {
+				plan.Batches = append(plan.Batches, o)
+			}
+		}
+		lastKey = snap.Key
+		clear(pending)
+		rep, err := replay(ctx, v.b, plan, v.scratch, v.opts, hooks)
+		if err == nil {
+			v.rep.Frame = rep.Frame
+			v.chain[rep.Frame] = rep.Set.Lanes()
+			return rep.Close()
+		}
+		kind, sev := classify(err)
+		if sev == 0 {
+			return err // I/O, a vanished object, ctx
+		}
+		next := snap.Frame + 1
+		var e *Error
+		errors.As(err, &e)
+		var gap *lanes.GapError
+		switch {
+		case errors.As(err, &gap):
+			next = gap.To // findGaps reports it
+		case e != nil && e.Key != "":
+			v.add(Problem{Key: e.Key, Kind: kind, Severity: Damage, Session: s.Epoch, Message: cause(err)})
+			if k, err := frames.ParseKey(e.Key); err == nil && k.Kind == frames.KeyLog {
+				next = k.Frame
+			}
+		default:
+			// The files or integrity_check: the whole replay is at fault;
+			// name the newest object it applied.
+			v.add(Problem{Key: lastKey, Kind: kind, Severity: Damage, Session: s.Epoch,
+				Message: fmt.Sprintf("the state replayed from %s through %s: %s", snap.Key, lastKey, cause(err))})
+			return nil
+		}
+		k++
+		for k < len(s.Snapshots) && s.Snapshots[k].Frame < next {
+			k++
+		}
+	}
+	return nil
+}
+
+// findGaps looks for missing frames after each snapshot of s, from the
+// batch headers. A damaged batch counts as present through its end frame:
+// its damage is reported, and the frames it holds are not missing, only
+// unreadable.
+func (v *verifier) findGaps(s *Session, sev Severity) {
+	type gapKey struct {
+		key      string
+		from, to uint64
+	}
+	seen := map[gapKey]bool{}
+	for _, snap := range s.Snapshots {
+		if v.damaged(snap.Key) {
+			continue
+		}
+		reached := snap.Frame
+		for i, o := range s.Batches {
+			if o.Frame <= reached {
+				continue
+			}
+			hdr, ok := v.batchHdr[o.Key]
+			if !ok { // damaged, or vanished
+				reached = o.Frame
+				continue
+			}
+			if hdr.FirstSeq <= reached+1 {
+				reached = o.Frame
+				continue
+			}
+			covered := false
+			for _, later := range s.Batches[i+1:] {
+				h, ok := v.batchHdr[later.Key]
+				if !ok || h.FirstSeq <= reached+1 {
+					covered = true
+					break
+				}
+			}
+			if covered {
+				continue
+			}
+			g := gapKey{o.Key, reached + 1, hdr.FirstSeq - 1}
+			if !seen[g] {
+				seen[g] = true
+				sv, msg := sev, fmt.Sprintf("frames %d..%d are missing before this batch (after snapshot %s)", g.from, g.to, snap.Key)
+				if sv == Damage {
+					for _, later := range s.Snapshots {
+						if later.Frame >= g.to && !v.damaged(later.Key) {
+							sv, msg = Warning, msg+fmt.Sprintf("; snapshot %s covers them, so only a point-in-time restore between is impossible", later.Key)
+							break
+						}
+					}
+				}
+				v.add(Problem{Key: o.Key, Kind: KindGap, Severity: sv, Session: s.Epoch, From: g.from, To: g.to, Message: msg})
+			}
+			reached = o.Frame
+		}
+	}
+}
+
+// checkSnapshots compares every snapshot of the current session the replay
+// passed exactly with the replayed state at its frame.
+func (v *verifier) checkSnapshots(s *Session) {
+	for _, snap := range s.Snapshots {
+		hdr, ok := v.snapHdr[snap.Key]
+		if !ok {
+			continue // loaded by the replay itself, damaged, or vanished
+		}
+		state, ok := v.chain[hdr.Seq]
+		if !ok {
+			continue // the replay did not stop at this frame
+		}
+		if msg := compareLanes(hdr, state); msg != "" {
+			v.add(Problem{Key: snap.Key, Kind: KindChecksum, Severity: Damage, Session: s.Epoch,
+				Message: fmt.Sprintf("disagrees with the log replayed to frame %d: %s", hdr.Seq, msg)})
+		}
+	}
+}
+
+// compareLanes describes how a snapshot header differs from a replayed
+// state, or returns "".
+func compareLanes(hdr frames.Snapshot, state []lanes.Lane) string {
+	if len(hdr.Lanes) != len(state) {
+		return fmt.Sprintf("%d lanes, the log has %d", len(hdr.Lanes), len(state))
+	}
+	for i, l := range hdr.Lanes {
+		st := state[i]
+		if l.Lane != st.Number || l.Checksum != st.Checksum || l.Bytes != uint64(st.Bytes()) {
+			return fmt.Sprintf("lane %d has %d bytes with checksum %016x, the log's lane %d has %d bytes with %016x",
+				l.Lane, l.Bytes, uint64(l.Checksum), st.Number, st.Bytes(), uint64(st.Checksum))
+		}
+	}
+	return ""
+}

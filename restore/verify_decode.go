@@ -1,0 +1,144 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
+)
+
+// decodeRest reads every object the replay did not read to its end.
+func (v *verifier) decodeRest(ctx context.Context) error {
+	var todo []Object
+	for _, s := range v.inv.Sessions {
+		for _, o := range append(slices.Clone(s.Snapshots), s.Batches...) {
+			if !v.verified[o.Key] && !v.reported[o.Key] {
+				todo = append(todo, o)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	work := make(chan Object)
+	for range min(v.opts.Parallelism, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for o := range work {
+				if err := v.decode(ctx, o); err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = err
+					}
+					errMu.Unlock()
+					cancel()
+				}
+			}
+		}()
+	}
+	for _, o := range todo {
+		select {
+		case work <- o:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}
+
+// decode reads one object to its verified end. Damage goes into the
+// report; an object that vanished is passed over (compaction deleted it);
+// the error is for I/O.
+func (v *verifier) decode(ctx context.Context, o Object) error {
+	rc, _, err := v.b.Get(ctx, o.Key)
+	if errors.Is(err, bucket.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	cr := &countingReader{r: rc, n: new(atomic.Int64)}
+	var hdrErr error
+	if o.Kind == frames.KeyLog {
+		var hdr frames.BatchHeader
+		hdr, hdrErr = decodeBatch(cr, o.Key, v.opts.Limits)
+		if hdrErr == nil {
+			v.mu.Lock()
+			v.batchHdr[o.Key] = hdr
+			v.mu.Unlock()
+		}
+	} else {
+		var hdr frames.Snapshot
+		hdr, hdrErr = decodeSnapshot(cr, o.Key, v.opts.Limits)
+		if hdrErr == nil {
+			v.mu.Lock()
+			v.snapHdr[o.Key] = hdr
+			v.mu.Unlock()
+		}
+	}
+	v.mu.Lock()
+	v.rep.Objects++
+	v.rep.Bytes += cr.n.Load()
+	v.mu.Unlock()
+	if v.progress != nil {
+		v.progress(Progress{Actor: v.a, Phase: PhaseVerify, Key: o.Key})
+	}
+	if hdrErr != nil {
+		kind, sev := classify(hdrErr)
+		if sev == 0 {
+			return hdrErr
+		}
+		v.add(Problem{Key: o.Key, Kind: kind, Severity: sev, Session: o.Session, Message: cause(hdrErr)})
+	}
+	return nil
+}
+
+// decodeBatch reads a batch to its verified end.
+func decodeBatch(r io.Reader, key string, lim frames.Limits) (frames.BatchHeader, error) {
+	br, err := frames.NewBatchReader(r, key, lim)
+	if err != nil {
+		return frames.BatchHeader{}, err
+	}
+	for {
+		if _, err := br.Next(); err == io.EOF {
+			return br.Header(), nil
+		} else if err != nil {
+			return frames.BatchHeader{}, err
+		}
+	}
+}
+
+// decodeSnapshot reads a snapshot to its verified end.
+func decodeSnapshot(r io.Reader, key string, lim frames.Limits) (frames.Snapshot, error) {
+	sr, err := frames.NewSnapshotReader(r, key, lim)
+	if err != nil {
+		return frames.Snapshot{}, err
+	}
+	for {
+		_, lr, err := sr.NextLane()
+		if err == io.EOF {
+			return sr.Header(), nil
+		}
+		if err != nil {
+			return frames.Snapshot{}, err
+		}
+		if _, err := io.Copy(io.Discard, lr); err != nil {
+			return frames.Snapshot{}, err
+		}
+	}
+}

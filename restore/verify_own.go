@@ -1,0 +1,106 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
+)
+
+// checkOwn reads own.json and checks it against the bucket.
+func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
+	key := v.a.OwnKey()
+	problem := func(sev Severity, format string, args ...any) {
+		v.add(Problem{Key: key, Kind: KindOwn, Severity: sev, Message: fmt.Sprintf(format, args...)})
+	}
+	if v.inv.Own == nil {
+		problem(Warning, "absent: the actor has no ownership record (its sessions were written without package fence)")
+		return nil, nil
+	}
+	data, _, err := bucket.ReadAll(ctx, v.b, key, fence.MaxRecordBytes)
+	switch {
+	case errors.Is(err, bucket.ErrNotFound):
+		problem(Warning, "absent: deleted since the listing")
+		return nil, nil
+	case errors.Is(err, bucket.ErrTooLarge):
+		problem(Damage, "unreadable: %v", err)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	v.rep.Objects++
+	v.rep.Bytes += int64(len(data))
+	rec, err := fence.ParseRecord(key, data)
+	if err != nil {
+		problem(Damage, "unreadable: %v", err)
+		return nil, nil
+	}
+	// A record that parses can still have been altered into another valid
+	// one (JSON matches keys case-insensitively, for one). fence writes
+	// exactly Record.Marshal, so any other bytes are damage.
+	if !bytes.Equal(data, rec.Marshal()) {
+		problem(Damage, "altered: the bytes are not the encoding fence writes for the record they parse to (%s)", rec.Marshal())
+		return nil, nil
+	}
+	if len(v.inv.Sessions) > 0 {
+		if newest := v.inv.Sessions[0].Epoch; rec.Epoch < newest {
+			problem(Damage, "names epoch %d, but session %d exists: nothing writes a session newer than its claim", rec.Epoch, newest)
+			return nil, nil
+		}
+	}
+	if _, ok := v.inv.Session(rec.Epoch); !ok {
+		problem(Damage, "names session %d, which has no objects: a claim that never wrote its first snapshot, or a damaged epoch", rec.Epoch)
+	}
+	if !rec.Released() {
+		// The holder's lease must exist and agree on the address: a
+		// record altered into another valid one (a flipped bit in the
+		// address) is caught here.
+		leaseKey := frames.NodeKey(rec.Node)
+		data, _, err := bucket.ReadAll(ctx, v.b, leaseKey, fence.MaxRecordBytes)
+		switch {
+		case errors.Is(err, bucket.ErrNotFound):
+			problem(Damage, "names node %q, which has no lease (%s)", rec.Node, leaseKey)
+		case err != nil && !errors.Is(err, bucket.ErrTooLarge):
+			return nil, err
+		default:
+			lease, perr := fence.ParseLease(leaseKey, data)
+			switch {
+			case err != nil || perr != nil:
+				v.add(Problem{Key: leaseKey, Kind: KindOwn, Severity: Damage,
+					Message: fmt.Sprintf("the lease of the node %s names is unreadable: %v", key, errors.Join(err, perr))})
+			case lease.Address != rec.Address:
+				problem(Damage, "names node %q at %s, but its lease says %s", rec.Node, rec.Address, lease.Address)
+			}
+		}
+	}
+	v.rep.Own = &rec
+	return &rec, nil
+}
+
+// currentSession is the session Restore would choose, ignoring an own.json
+// that is damaged or disagrees with the bucket; sessions newer than it
+// that hold batches are reported.
+func (v *verifier) currentSession(own *fence.Record) *Session {
+	inv := v.inv
+	var cur *Session
+	if own != nil {
+		if s, ok := inv.Session(own.Epoch); ok && len(s.Snapshots) > 0 {
+			cur = s
+		}
+	}
+	if cur == nil {
+		cur, _ = inv.NewestWithSnapshot()
+	}
+	for i := range inv.Sessions {
+		s := &inv.Sessions[i]
+		if (cur == nil || s.Epoch > cur.Epoch) && len(s.Batches) > 0 {
+			v.add(Problem{Key: s.Batches[0].Key, Kind: KindGap, Severity: Damage, Session: s.Epoch, From: 1, To: s.Batches[0].Frame,
+				Message: fmt.Sprintf("session %d holds %d batches but no snapshot: its frames cannot be restored", s.Epoch, len(s.Batches))})
+		}
+	}
+	return cur
+}

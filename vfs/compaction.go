@@ -1,0 +1,80 @@
+package vfs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/framectl/framectl/compact"
+)
+
+// Compaction in the background: the replicator counts the bytes it uploads
+// (compact.Trigger applies SRS's size rule to them) and runs a compaction
+// pass of its own actor when the log since the newest snapshot reaches the
+// database's size. A pass reads only the bucket, so it never blocks a
+// commit; one runs at a time; it is cancelled when replication stops.
+// Each session also runs one pass as it starts, for the tier pass: it
+// deletes earlier sessions, including whatever a fenced owner uploaded
+// after the takeover.
+
+// compactScratch is the directory under Config.Dir where a pass rebuilds the
+// database before uploading its snapshot. It is emptied at Open: a crash
+// mid-pass leaves files there.
+const compactScratch = "compact"
+
+func (r *replicator) startCompaction(dbBytes int64) error {
+	if r.cfg.DisableCompaction {
+		return nil
+	}
+	scratch := filepath.Join(r.cfg.Dir, compactScratch)
+	if err := os.RemoveAll(scratch); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return err
+	}
+	r.trigger = compact.NewTrigger(dbBytes)
+	r.compactOpts = compact.Options{
+		ScratchDir:  scratch,
+		Retention:   r.cfg.Retention,
+		Compression: r.cfg.Compression,
+		Logger:      r.cfg.Logger,
+	}
+	r.compactCtx, r.compactCancel = context.WithCancel(context.Background())
+	r.runCompaction(func(compact.Result, error) {}) // the session's first tier pass
+	return nil
+}
+
+// uploaded tells the trigger about a batch that landed and starts a pass
+// when the rule asks for one.
+func (r *replicator) uploaded(n int64) {
+	if r.trigger != nil && r.trigger.Uploaded(n) {
+		r.runCompaction(r.trigger.Done)
+	}
+}
+
+func (r *replicator) runCompaction(done func(compact.Result, error)) {
+	r.compacting.Add(1)
+	go func() {
+		defer r.compacting.Done()
+		res, err := compact.Actor(r.compactCtx, r.cfg.Bucket, r.actor, r.compactOpts)
+		done(res, err)
+		r.stats.compactions.Add(1)
+		switch {
+		case err != nil && r.compactCtx.Err() == nil:
+			r.stats.compactionErrors.Add(1)
+			r.log.Warn("compaction pass failed", logErr, err)
+		case res.Snapshot != "" || len(res.Deleted) > 0:
+			r.log.Info("compaction pass", "snapshot", res.Snapshot, "frame", res.Frame,
+				"deleted", len(res.Deleted), "read", res.BytesRead, "written", res.BytesWritten, "took", res.Duration)
+		}
+	}()
+}
+
+// stopCompaction cancels a running pass and waits for it.
+func (r *replicator) stopCompaction() {
+	if r.compactCancel != nil {
+		r.compactCancel()
+	}
+	r.compacting.Wait()
+}

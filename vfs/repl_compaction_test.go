@@ -1,0 +1,65 @@
+package vfs
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/restore"
+)
+
+// The replicator compacts its own actor in the background once the log
+// reaches the database's size: a newer snapshot appears, the batches it
+// covers go, and the actor still restores to exactly the database.
+func TestBackgroundCompaction(t *testing.T) {
+	b := buckettest.Dir(t)
+	cfg := replTestConfig(t, b)
+	cfg.DisableCompaction = false
+	db := replOpen(t, cfg)
+	c := replConn(t, db)
+	replExec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
+	// Rewrite the rows again and again: the log grows past the database.
+	for i := range 40 {
+		replExec(t, c, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
+		if err := db.Durable(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Wait for a pass to finish: a newer snapshot, and none of the batches
+	// it covers left (a pass uploads the snapshot, then deletes).
+	var newest uint64
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		inv, err := restore.Take(t.Context(), b, db.actor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := inv.Session(cfg.Epoch)
+		newest = s.Snapshots[len(s.Snapshots)-1].Frame
+		covered := 0
+		for _, o := range s.Batches {
+			if o.Frame <= newest {
+				covered++
+			}
+		}
+		if newest > 0 && covered == 0 && len(s.Snapshots) == 1 {
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("no finished compaction after 30 s: newest snapshot at %d, %d snapshots, %d covered batches kept, stats %+v",
+				newest, len(s.Snapshots), covered, db.Stats())
+		}
+	}
+	st := db.Stats()
+	if st.Compactions == 0 || st.CompactionErrors != 0 {
+		t.Fatalf("compactions %d, errors %d", st.Compactions, st.CompactionErrors)
+	}
+	want := checkpointed(t, c, db.Path())
+	out := t.TempDir() + "/restored.db"
+	res, err := restore.Restore(t.Context(), b, db.actor, out, restore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameBytes(t, "restored vs database", fileBytes(t, out), want)
+	t.Logf("%d compaction passes; newest snapshot at %d; restore read %d objects to frame %d", st.Compactions, newest, res.ObjectsFetched, res.Frame)
+}
