@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/frames"
+)
+
+const compactHelp = `
+Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION] [--force] [--json]
+
+Runs one compaction pass over an actor, or over every actor of a namespace:
+  - the size rule: once the log of the current session since its newest
+    snapshot weighs as much as the database, a new snapshot is written from
+    that snapshot and the batches after it (--force writes one whenever
+    there are batches after it);
+  - retention: what the newest snapshot covers is deleted, unless a
+    point-in-time restore to less than --retention ago may need it;
+  - the tier pass: sessions older than the current one are deleted once the
+    current one has a snapshot.
+Nothing is deleted before what replaces it is in the bucket, and a pass is
+safe beside the live writer and beside another compactor.
+
+Examples:
+  framectl compact --bucket file:///var/lib/framectl/bucket --namespace chat
+  framectl compact --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat --actor 726f6f6d2d31 --retention 168h
+`
+
+type compactResult struct {
+	Namespace    string   `json:"namespace"`
+	Actor        string   `json:"actor"`
+	Session      uint64   `json:"session"` // 0: nothing to do
+	RuleLogBytes int64    `json:"ruleLogBytes"`
+	RuleDBBytes  int64    `json:"ruleDbBytes"`
+	Due          bool     `json:"due"`
+	Snapshot     string   `json:"snapshot,omitempty"`
+	Frame        uint64   `json:"frame,omitempty"`
+	Deleted      []string `json:"deleted"`
+	Retained     int      `json:"retained"`
+	BytesRead    int64    `json:"bytesRead"`
+	BytesWritten int64    `json:"bytesWritten"`
+	Attempts     int      `json:"attempts"`
+	DurationNs   int64    `json:"durationNs"`
+	Error        string   `json:"error,omitempty"`
+}
+
+type compactReport struct {
+	Bucket    string          `json:"bucket"`
+	Retention string          `json:"retention"`
+	Actors    []compactResult `json:"actors"`
+}
+
+func newCompactResult(r compact.Result) compactResult {
+	deleted := r.Deleted
+	if deleted == nil {
+		deleted = []string{}
+	}
+	return compactResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Session: r.Session,
+		RuleLogBytes: r.RuleLogBytes, RuleDBBytes: r.RuleDBBytes, Due: r.Due, Snapshot: r.Snapshot, Frame: r.Frame,
+		Deleted: deleted, Retained: r.Retained, BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
+		Attempts: r.Attempts, DurationNs: r.Duration.Nanoseconds()}
+}
+
+func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newFlags("compact", compactHelp, "framectl compact --bucket file:///path/to/bucket --namespace NS", stdout, stderr)
+	url := c.bucketFlag()
+	ns := c.namespaceFlags()
+	actor := c.fs.String("actor", "", "compact only this actor (its `HEX` key)")
+	retention := c.fs.Duration("retention", 0, "keep covered objects needed to restore to any time less than `DURATION` ago (e.g. 168h)")
+	force := c.fs.Bool("force", false, "write a snapshot whenever batches follow the newest one, due or not")
+	scratch := c.fs.String("scratch", "", "`DIR` to rebuild the database in before upload (default the system's temporary directory)")
+	out := c.outputFlags()
+	pos, code, ok := c.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return c.usageError("unexpected argument %q", pos[0])
+	}
+	sc, err := resolveScope(ns, *actor)
+	switch {
+	case err != nil:
+		return c.usageError("%v", err)
+	case sc.namespace == "":
+		return c.usageError("--namespace (or --namespace-id) is required")
+	case *retention < 0:
+		return c.usageError("--retention %s: must not be negative", *retention)
+	}
+	b, code, ok := c.openBucket(ctx, *url)
+	if !ok {
+		return code
+	}
+
+	opts := compact.Options{Retention: *retention, Force: *force, ScratchDir: *scratch}
+	var (
+		results []compact.Result
+		failed  error
+	)
+	if sc.actor.Actor != "" {
+		if err := mustExist(ctx, b, sc.actor); err != nil {
+			return c.fail(err)
+		}
+		r, err := compact.Actor(ctx, b, sc.actor, opts)
+		results, failed = []compact.Result{r}, err
+	} else {
+		results, failed = compact.Namespace(ctx, b, sc.namespace, opts)
+		if failed == nil && len(results) == 0 {
+			return c.fail(fmt.Errorf("namespace %s: %w: no actors under %s in %s", sc.namespace, errNotFound, sc.prefix(), b))
+		}
+	}
+
+	rep := compactReport{Bucket: b.String(), Retention: retention.String(), Actors: []compactResult{}}
+	failures := map[frames.Actor]error{}
+	if failed != nil {
+		for _, e := range unjoin(failed) {
+			for _, r := range results {
+				if containsKey(e, r.Actor.Prefix()) {
+					failures[r.Actor] = e
+				}
+			}
+		}
+	}
+	for _, r := range results {
+		cr := newCompactResult(r)
+		cr.Error = errString(failures[r.Actor])
+		rep.Actors = append(rep.Actors, cr)
+	}
+	if out.json {
+		if err := writeJSON(stdout, rep); err != nil {
+			return c.fail(err)
+		}
+	} else {
+		for _, r := range rep.Actors {
+			printCompact(stdout, r)
+		}
+	}
+	if failed != nil {
+		for _, e := range unjoin(failed) {
+			fmt.Fprintf(stderr, "framectl compact: %s\n", oneLine(e.Error()))
+		}
+		return exitCode(failed)
+	}
+	return exitOK
+}
+
+// mustExist fails with errNotFound when an actor has no object at all.
+func mustExist(ctx context.Context, b bucket.Bucket, a frames.Actor) error {
+	page, err := b.List(ctx, a.Prefix(), "", 1)
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", a.Prefix(), err)
+	}
+	if len(page.Objects) == 0 {
+		return fmt.Errorf("actor %s: %w: no objects under %s in %s", a.Actor, errNotFound, a.Prefix(), b)
+	}
+	return nil
+}
+
+// containsKey reports whether an error names an actor's prefix (or an
+// object under it).
+func containsKey(err error, prefix string) bool {
+	return err != nil && strings.Contains(err.Error(), prefix)
+}
+
+func printCompact(w io.Writer, r compactResult) {
+	fmt.Fprintf(w, "actor %s (do/%s/%s/)\n", r.Actor, r.Namespace, r.Actor)
+	if r.Session == 0 {
+		fmt.Fprintln(w, "  no session with a snapshot: nothing to do")
+	} else {
+		due := "not due"
+		if r.Due {
+			due = "due"
+		}
+		fmt.Fprintf(w, "  session %d: log %s since the newest snapshot, database %s: %s\n",
+			r.Session, fmtBytes(r.RuleLogBytes), fmtBytes(r.RuleDBBytes), due)
+		if r.Snapshot != "" {
+			fmt.Fprintf(w, "  wrote snapshot %s through frame %d (%s read, %s written)\n",
+				r.Snapshot, r.Frame, fmtBytes(r.BytesRead), fmtBytes(r.BytesWritten))
+		}
+		fmt.Fprintf(w, "  deleted %d objects, kept %d for retention, in %s\n",
+			len(r.Deleted), r.Retained, fmtDuration(time.Duration(r.DurationNs)))
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "  FAILED: %s\n", r.Error)
+	}
+}

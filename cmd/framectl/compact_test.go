@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+func compactJSON(t *testing.T, r result) compactReport {
+	t.Helper()
+	var rep compactReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	return rep
+}
+
+func TestCompact(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 8)
+	batches := f.batches(t)
+	first := f.snapshot(t)
+
+	// Retention: everything is younger than an hour, so nothing goes.
+	rep := compactJSON(t, framectl(t, append([]string{"compact", "--retention", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	if len(rep.Actors) != 1 || len(rep.Actors[0].Deleted) != 0 || rep.Retention != "1h0m0s" {
+		t.Fatalf("compact --retention 1h: %+v", rep)
+	}
+
+	// Forced: a snapshot through frame 8, then everything it covers goes.
+	r := framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitOK)
+	rep = compactJSON(t, r)
+	a := rep.Actors[0]
+	if a.Session != 1 || a.Frame != 8 || a.Snapshot != f.actor.SnapshotKey(1, 8) || a.Error != "" {
+		t.Fatalf("compact --force: %+v", a)
+	}
+	deleted := strings.Join(a.Deleted, " ")
+	for _, k := range append(batches, first) {
+		if !strings.Contains(deleted, k) {
+			t.Errorf("compact did not delete %s (deleted %s)", k, deleted)
+		}
+	}
+
+	// What is left restores to the same database and verifies.
+	var ls lsReport
+	if err := json.Unmarshal([]byte(framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK).stdout), &ls); err != nil {
+		t.Fatal(err)
+	}
+	if s := ls.Actors[0].Sessions[0]; s.Batches != 0 || s.Snapshots != 1 || s.FirstFrame != 8 {
+		t.Errorf("after compaction: %+v", s)
+	}
+	out := filepath.Join(t.TempDir(), "out.db")
+	framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
+	sameBytes(t, f.source, out)
+	framectl(t, "verify", "--bucket", f.url).want(t, exitOK)
+
+	// Text: says what it did.
+	r = framectl(t, append([]string{"compact"}, f.actorFlags()...)...).want(t, exitOK)
+	contains(t, "compact", r.stdout, "session 1", "not due", "deleted 0 objects")
+}
+
+func TestCompactDamaged(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 5)
+	key := f.batches(t)[2]
+	damage(t, f.b, key, -6)
+	r := framectl(t, append([]string{"compact", "--force"}, f.actorFlags()...)...).want(t, exitDamage)
+	contains(t, "stderr", r.stderr, key)
+	contains(t, "stdout", r.stdout, "FAILED")
+	// Nothing was deleted: every batch is still there.
+	for _, k := range f.batches(t) {
+		if _, err := f.b.Stat(t.Context(), k); err != nil {
+			t.Errorf("a failed pass deleted %s: %v", k, err)
+		}
+	}
+}
+
+func TestCompactUsage(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 2)
+	framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef").want(t, exitNotFound)
+	framectl(t, "compact", "--bucket", f.url, "--namespace", "nothing-here").want(t, exitNotFound)
+	for _, args := range [][]string{
+		{"compact", "--bucket", f.url},
+		{"compact", "--bucket", f.url, "--namespace", "n", "--retention", "a week"},
+		{"compact", "--bucket", f.url, "--namespace", "n", "--retention", "-1h"},
+		{"compact", "--namespace", "n"},
+	} {
+		r := framectl(t, args...).want(t, exitUsage)
+		contains(t, strings.Join(args, " "), r.stderr, "try: framectl compact")
+	}
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+func TestDemo(t *testing.T) {
+	dir := t.TempDir()
+	r := framectl(t, "demo", "--dir", dir, "--commits", "80", "--clients", "4", "--json").want(t, exitOK)
+	var rep demoReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	wl := rep.Workload
+	if !rep.OK || !rep.Restore.Identical || !rep.Verify.OK || wl.Commits != 80 || rep.Replication.Commits != 80 ||
+		wl.Setup+wl.Inserts+wl.Updates+wl.Transfers+wl.Deletes != 80 || rep.Restore.Frame != 80 ||
+		rep.Replication.Batches == 0 || rep.Replication.BytesUploaded == 0 || rep.Owner.Epoch != 1 {
+		t.Fatalf("demo --json: %+v", rep)
+	}
+	if len(rep.Verify.Problems) != 0 {
+		t.Errorf("verify found problems in the demo's bucket: %+v", rep.Verify.Problems)
+	}
+	if r.stderr != "" {
+		t.Errorf("demo --json wrote to stderr: %s", r.stderr)
+	}
+	// The files stay for the operator's next commands, and they work.
+	sameBytes(t, rep.Source, filepath.Join(dir, "restored.sqlite"))
+	framectl(t, "verify", "--bucket", rep.Bucket).want(t, exitOK)
+	r = framectl(t, "ls", "--bucket", rep.Bucket, "--namespace", "demo", "--actor", rep.ActorKey).want(t, exitOK)
+	contains(t, "ls", r.stdout, "own.json: epoch 1, released")
+
+	// The same directory again: a usage error, nothing touched.
+	r = framectl(t, "demo", "--dir", dir).want(t, exitUsage)
+	contains(t, "stderr", r.stderr, "already holds a demo")
+}
+
+// The text report, on a bucket given by URL (S3 when the test server runs).
+func TestDemoText(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			b := be.New(t)
+			dir := t.TempDir()
+			r := framectl(t, "demo", "--bucket", b.String(), "--dir", dir, "--commits", "40", "--clients", "2").want(t, exitOK)
+			contains(t, "demo", r.stdout, "40 commits from 2 clients", "40 commits captured",
+				"byte-identical to the source database: yes", "verify      clean", b.String(), "framectl ls --bucket")
+			contains(t, "progress", r.stderr, "demo: commits: 100% (40 of 40)")
+			if _, err := os.Stat(filepath.Join(dir, "bucket")); !os.IsNotExist(err) {
+				t.Errorf("demo made a directory bucket although --bucket was given: %v", err)
+			}
+		})
+	}
+}
+
+func TestDemoUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"demo", "--commits", "2"},
+		{"demo", "--clients", "0"},
+		{"demo", "--commits", "many"},
+		{"demo", "now"},
+		{"demo", "--bucket", "bucket-name"},
+	} {
+		r := framectl(t, args...).want(t, exitUsage)
+		contains(t, "stderr", r.stderr, "try: framectl demo")
+	}
+}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
+)
+
+func put(t *testing.T, b bucket.Bucket, key, body string) {
+	t.Helper()
+	if _, err := b.Put(t.Context(), key, strings.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInspectBatch(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 4)
+	key := f.batches(t)[1] // frame 2: the first insert
+	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
+	contains(t, "inspect", r.stdout, "batch "+key, "header: epoch 1, frames 2..2, 1 frame messages",
+		"frame 2..2  epoch 1  lane 0  sqlitePages", "page size 4096", "committed ", "verified")
+	if strings.Contains(r.stdout, "page 1:") {
+		t.Errorf("page bytes printed without --pages:\n%s", r.stdout)
+	}
+
+	// JSON, flags after the key; --pages adds the bytes.
+	r = framectl(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if !rep.Verified || rep.Kind != kindBatch || rep.Batch == nil || len(rep.Batch.Frames) != 1 {
+		t.Fatalf("inspect --json: %+v", rep)
+	}
+	fr := rep.Batch.Frames[0]
+	if fr.FirstFrame != 2 || fr.LastFrame != 2 || fr.PageCount == 0 || len(fr.Pages) != fr.PageCount ||
+		len(fr.Pages[0].Data) != 2*4096 || fr.ChecksumBefore == fr.ChecksumAfter || fr.CommitTime == nil {
+		t.Errorf("frame %+v", fr)
+	}
+	// The chain: frame 2's checksum before is frame 1's after.
+	r = framectl(t, "inspect", "--bucket", f.url, f.batches(t)[0], "--json").want(t, exitOK)
+	var first inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &first); err != nil {
+		t.Fatal(err)
+	}
+	if got := first.Batch.Frames[0]; got.ChecksumAfter != fr.ChecksumBefore || got.Pages != nil {
+		t.Errorf("frame 1: checksum after %s, frame 2 before %s; pages without --pages: %d", got.ChecksumAfter, fr.ChecksumBefore, len(got.Pages))
+	}
+}
+
+func TestInspectSnapshot(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 3)
+	key := f.snapshot(t)
+	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
+	contains(t, "inspect", r.stdout, "snapshot "+key, "header: epoch 1, through frame 0", "LANE", "verified")
+
+	r = framectl(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Snapshot == nil || len(rep.Snapshot.Lanes) != 1 {
+		t.Fatalf("snapshot: %+v", rep.Snapshot)
+	}
+	if l := rep.Snapshot.Lanes[0]; uint64(len(l.Data)) != l.Pages || l.Bytes != l.Pages*uint64(l.PageSize) {
+		t.Errorf("lane %+v with %d pages of data", l, len(l.Data))
+	}
+}
+
+// A local file: the object key is found in its path, or its kind in its
+// content.
+func TestInspectFile(t *testing.T) {
+	b := buckettest.Dir(t)
+	f := replicate(t, b, 3)
+	root := b.(*bucket.Dir).Root()
+	batch := f.batches(t)[0]
+
+	r := framectl(t, "inspect", filepath.Join(root, batch)).want(t, exitOK)
+	contains(t, "inspect FILE", r.stdout, "batch "+batch, "frame 1..1")
+
+	// Copied out of the bucket: no key, the content says.
+	for key, kind := range map[string]string{batch: "batch", f.snapshot(t): "snapshot"} {
+		data, err := os.ReadFile(filepath.Join(root, key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied := filepath.Join(t.TempDir(), "object")
+		if err := os.WriteFile(copied, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = framectl(t, "inspect", copied).want(t, exitOK)
+		contains(t, "inspect "+kind, r.stdout, kind+" "+copied, "verified")
+	}
+	framectl(t, "inspect", filepath.Join(t.TempDir(), "missing")).want(t, exitIO)
+}
+
+func TestInspectOwnAndLease(t *testing.T) {
+	b := buckettest.Dir(t)
+	own := testActor.OwnKey()
+	put(t, b, own, string(fence.Record{Epoch: 3, Node: "node-1", Address: "10.0.0.5:8080"}.Marshal()))
+	put(t, b, frames.NodeKey("node-1"), string(fence.Lease{Node: "node-1", Address: "10.0.0.5:8080", Heartbeat: 42}.Marshal()))
+
+	r := framectl(t, "inspect", "--bucket", b.String(), own).want(t, exitOK)
+	contains(t, "inspect own.json", r.stdout, "epoch 3, held by node node-1 at 10.0.0.5:8080")
+	r = framectl(t, "inspect", "--bucket", b.String(), own, "--json").want(t, exitOK)
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Own == nil || *rep.Own != (fence.Record{Epoch: 3, Node: "node-1", Address: "10.0.0.5:8080"}) {
+		t.Errorf("own: %+v", rep.Own)
+	}
+	r = framectl(t, "inspect", "--bucket", b.String(), frames.NodeKey("node-1")).want(t, exitOK)
+	contains(t, "inspect lease", r.stdout, "node node-1 at 10.0.0.5:8080, heartbeat 42")
+	put(t, b, frames.NodeKey("node-1"), string(fence.Lease{Node: "node-2", Address: "10.0.0.5:8080"}.Marshal()))
+	r = framectl(t, "inspect", "--bucket", b.String(), frames.NodeKey("node-1")).want(t, exitDamage)
+	contains(t, "stderr", r.stderr, frames.NodeKey("node-1"))
+
+	// A damaged record: exit 1, naming the key.
+	put(t, b, own, `{"epoch":"3","node":"","address":""}`)
+	r = framectl(t, "inspect", "--bucket", b.String(), own).want(t, exitDamage)
+	contains(t, "stderr", r.stderr, own, "DAMAGED")
+}
+
+func TestInspectDamaged(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 3)
+	key := f.batches(t)[1]
+	damage(t, f.b, key, -6) // inside the gzip trailer's CRC
+	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitDamage)
+	contains(t, "stderr", r.stderr, key, "DAMAGED")
+	if strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("want one line on stderr:\n%s", r.stderr)
+	}
+	r = framectl(t, "inspect", "--bucket", f.url, key, "--json").want(t, exitDamage)
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verified || !strings.Contains(rep.Error, key) {
+		t.Errorf("damaged batch reported %+v", rep)
+	}
+}
+
+func TestInspectUsage(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 2)
+	missing := testActor.LogKey(1, 99)
+	r := framectl(t, "inspect", "--bucket", f.url, missing).want(t, exitNotFound)
+	contains(t, "stderr", r.stderr, missing)
+
+	for _, args := range [][]string{
+		{"inspect"},
+		{"inspect", "--bucket", f.url},
+		{"inspect", "--bucket", f.url, "do/not/a/key"},
+		{"inspect", "a", "b"},
+		{"inspect", "--kind", "table", "a"},
+	} {
+		r := framectl(t, args...).want(t, exitUsage)
+		contains(t, strings.Join(args, " "), r.stderr, "try: framectl inspect")
+	}
+}
+
+func TestInspectUnreachable(t *testing.T) {
+	t.Parallel()
+	r := framectl(t, "inspect", "--bucket", unreachable, testActor.LogKey(1, 1)).want(t, exitIO)
+	contains(t, "stderr", r.stderr, "framectl inspect: ", "127.0.0.1:1")
+}

@@ -1,0 +1,469 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
+)
+
+const lsHelp = `
+Usage: framectl ls --bucket URL [--namespace NS [--tenant T] | --namespace-id ID] [--actor HEX] [--headers] [--json]
+
+Lists what a bucket holds. For the whole bucket or a namespace: one line per
+actor (sessions, the newest session's frame range, snapshot and batch counts,
+bytes) and, for the whole bucket, the node leases. For one actor: own.json as
+parsed, then every session with its snapshots and batches, their keys, sizes
+and frames.
+
+A batch's key holds its end frame only; --headers reads the header of every
+batch and snapshot of the actor to show first frames, frame counts and
+snapshot sizes (one small read per object).
+
+Examples:
+  framectl ls --bucket file:///var/lib/framectl/bucket
+  framectl ls --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat
+  framectl ls --bucket file:///tmp/b --namespace-id Sx1CEZLQgCtH3lmtBp0oqA --actor 64656d6f --headers
+`
+
+// lsObject is one batch or snapshot.
+type lsObject struct {
+	Kind    string    `json:"kind"` // "snapshot" or "batch"
+	Key     string    `json:"key"`
+	Session uint64    `json:"session"`
+	Frame   uint64    `json:"frame"` // batch: end frame; snapshot: frame covered through
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"modTime,omitzero"`
+	// Filled with --headers:
+	FirstFrame    uint64     `json:"firstFrame,omitempty"`    // batch
+	FrameMessages uint32     `json:"frameMessages,omitempty"` // batch
+	DatabaseBytes uint64     `json:"databaseBytes,omitempty"` // snapshot
+	CommitTime    *time.Time `json:"commitTime,omitempty"`    // snapshot
+	HeaderError   string     `json:"headerError,omitempty"`
+}
+
+type lsSession struct {
+	Epoch      uint64     `json:"epoch"`
+	FirstFrame uint64     `json:"firstFrame"` // oldest snapshot's frame (0 with none)
+	LastFrame  uint64     `json:"lastFrame"`  // newest batch end or snapshot frame
+	Snapshots  int        `json:"snapshots"`
+	Batches    int        `json:"batches"`
+	Bytes      int64      `json:"bytes"`
+	Objects    []lsObject `json:"objects,omitempty"` // one actor only
+}
+
+type lsOwn struct {
+	Size    int64         `json:"size"`
+	ModTime time.Time     `json:"modTime,omitzero"`
+	Record  *fence.Record `json:"record,omitempty"`
+	Error   string        `json:"error,omitempty"`
+}
+
+type lsActor struct {
+	Namespace string      `json:"namespace"`
+	Actor     string      `json:"actor"`
+	Prefix    string      `json:"prefix"`
+	HasOwn    bool        `json:"hasOwn"`
+	Own       *lsOwn      `json:"own,omitempty"` // one actor only
+	Sessions  []lsSession `json:"sessions"`      // newest first
+	Objects   int         `json:"objects"`
+	Bytes     int64       `json:"bytes"`
+}
+
+type lsNode struct {
+	Key     string    `json:"key"`
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"modTime,omitzero"`
+}
+
+type lsReport struct {
+	Bucket  string    `json:"bucket"`
+	Prefix  string    `json:"prefix"`
+	Actors  []lsActor `json:"actors"`
+	Nodes   []lsNode  `json:"nodes,omitempty"`
+	Unknown []string  `json:"unknown,omitempty"` // keys that are not framectl objects
+}
+
+func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := newFlags("ls", lsHelp, "framectl ls --bucket file:///path/to/bucket --namespace NS", stdout, stderr)
+	url := c.bucketFlag()
+	ns := c.namespaceFlags()
+	actor := c.fs.String("actor", "", "list one actor's objects: its `HEX` key")
+	headers := c.fs.Bool("headers", false, "read every object's header (with --actor): first frames, frame counts")
+	out := c.outputFlags()
+	pos, code, ok := c.parse(args)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		return c.usageError("unexpected argument %q", pos[0])
+	}
+	sc, err := resolveScope(ns, *actor)
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	if *headers && sc.actor.Actor == "" {
+		return c.usageError("--headers reads every object's header: it needs --actor")
+	}
+	b, code, ok := c.openBucket(ctx, *url)
+	if !ok {
+		return code
+	}
+
+	rep, err := list(ctx, b, sc)
+	if err != nil {
+		return c.fail(err)
+	}
+	if sc.actor.Actor != "" {
+		if len(rep.Actors) == 0 {
+			return c.fail(fmt.Errorf("actor %s: %w: no objects under %s in %s", sc.actor.Actor, errNotFound, sc.prefix(), b))
+		}
+		a := &rep.Actors[0]
+		a.Own = readOwn(ctx, b, sc.actor, a.HasOwn)
+		if *headers {
+			n := 0
+			for _, s := range a.Sessions {
+				n += len(s.Objects)
+			}
+			p := newProgress(stderr, out.progress(), "ls: reading headers", int64(n), false)
+			if err := readHeaders(ctx, b, a, p); err != nil {
+				p.clear()
+				return c.fail(err)
+			}
+			p.finish()
+		}
+	} else if sc.namespace != "" && len(rep.Actors) == 0 {
+		return c.fail(fmt.Errorf("namespace %s: %w: no actors under %s in %s", sc.namespace, errNotFound, sc.prefix(), b))
+	}
+	if sc.namespace == "" {
+		for info, err := range bucket.All(ctx, b, frames.NodesPrefix) {
+			if err != nil {
+				return c.fail(fmt.Errorf("listing %s: %w", frames.NodesPrefix, err))
+			}
+			rep.Nodes = append(rep.Nodes, lsNode{Key: info.Key, Size: info.Size, ModTime: info.ModTime})
+		}
+	}
+
+	if out.json {
+		if err := writeJSON(stdout, rep); err != nil {
+			return c.fail(err)
+		}
+		return exitOK
+	}
+	if sc.actor.Actor != "" {
+		printActor(stdout, &rep.Actors[0], *headers)
+	} else {
+		printActors(stdout, rep)
+	}
+	return exitOK
+}
+
+// list walks prefix once and groups what it finds by actor and session.
+func list(ctx context.Context, b bucket.Bucket, sc scope) (*lsReport, error) {
+	rep := &lsReport{Bucket: b.String(), Prefix: sc.prefix(), Actors: []lsActor{}}
+	sessions := map[uint64]*lsSession{}
+	flush := func() {
+		if len(rep.Actors) == 0 {
+			return
+		}
+		a := &rep.Actors[len(rep.Actors)-1]
+		for _, s := range sessions {
+			a.Sessions = append(a.Sessions, *s)
+		}
+		slices.SortFunc(a.Sessions, func(x, y lsSession) int { return cmpDesc(x.Epoch, y.Epoch) })
+		clear(sessions)
+	}
+	detail := sc.actor.Actor != ""
+	for info, err := range bucket.All(ctx, b, sc.prefix()) {
+		if err != nil {
+			return nil, err // a *bucket.Error naming the prefix
+		}
+		k, err := frames.ParseKey(info.Key)
+		if err != nil || k.Kind == frames.KeyNode {
+			rep.Unknown = append(rep.Unknown, info.Key)
+			continue
+		}
+		// Keys of one actor are contiguous: its prefix groups them.
+		if n := len(rep.Actors); n == 0 || rep.Actors[n-1].Actor != k.Actor || rep.Actors[n-1].Namespace != k.Namespace {
+			flush()
+			a := k.ActorOf()
+			rep.Actors = append(rep.Actors, lsActor{Namespace: a.Namespace, Actor: a.Actor, Prefix: a.Prefix()})
+		}
+		a := &rep.Actors[len(rep.Actors)-1]
+		a.Objects++
+		a.Bytes += info.Size
+		if k.Kind == frames.KeyOwn {
+			a.HasOwn = true
+			continue
+		}
+		s := sessions[k.Session]
+		if s == nil {
+			s = &lsSession{Epoch: k.Session, FirstFrame: k.Frame}
+			sessions[k.Session] = s
+		}
+		s.Bytes += info.Size
+		s.LastFrame = max(s.LastFrame, k.Frame)
+		o := lsObject{Key: info.Key, Session: k.Session, Frame: k.Frame, Size: info.Size, ModTime: info.ModTime}
+		if k.Kind == frames.KeySnapshot {
+			if s.Snapshots == 0 || k.Frame < s.FirstFrame {
+				s.FirstFrame = k.Frame
+			}
+			s.Snapshots++
+			o.Kind = "snapshot"
+		} else {
+			if s.Snapshots == 0 {
+				s.FirstFrame = 0 // no snapshot: the session's start is unknown
+			}
+			s.Batches++
+			o.Kind = "batch"
+		}
+		if detail {
+			s.Objects = append(s.Objects, o)
+		}
+	}
+	flush()
+	for i := range rep.Actors {
+		for j := range rep.Actors[i].Sessions {
+			s := &rep.Actors[i].Sessions[j]
+			// Snapshots list newest first (descending keys), batches
+			// oldest first: show them in frame order, snapshots first.
+			slices.SortStableFunc(s.Objects, func(x, y lsObject) int {
+				if x.Frame != y.Frame {
+					return cmpAsc(x.Frame, y.Frame)
+				}
+				return strings.Compare(y.Kind, x.Kind)
+			})
+		}
+	}
+	return rep, nil
+}
+
+func cmpAsc(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+func cmpDesc(x, y uint64) int { return cmpAsc(y, x) }
+
+// readOwn reads and parses own.json.
+func readOwn(ctx context.Context, b bucket.Bucket, a frames.Actor, listed bool) *lsOwn {
+	if !listed {
+		return nil
+	}
+	data, info, err := bucket.ReadAll(ctx, b, a.OwnKey(), fence.MaxRecordBytes)
+	if err != nil {
+		return &lsOwn{Error: errString(err)}
+	}
+	o := &lsOwn{Size: info.Size, ModTime: info.ModTime}
+	r, err := fence.ParseRecord(a.OwnKey(), data)
+	if err != nil {
+		o.Error = errString(err)
+	} else {
+		o.Record = &r
+	}
+	return o
+}
+
+// headerReaders is how many object headers ls --headers reads at once.
+const headerReaders = 8
+
+// readHeaders fills in what the headers of an actor's objects say. A
+// header that does not decode is reported on its object, not as a failure
+// of ls; a bucket that does not answer is.
+func readHeaders(ctx context.Context, b bucket.Bucket, a *lsActor, p *progress) error {
+	var objs []*lsObject
+	for i := range a.Sessions {
+		for j := range a.Sessions[i].Objects {
+			objs = append(objs, &a.Sessions[i].Objects[j])
+		}
+	}
+	work := make(chan *lsObject)
+	errs := make(chan error, headerReaders)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range headerReaders {
+		wg.Go(func() {
+			for o := range work {
+				if err := readHeader(ctx, b, o); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				p.add(1)
+			}
+		})
+	}
+feed:
+	for _, o := range objs {
+		select {
+		case work <- o:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	return ctx.Err()
+}
+
+func readHeader(ctx context.Context, b bucket.Bucket, o *lsObject) error {
+	r, _, err := b.Get(ctx, o.Key)
+	switch {
+	case errors.Is(err, bucket.ErrNotFound):
+		o.HeaderError = "deleted since the listing (compaction?)"
+		return nil
+	case err != nil:
+		return err
+	}
+	defer r.Close()
+	if o.Kind == "batch" {
+		br, err := frames.NewBatchReader(r, o.Key, frames.Limits{})
+		if err != nil {
+			return headerFailure(o, err)
+		}
+		h := br.Header()
+		o.FirstFrame, o.FrameMessages = h.FirstSeq, h.FrameCount
+		return nil
+	}
+	sr, err := frames.NewSnapshotReader(r, o.Key, frames.Limits{})
+	if err != nil {
+		return headerFailure(o, err)
+	}
+	h := sr.Header()
+	for _, l := range h.Lanes {
+		o.DatabaseBytes += l.Bytes
+	}
+	o.CommitTime = unixNanoTime(h.CommitTime)
+	return nil
+}
+
+// headerFailure records a damaged header; other errors (the network) stop ls.
+func headerFailure(o *lsObject, err error) error {
+	if isDamage(err) {
+		o.HeaderError = errString(err)
+		return nil
+	}
+	return fmt.Errorf("reading %s: %w", o.Key, err)
+}
+
+func printActors(w io.Writer, rep *lsReport) {
+	if len(rep.Actors) == 0 {
+		fmt.Fprintf(w, "no actors under %s in %s\n", rep.Prefix, rep.Bucket)
+	} else {
+		t := newTable(w)
+		fmt.Fprintln(t, "NAMESPACE\tACTOR\tOWN\tSESSIONS\tNEWEST\tFRAMES\tSNAPSHOTS\tBATCHES\tSIZE")
+		for _, a := range rep.Actors {
+			own := "-"
+			if a.HasOwn {
+				own = "yes"
+			}
+			newest, frames, snaps, batches := "-", "-", 0, 0
+			if len(a.Sessions) > 0 {
+				s := a.Sessions[0]
+				newest = fmt.Sprint(s.Epoch)
+				frames = sessionFrames(s)
+				snaps, batches = s.Snapshots, s.Batches
+			}
+			fmt.Fprintf(t, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", a.Namespace, a.Actor, own, len(a.Sessions),
+				newest, frames, snaps, batches, fmtBytes(a.Bytes))
+		}
+		t.Flush()
+		fmt.Fprintln(w, "(NEWEST: the newest session; FRAMES, SNAPSHOTS, BATCHES: in it)")
+	}
+	if len(rep.Nodes) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w)
+		fmt.Fprintln(t, "NODE LEASE\tSIZE\tMODIFIED")
+		for _, n := range rep.Nodes {
+			fmt.Fprintf(t, "%s\t%d\t%s\n", n.Key, n.Size, fmtTime(n.ModTime))
+		}
+		t.Flush()
+	}
+	printUnknown(w, rep.Unknown)
+}
+
+func sessionFrames(s lsSession) string {
+	if s.Snapshots == 0 {
+		return fmt.Sprintf("?..%d", s.LastFrame)
+	}
+	return fmt.Sprintf("%d..%d", s.FirstFrame, s.LastFrame)
+}
+
+func printActor(w io.Writer, a *lsActor, headers bool) {
+	fmt.Fprintf(w, "actor %s  namespace %s  (%s)\n", a.Actor, a.Namespace, a.Prefix)
+	switch o := a.Own; {
+	case o == nil:
+		fmt.Fprintln(w, "own.json: absent")
+	case o.Error != "":
+		fmt.Fprintf(w, "own.json: %s\n", o.Error)
+	case o.Record.Released():
+		fmt.Fprintf(w, "own.json: epoch %d, released\n", o.Record.Epoch)
+	default:
+		fmt.Fprintf(w, "own.json: epoch %d, held by node %s at %s\n", o.Record.Epoch, o.Record.Node, o.Record.Address)
+	}
+	fmt.Fprintf(w, "%d objects, %s\n", a.Objects, fmtBytes(a.Bytes))
+	for _, s := range a.Sessions {
+		fmt.Fprintf(w, "\nsession %d: frames %s, %d snapshots, %d batches, %s\n",
+			s.Epoch, sessionFrames(s), s.Snapshots, s.Batches, fmtBytes(s.Bytes))
+		t := newTable(w)
+		if headers {
+			fmt.Fprintln(t, "  KIND\tFRAMES\tSIZE\tMODIFIED\tHEADER\tKEY")
+		} else {
+			fmt.Fprintln(t, "  KIND\tFRAMES\tSIZE\tMODIFIED\tKEY")
+		}
+		for _, o := range s.Objects {
+			frames := fmt.Sprintf("..%d", o.Frame)
+			if o.Kind == "snapshot" {
+				frames = fmt.Sprintf("@%d", o.Frame)
+			}
+			if !headers {
+				fmt.Fprintf(t, "  %s\t%s\t%d\t%s\t%s\n", o.Kind, frames, o.Size, fmtTime(o.ModTime), o.Key)
+				continue
+			}
+			var hdr string
+			switch {
+			case o.HeaderError != "":
+				hdr = "DAMAGED: " + o.HeaderError
+			case o.Kind == "batch":
+				frames = fmt.Sprintf("%d..%d", o.FirstFrame, o.Frame)
+				hdr = fmt.Sprintf("%d frame messages", o.FrameMessages)
+			default:
+				hdr = fmt.Sprintf("database %s", fmtBytes(int64(o.DatabaseBytes)))
+			}
+			fmt.Fprintf(t, "  %s\t%s\t%d\t%s\t%s\t%s\n", o.Kind, frames, o.Size, fmtTime(o.ModTime), hdr, o.Key)
+		}
+		t.Flush()
+	}
+	if !headers {
+		fmt.Fprintln(w, "\n(batch keys hold end frames: --headers reads first frames)")
+	}
+}
+
+func printUnknown(w io.Writer, keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%d keys that are not framectl objects:\n", len(keys))
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s\n", k)
+	}
+}

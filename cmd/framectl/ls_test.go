@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
+)
+
+func TestLs(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			f := replicate(t, be.New(t), 6)
+			batches := f.batches(t)
+
+			// The whole bucket: one line for the actor.
+			r := framectl(t, "ls", "--bucket", f.url).want(t, exitOK)
+			contains(t, "ls", r.stdout, f.actor.Namespace, f.actor.Actor)
+
+			// The namespace, as JSON: the actor's counts.
+			r = framectl(t, "ls", "--bucket", f.url, "--namespace", testNamespace, "--json").want(t, exitOK)
+			var rep lsReport
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatalf("ls --json: %v\n%s", err, r.stdout)
+			}
+			if len(rep.Actors) != 1 || rep.Actors[0].Actor != f.actor.Actor || len(rep.Actors[0].Sessions) != 1 {
+				t.Fatalf("ls --json: want one actor %s with one session, got %+v", f.actor.Actor, rep.Actors)
+			}
+			s := rep.Actors[0].Sessions[0]
+			if s.Epoch != 1 || s.Batches != len(batches) || s.Snapshots != 1 || s.LastFrame != 6 {
+				t.Errorf("session %+v: want epoch 1, %d batches, 1 snapshot, last frame 6", s, len(batches))
+			}
+			if r.stderr != "" {
+				t.Errorf("ls --json wrote to stderr: %s", r.stderr)
+			}
+
+			// The namespace by its ID, as ls printed it.
+			r = framectl(t, "ls", "--bucket", f.url, "--namespace-id", f.actor.Namespace).want(t, exitOK)
+			contains(t, "ls --namespace-id", r.stdout, f.actor.Actor)
+
+			// One actor: every object's key.
+			r = framectl(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
+			contains(t, "ls --actor", r.stdout, batches...)
+			contains(t, "ls --actor", r.stdout, f.snapshot(t), "own.json: absent", "session 1")
+
+			// With headers: first frames. Each batch holds one frame.
+			r = framectl(t, append([]string{"ls", "--headers", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+			rep = lsReport{}
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for _, o := range rep.Actors[0].Sessions[0].Objects {
+				if o.HeaderError != "" {
+					t.Errorf("%s: %s", o.Key, o.HeaderError)
+				}
+				if o.Kind == "batch" {
+					n++
+					if o.FirstFrame != o.Frame || o.FrameMessages != 1 {
+						t.Errorf("%s: frames %d..%d in %d messages, want one frame", o.Key, o.FirstFrame, o.Frame, o.FrameMessages)
+					}
+				}
+			}
+			if n != len(batches) {
+				t.Errorf("ls --headers listed %d batches, want %d", n, len(batches))
+			}
+		})
+	}
+}
+
+func TestLsNotFound(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 3)
+	r := framectl(t, "ls", "--bucket", f.url, "--namespace", "elsewhere").want(t, exitNotFound)
+	contains(t, "stderr", r.stderr, "do/"+frames.NamespaceID("", "elsewhere")+"/")
+	r = framectl(t, "ls", "--bucket", f.url, "--namespace", testNamespace, "--actor", "abcdef").want(t, exitNotFound)
+	contains(t, "stderr", r.stderr, "abcdef")
+
+	// An empty bucket is not an error: there is nothing in it.
+	r = framectl(t, "ls", "--bucket", buckettest.Dir(t).String()).want(t, exitOK)
+	contains(t, "ls", r.stdout, "no actors")
+}
+
+func TestLsUsage(t *testing.T) {
+	url := buckettest.Dir(t).String()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ls"}, "--bucket is required"},
+		{[]string{"ls", "--bucket", "mybucket"}, "invalid bucket URL"},
+		{[]string{"ls", "--bucket", url, "--actor", "00"}, "--actor needs --namespace"},
+		{[]string{"ls", "--bucket", url, "--namespace", "n", "--actor", "xyz"}, "not an actor key"},
+		{[]string{"ls", "--bucket", url, "--namespace-id", "short"}, "not a namespace ID"},
+		{[]string{"ls", "--bucket", url, "--namespace", "n", "--namespace-id", frames.NamespaceID("", "n")}, "not both"},
+		{[]string{"ls", "--bucket", url, "--headers"}, "needs --actor"},
+		{[]string{"ls", "--bucket", url, "--frobnicate"}, "flag provided but not defined"},
+		{[]string{"ls", "--bucket", url, "extra"}, "unexpected argument"},
+	} {
+		r := framectl(t, tc.args...).want(t, exitUsage)
+		contains(t, strings.Join(tc.args, " "), r.stderr, tc.want, "try: framectl ls")
+		if r.stdout != "" {
+			t.Errorf("%v: usage error printed on stdout: %s", tc.args, r.stdout)
+		}
+	}
+	r := framectl(t, "ls", "-h").want(t, exitOK)
+	contains(t, "ls -h", r.stdout, "Examples:", "-headers", "-namespace-id")
+}
+
+func TestLsUnreachable(t *testing.T) {
+	t.Parallel()
+	r := framectl(t, "ls", "--bucket", unreachable).want(t, exitIO)
+	if strings.Count(r.stderr, "\n") != 1 {
+		t.Errorf("want one line of error, got:\n%s", r.stderr)
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+func TestHelp(t *testing.T) {
+	r := framectl(t).want(t, exitUsage)
+	contains(t, "framectl (no arguments)", r.stderr, "Commands:", "Exit codes:")
+	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
+		r = framectl(t, args...).want(t, exitOK)
+		contains(t, strings.Join(args, " "), r.stdout, "Exit codes:", "130")
+		for _, c := range commands {
+			contains(t, strings.Join(args, " "), r.stdout, "  "+c.name+" ")
+		}
+	}
+	for _, c := range commands {
+		r := framectl(t, "help", c.name).want(t, exitOK)
+		contains(t, "help "+c.name, r.stdout, "Usage: framectl "+c.name, "Examples:", "Flags:")
+		r = framectl(t, c.name, "-h").want(t, exitOK)
+		contains(t, c.name+" -h", r.stdout, "Usage: framectl "+c.name)
+	}
+	r = framectl(t, "restroe").want(t, exitUsage)
+	contains(t, "stderr", r.stderr, `unknown command "restroe"`, "try: framectl help")
+	framectl(t, "help", "nothing").want(t, exitUsage)
+}
+
+// An interrupted command (SIGINT cancels the context) exits 130.
+func TestInterrupted(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 3)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	r := framectlCtx(ctx, append([]string{"verify"}, f.actorFlags()...)...)
+	if r.code != exitSignal {
+		t.Fatalf("exit %d, want %d\n%s", r.code, exitSignal, r.stderr)
+	}
+	r = framectlCtx(ctx, "demo", "--dir", t.TempDir(), "--commits", "10")
+	if r.code != exitSignal {
+		t.Fatalf("demo: exit %d, want %d\n%s", r.code, exitSignal, r.stderr)
+	}
+}
+
+// Example runs framectl in-process, as the tests do: main only hands
+// os.Args and the standard streams to run.
+func Example() {
+	code := run(context.Background(), []string{"help"}, os.Stdout, os.Stderr)
+	if code != exitOK {
+		panic(code)
+	}
+	// Output:
+	// framectl: restore, verify and inspect SQLite databases replicated to a bucket
+	//
+	// Usage: framectl COMMAND [flags]    (framectl COMMAND -h for its flags and examples)
+	//
+	// Commands:
+	//   demo     replicate a SQLite workload to a bucket, restore it and verify it
+	//   restore  restore an actor to a file, or a namespace to a directory
+	//   verify   check every object of an actor, a namespace or the bucket
+	//   ls       list actors, sessions, snapshots and batches
+	//   inspect  decode one object and print its header and frames
+	//   compact  run snapshot compaction, retention and the tier pass once
+	//
+	// Start with: go run ./cmd/framectl demo
+	//
+	// Exit codes:
+	//   0    success; verify: no damage found
+	//   1    damage found (verify, inspect), or the operation failed on bad data
+	//        in the bucket (restore: a gap, a checksum mismatch, a corrupt object)
+	//   2    usage error: a flag or argument is wrong or missing
+	//   3    the bucket is unreachable, or an I/O error (network, disk, permissions)
+	//   4    not found: no such actor, session, snapshot or object
+	//   130  interrupted (SIGINT or SIGTERM)
+}
+
+// A usage error says what is wrong and what to type, and exits 2.
+func Example_usageError() {
+	code := run(context.Background(), []string{"restore", "--bucket", "file:///var/lib/framectl/bucket", "--actor", "726f6f6d2d31"}, os.Stdout, os.Stdout)
+	fmt.Println("exit code", code)
+	// Output:
+	// framectl restore: --namespace (or --namespace-id) is required
+	//   try: framectl restore --bucket file:///path/to/bucket --namespace NS --actor HEX --out actor.db
+	//   (framectl restore -h for help)
+	// exit code 2
+}

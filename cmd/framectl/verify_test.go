@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+func verifyJSON(t *testing.T, r result) verifyReport {
+	t.Helper()
+	var rep verifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	return rep
+}
+
+func TestVerifyClean(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			f := replicate(t, be.New(t), 6)
+			for _, args := range [][]string{
+				{"verify", "--bucket", f.url},
+				{"verify", "--bucket", f.url, "--namespace", testNamespace},
+				append([]string{"verify"}, f.actorFlags()...),
+			} {
+				r := framectl(t, args...).want(t, exitOK)
+				contains(t, strings.Join(args, " "), r.stdout, f.actor.Actor, "ok: session 1 verified through frame 6", ": clean")
+			}
+			r := framectl(t, "verify", "--bucket", f.url, "--json").want(t, exitOK)
+			rep := verifyJSON(t, r)
+			if !rep.Clean || rep.Damage != 0 || len(rep.Actors) != 1 || rep.Actors[0].Frame != 6 {
+				t.Errorf("verify --json: %+v", rep)
+			}
+			// The fixture has no own.json: a warning, not damage.
+			if rep.Warnings != 1 || len(rep.Actors[0].Problems) != 1 || rep.Actors[0].Problems[0].Key != f.actor.OwnKey() {
+				t.Errorf("want one warning about %s, got %+v", f.actor.OwnKey(), rep.Actors[0].Problems)
+			}
+		})
+	}
+}
+
+func TestVerifyDamaged(t *testing.T) {
+	t.Run("flipped", func(t *testing.T) {
+		f := replicate(t, buckettest.Dir(t), 6)
+		key := f.batches(t)[3]
+		damage(t, f.b, key, -6)
+		r := framectl(t, "verify", "--bucket", f.url).want(t, exitDamage)
+		contains(t, "verify", r.stdout, "DAMAGE", key, "DAMAGED")
+		contains(t, "stderr", r.stderr, "damage found")
+		if strings.Count(r.stderr, "framectl verify:") != 1 {
+			t.Errorf("want one error line on stderr:\n%s", r.stderr)
+		}
+		rep := verifyJSON(t, framectl(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
+		found := false
+		for _, p := range rep.Actors[0].Problems {
+			found = found || p.Key == key && p.Severity == "damage"
+		}
+		if rep.Clean || !found {
+			t.Errorf("verify --json does not name %s as damaged: %+v", key, rep)
+		}
+	})
+	t.Run("deleted", func(t *testing.T) {
+		f := replicate(t, buckettest.Dir(t), 6)
+		batches := f.batches(t)
+		if err := f.b.Delete(t.Context(), batches[2]); err != nil { // frame 3
+			t.Fatal(err)
+		}
+		rep := verifyJSON(t, framectl(t, "verify", "--bucket", f.url, "--namespace", testNamespace, "--json").want(t, exitDamage))
+		var gap *verifyProblem
+		for i, p := range rep.Actors[0].Problems {
+			if p.Kind == "gap" && p.Severity == "damage" {
+				gap = &rep.Actors[0].Problems[i]
+			}
+		}
+		if gap == nil || gap.From != 3 || gap.To != 3 || gap.Key != batches[3] {
+			t.Fatalf("want a gap of frame 3 before %s, got %+v", batches[3], rep.Actors[0].Problems)
+		}
+		r := framectl(t, "verify", "--bucket", f.url).want(t, exitDamage)
+		contains(t, "verify", r.stdout, "gap", batches[3])
+	})
+}
+
+func TestVerifyNotFound(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 2)
+	framectl(t, "verify", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef").want(t, exitNotFound)
+	framectl(t, "verify", "--bucket", f.url, "--namespace", "nothing-here").want(t, exitNotFound)
+	// An empty bucket holds no damage.
+	framectl(t, "verify", "--bucket", buckettest.Dir(t).String()).want(t, exitOK)
+}
+
+func TestVerifyUsage(t *testing.T) {
+	url := buckettest.Dir(t).String()
+	for _, args := range [][]string{
+		{"verify"},
+		{"verify", "--bucket", url, "--actor", "00"},
+		{"verify", "--bucket", url, "--tenant", "acme"},
+		{"verify", "--bucket", url, "--parallel", "-1"},
+		{"verify", "--bucket", url, "--json=maybe"},
+	} {
+		r := framectl(t, args...).want(t, exitUsage)
+		contains(t, strings.Join(args, " "), r.stderr, "try: framectl verify")
+	}
+}
+
+func TestVerifyUnreachable(t *testing.T) {
+	t.Parallel()
+	r := framectl(t, "verify", "--bucket", unreachable).want(t, exitIO)
+	contains(t, "stderr", r.stderr, "framectl verify: ")
+}
