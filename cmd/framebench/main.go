@@ -59,6 +59,8 @@ func main() {
 		url := fs.String("bucket", "", "bucket URL (default: a temporary directory bucket)")
 		fs.Parse(os.Args[2:])
 		err = efficiency(ctx, *url)
+	case "restore":
+		err = restoreCmd(ctx, fs, os.Args[2:])
 	default:
 		usage()
 	}
@@ -70,6 +72,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: framebench overhead|durable|efficiency [flags]   (framebench CMD -h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: framebench overhead|durable|efficiency|restore [flags]   (framebench CMD -h for flags)")
 	os.Exit(2)
 }

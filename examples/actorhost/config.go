@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/framectl/framectl/fence"
+)
+
+// config is the command line.
+type config struct {
+	listen    string        // host:port to bind
+	advertise string        // host:port peers forward to ("" = the bound address)
+	bucketURL string        // where every node's actors live
+	dataDir   string        // this process's local copies
+	lease     time.Duration // fence.Options.Lease
+	grace     time.Duration // fence.Options.Grace
+	idle      time.Duration // hibernate an actor idle this long
+	drain     time.Duration // bound on a SIGTERM drain
+	compact   bool          // vfs compacts the actors held (size rule, tier pass)
+	logLevel  slog.Level
+}
+
+const usageText = `actorhost: an HTTP server hosting actors, each one replicated SQLite
+database, on nodes that share one bucket.
+
+  actorhost -listen 127.0.0.1:8081 -bucket file:///tmp/actors -data /tmp/node1
+
+Routes:
+  POST /actor/NS/ID/notes     append a note (body = text), returns {"id":N}
+  GET  /actor/NS/ID/notes     all notes, [{"id":N,"body":"..."}...]
+  POST /actor/NS/ID/counter   increment, returns {"value":N}
+  GET  /status                this node and the actors it holds
+
+Exit codes: 0 drained after SIGTERM; 1 runtime failure (listener, a flush
+during the drain); 2 usage; 3 fenced or lease lost (restart it: it comes
+back as a new node).
+`
+
+// exit codes; see usageText.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	exitFenced  = 3
+)
+
+// errUsage marks command-line errors.
+var errUsage = errors.New("usage")
+
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	c := config{logLevel: slog.LevelInfo}
+	fs := flag.NewFlagSet("actorhost", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "`host:port` to serve on; also the address advertised in the node's lease (port 0 picks one)")
+	fs.StringVar(&c.advertise, "advertise", "", "`host:port` peers forward requests to, when -listen binds a wildcard address (default: the bound address)")
+	fs.StringVar(&c.bucketURL, "bucket", "", "bucket `URL` shared by every node: s3://BUCKET/PREFIX?endpoint=HOST:PORT or file:///DIR")
+	fs.StringVar(&c.dataDir, "data", "", "`dir`ectory of this process's local copies (one process per directory)")
+	fs.DurationVar(&c.lease, "lease", fence.DefaultLease, "node lease: acknowledgements stop this long after the last renewal began")
+	fs.DurationVar(&c.grace, "grace", fence.DefaultGrace, "how much longer than -lease peers wait before they fence a silent node")
+	fs.DurationVar(&c.idle, "idle", 30*time.Second, "release (hibernate) an actor that has had no request for this long")
+	fs.DurationVar(&c.drain, "drain-timeout", 25*time.Second, "bound on finishing requests and flushing actors after SIGTERM")
+	fs.BoolVar(&c.compact, "compact", true, "compact the actors this node holds in the background (size rule; tier pass as each session starts)")
+	fs.TextVar(&c.logLevel, "log", slog.LevelInfo, "log `level`: debug, info, warn, error")
+	usage := func(format string, a ...any) (config, error) {
+		fmt.Fprintf(stderr, "actorhost: %s\n  try: actorhost -listen 127.0.0.1:8081 -bucket file:///tmp/actors -data /tmp/node1\n  (actorhost -h for help)\n", fmt.Sprintf(format, a...))
+		return c, errUsage
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stderr, usageText, "\nFlags:\n")
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
+			return c, flag.ErrHelp
+		}
+		return usage("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return usage("unexpected argument %q", fs.Arg(0))
+	}
+	switch {
+	case c.bucketURL == "":
+		return usage("-bucket is required")
+	case c.dataDir == "":
+		return usage("-data is required")
+	case c.lease <= 0 || c.grace <= 0:
+		return usage("-lease and -grace must be positive")
+	case c.idle <= 0:
+		return usage("-idle must be positive")
+	case c.drain <= 0:
+		return usage("-drain-timeout must be positive")
+	}
+	if _, _, err := net.SplitHostPort(c.listen); err != nil {
+		return usage("-listen %q: %v", c.listen, err)
+	}
+	if c.advertise != "" {
+		if err := checkAdvertised(c.advertise); err != nil {
+			return usage("-advertise: %v", err)
+		}
+	}
+	return c, nil
+}
+
+// checkAdvertised refuses an address peers could not forward to: no host,
+// or a wildcard one (0.0.0.0, ::), or no port.
+func checkAdvertised(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: %w", addr, err)
+	}
+	if port == "" || port == "0" {
+		return fmt.Errorf("%q has no port", addr)
+	}
+	if ip := net.ParseIP(strings.Trim(host, "[]")); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%q is not an address peers can reach: set -advertise", addr)
+	}
+	return nil
+}

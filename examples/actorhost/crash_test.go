@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+// shortTimings keep failovers short: a node is fenced 1.5 s after its
+// last heartbeat was seen. Idle actors stay open for the whole test unless
+// a test asks otherwise.
+var shortTimings = []string{"-lease", "1s", "-grace", "500ms", "-idle", "10m"}
+
+// hangGuard bounds every wait for something that must happen: reaching it
+// fails the test as "never happened", not as "too slow".
+const hangGuard = 90 * time.Second
+
+// TestCrashTakeover: three nodes, a caller writing to 20 actors through
+// random nodes; round after round the node holding some of the busy actors
+// is killed (SIGKILL), another node serves its actors once its lease plus
+// grace has run out, and the killed slot restarts as a new node at the
+// same address. In the end, every acknowledged write is there, with the id
+// it was acknowledged with, once; as the nodes serve it and as the bucket
+// restores it.
+func TestCrashTakeover(t *testing.T) {
+	rounds := map[string]int{"dir": 10, "s3": 5}
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			n := rounds[be.Name]
+			if testing.Short() {
+				n = 2
+			}
+			crashTakeover(t, be.New(t), n)
+		})
+	}
+}
+
+func crashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
+	ctx := t.Context()
+	c := newCluster(t, b, shortTimings...)
+	c.startN(3)
+	c.startSupervisor()
+	w := startWorkload(t, c, "crash", 20)
+	for round := range rounds {
+		start := time.Now()
+		if !waitFor(ctx, hangGuard, func() bool {
+			for _, s := range w.streams {
+				if len(s.acksSentAfter(start)) == 0 {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("round %d: not every actor acknowledged a write", round)
+		}
+		// The victim: a random node that holds at least one busy actor.
+		owners := w.owners()
+		var holders []string
+		for id := range owners {
+			if p := c.byID(id); p != nil && !p.isDown() {
+				holders = append(holders, id)
+			}
+		}
+		if len(holders) == 0 {
+			t.Fatalf("round %d: no live node holds an actor", round)
+		}
+		slices.Sort(holders)
+		victim := c.byID(holders[rand.IntN(len(holders))])
+		its := owners[victim.id]
+		killed := time.Now()
+		victim.kill()
+		if _, ok := victim.wait(hangGuard); !ok {
+			t.Fatalf("round %d: node%d survived SIGKILL", round, victim.slot)
+		}
+		dead := time.Now()
+		var slowest time.Duration
+		if !waitFor(ctx, hangGuard, func() bool {
+			for _, s := range its {
+				if len(s.acksSentAfter(dead)) == 0 {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("round %d: the actors of the killed node%d were not served elsewhere", round, victim.slot)
+		}
+		for _, s := range its {
+			after := s.acksSentAfter(dead)
+			slowest = max(slowest, after[0].at.Sub(killed))
+		}
+		for _, s := range w.streams {
+			for _, a := range s.acksSentAfter(dead) {
+				if a.node == victim.id {
+					t.Errorf("round %d: %s: the killed node%d acknowledged %q, sent after it died", round, s.id, victim.slot, a.body)
+				}
+			}
+		}
+		t.Logf("round %d: killed node%d holding %d actors; all served elsewhere %v later", round, victim.slot, len(its), slowest.Round(time.Millisecond))
+		c.start(victim.slot) // a new node at the same address
+	}
+	w.stop()
+	attempts, acks, unavail := w.totals()
+	t.Logf("%d writes attempted, %d acknowledged, %d answered 503 + Retry-After", attempts, acks, unavail)
+	w.checkNoUnexpected(t)
+	checkFinalState(t, ctx, c, b, w)
+}
+
+// checkFinalState checks every stream's acknowledged writes: through the
+// nodes, then drains every node (exit 0) and checks what the bucket
+// restores.
+func checkFinalState(t *testing.T, ctx context.Context, c *cluster, b bucket.Bucket, w *workload) {
+	t.Helper()
+	gctx, cancel := context.WithTimeout(ctx, hangGuard)
+	defer cancel()
+	for _, s := range w.streams {
+		checkEpochs(t, c, s.id, s.acks)
+		notes, _, err := getNotes(gctx, c, s.ns, s.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkNotes(t, "served", s.id, s.acks, notes)
+	}
+	drainAll(t, c)
+	for _, s := range w.streams {
+		notes, _ := restoredNotes(t, b, s.ns, s.id)
+		checkNotes(t, "restored", s.id, s.acks, notes)
+	}
+}
+
+// drainAll sends SIGTERM to every live node and checks each exits 0.
+func drainAll(t *testing.T, c *cluster) {
+	t.Helper()
+	live := c.live()
+	for _, p := range live {
+		p.terminate()
+	}
+	for _, p := range live {
+		if code, ok := p.wait(hangGuard); !ok {
+			t.Fatalf("node%d did not exit after SIGTERM", p.slot)
+		} else if code != exitOK {
+			t.Errorf("node%d drained with exit code %d\n%s", p.slot, code, p.logTail(20))
+		}
+	}
+}

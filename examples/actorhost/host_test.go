@@ -1,0 +1,351 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/restore"
+)
+
+// These tests run hosts inside the test process (run, as main does), so
+// the race detector sees the actor map, the open-once logic, hibernation
+// and the drain under concurrent requests.
+
+// inproc is a host running in this process.
+type inproc struct {
+	addr, id string
+	data     string
+	log      *syncBuffer
+	cancel   context.CancelFunc
+	done     chan int
+	p        *proc // for the client helpers: addr and slot
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func startInProcess(t *testing.T, b bucket.Bucket, data string, flags ...string) *inproc {
+	t.Helper()
+	if data == "" {
+		data = t.TempDir()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &inproc{data: data, log: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	pr, pw := io.Pipe()
+	args := append([]string{"-listen", "127.0.0.1:0", "-bucket", b.String(), "-data", data, "-lease", "1s", "-grace", "500ms"}, flags...)
+	go func() {
+		code := run(ctx, args, pw, h.log)
+		pw.Close()
+		h.done <- code
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("host did not start: %v\n%s", err, h.log)
+	}
+	go io.Copy(io.Discard, pr)
+	f := strings.Fields(line)
+	if len(f) != 4 {
+		t.Fatalf("host printed %q", line)
+	}
+	h.addr, h.id = f[1], f[3]
+	h.p = &proc{addr: h.addr, id: h.id, exited: make(chan struct{})}
+	t.Cleanup(func() {
+		h.stop()
+		if t.Failed() {
+			t.Logf("log of in-process host %s:\n%s", h.id, h.log)
+		}
+	})
+	return h
+}
+
+// stop cancels the host's context (SIGTERM) and returns its exit code.
+func (h *inproc) stop() int {
+	h.cancel()
+	code := <-h.done
+	h.done <- code // for the next caller
+	return code
+}
+
+func (h *inproc) url(ns, id, op string) string { return actorURL(h.p, ns, id, op) }
+
+func ownRecord(t testing.TB, b bucket.Bucket, ns, id string) fence.Record {
+	t.Helper()
+	a := actorOf(ns, id)
+	data, _, err := bucket.ReadAll(t.Context(), b, a.OwnKey(), fence.MaxRecordBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := fence.ParseRecord(a.OwnKey(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// Many requests for an actor nobody holds, all at once: it is opened once,
+// every write lands exactly once, and every answer names epoch 1.
+func TestOpenOnceUnderConcurrentRequests(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	h := startInProcess(t, b, "")
+	const actors, perActor = 5, 24
+	var wg sync.WaitGroup
+	type result struct {
+		actor string
+		r     reply
+	}
+	results := make(chan result, actors*perActor*2)
+	for i := range actors {
+		id := fmt.Sprintf("a%d", i)
+		for k := range perActor {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				op, body := "counter", ""
+				if k%2 == 1 {
+					op, body = "notes", fmt.Sprintf("note %d", k)
+				}
+				results <- result{id, do(ctx, http.MethodPost, h.url("c", id, op), body)}
+				results <- result{id, do(ctx, http.MethodGet, h.url("c", id, "notes"), "")}
+			}()
+		}
+	}
+	wg.Wait()
+	close(results)
+	counters := map[string][]int64{}
+	for res := range results {
+		r := res.r
+		if r.err != nil || r.status != http.StatusOK {
+			t.Fatalf("%s: %v", res.actor, r)
+		}
+		if r.epoch != 1 || r.node != h.id {
+			t.Errorf("%s: answered by %s in epoch %d", res.actor, r.node, r.epoch)
+		}
+		var v struct{ Value int64 }
+		if json.Unmarshal(r.body, &v) == nil && v.Value > 0 {
+			counters[res.actor] = append(counters[res.actor], v.Value)
+		}
+	}
+	for id, vs := range counters {
+		slices.Sort(vs)
+		for i, v := range vs {
+			if v != int64(i+1) {
+				t.Fatalf("%s: counter values %v: not 1..%d once each", id, vs, len(vs))
+			}
+		}
+		inv, err := restore.Take(ctx, b, actorOf("c", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(inv.Sessions) != 1 || inv.Sessions[0].Epoch != 1 {
+			t.Errorf("%s: sessions in the bucket: %+v", id, inv.Sessions)
+		}
+	}
+	if n := strings.Count(h.log.String(), `msg="actor open"`); n != actors {
+		t.Errorf("%d opens logged for %d actors", n, actors)
+	}
+}
+
+// A request for an actor another node holds is forwarded there once; a
+// request already forwarded is never forwarded again.
+func TestForwarding(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	a := startInProcess(t, b, "")
+	bb := startInProcess(t, b, "")
+	if r := do(ctx, http.MethodPost, a.url("f", "x", "notes"), "one"); r.status != http.StatusOK || r.node != a.id {
+		t.Fatalf("via its holder: %v (node %s)", r, r.node)
+	}
+	r := do(ctx, http.MethodPost, bb.url("f", "x", "notes"), "two")
+	if r.status != http.StatusOK || r.node != a.id || r.via != bb.id {
+		t.Fatalf("via the other node: %v, served by %q via %q", r, r.node, r.via)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, bb.url("f", "x", "notes"), nil)
+	req.Header.Set(hdrForwarded, "someone")
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || resp.Header.Get(hdrVia) != "" {
+		t.Fatalf("a forwarded request for an actor held elsewhere: %d, Retry-After %q, via %q",
+			resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get(hdrVia))
+	}
+	notes, _ := json.Marshal([]note{{1, "one"}, {2, "two"}})
+	if r := do(ctx, http.MethodGet, bb.url("f", "x", "notes"), ""); r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != string(notes) {
+		t.Fatalf("notes via the other node: %v", r)
+	}
+}
+
+// An idle actor is released (hibernates), and the next request anywhere
+// claims it with the next epoch and everything written before.
+func TestIdleActorsHibernate(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	a := startInProcess(t, b, "", "-idle", "100ms")
+	bb := startInProcess(t, b, "")
+	for i := range 3 {
+		if r := do(ctx, http.MethodPost, a.url("h", "x", "counter"), ""); r.status != http.StatusOK {
+			t.Fatalf("write %d: %v", i, r)
+		}
+	}
+	if !waitFor(ctx, hangGuard, func() bool { return ownRecord(t, b, "h", "x").Released() }) {
+		t.Fatal("the idle actor was not released")
+	}
+	r := do(ctx, http.MethodPost, bb.url("h", "x", "counter"), "")
+	if r.status != http.StatusOK || r.node != bb.id || r.epoch != 2 || strings.TrimSpace(string(r.body)) != `{"value":4}` {
+		t.Fatalf("after hibernation: %v from %s in epoch %d", r, r.node, r.epoch)
+	}
+}
+
+// SIGTERM (the context) drains: the actors are released, the lease is
+// deleted, the data directory is free for the next process, exit 0.
+func TestDrainReleasesAndDeregisters(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	a := startInProcess(t, b, "")
+	for _, id := range []string{"x", "y"} {
+		if r := do(ctx, http.MethodPost, a.url("d", id, "notes"), "kept"); r.status != http.StatusOK {
+			t.Fatal(r)
+		}
+	}
+	if code := a.stop(); code != exitOK {
+		t.Fatalf("exit code %d\n%s", code, a.log)
+	}
+	for _, id := range []string{"x", "y"} {
+		if rec := ownRecord(t, b, "d", id); !rec.Released() || rec.Epoch != 1 {
+			t.Errorf("%s: own.json after the drain: %+v", id, rec)
+		}
+	}
+	if _, err := b.Stat(ctx, frames.NodeKey(a.id)); !errors.Is(err, bucket.ErrNotFound) {
+		t.Errorf("the lease is still there: %v", err)
+	}
+	again := startInProcess(t, b, a.data) // the lock on -data is free
+	if r := do(ctx, http.MethodGet, again.url("d", "x", "notes"), ""); r.status != http.StatusOK || r.epoch != 2 {
+		t.Fatalf("reopened: %v (epoch %d)", r, r.epoch)
+	}
+}
+
+// A node whose lease a peer fenced answers 503 and exits 3.
+func TestFencedNodeExits(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	a := startInProcess(t, b, "")
+	if r := do(ctx, http.MethodPost, a.url("z", "x", "notes"), "before"); r.status != http.StatusOK {
+		t.Fatal(r)
+	}
+	// Fence it as a peer would: the lease rewritten fenced, If-Match.
+	key := frames.NodeKey(a.id)
+	for {
+		data, info, err := bucket.ReadAll(ctx, b, key, fence.MaxRecordBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := fence.ParseLease(key, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Fenced = true
+		body := l.Marshal()
+		if _, err := b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: info.ETag}); err == nil {
+			break
+		} else if !errors.Is(err, bucket.ErrPrecondition) {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case code := <-a.done:
+		a.done <- code
+		if code != exitFenced {
+			t.Fatalf("exit code %d, want %d", code, exitFenced)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("the fenced node kept running")
+	}
+	if r := do(ctx, http.MethodPost, a.url("z", "x", "notes"), "after"); r.err == nil && r.status == http.StatusOK {
+		t.Fatalf("the fenced node acknowledged a write: %v", r)
+	}
+	if rec := ownRecord(t, b, "z", "x"); rec.Released() {
+		t.Errorf("a fenced node released its actor: %+v", rec)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	h := startInProcess(t, b, "")
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"POST", "/actor/a.b/x/notes", "x", http.StatusBadRequest},
+		{"POST", "/actor/" + strings.Repeat("n", 65) + "/x/notes", "x", http.StatusBadRequest},
+		{"POST", "/actor/ns/" + strings.Repeat("i", 129) + "/notes", "x", http.StatusBadRequest},
+		{"POST", "/actor/ns/x/notes", "\xff", http.StatusBadRequest},
+		{"POST", "/actor/ns/x/notes", strings.Repeat("n", maxNoteBytes+1), http.StatusRequestEntityTooLarge},
+		{"DELETE", "/actor/ns/x/notes", "", http.StatusMethodNotAllowed},
+		{"GET", "/actor/ns/x/other", "", http.StatusNotFound},
+	} {
+		r := do(ctx, c.method, "http://"+h.addr+c.path, c.body)
+		if r.status != c.status {
+			t.Errorf("%s %.60s: %v, want %d", c.method, c.path, r, c.status)
+		}
+	}
+}
+
+// Two processes on one data directory: the second refuses to start.
+func TestDataDirectoryIsExclusive(t *testing.T) {
+	b := buckettest.Dir(t)
+	a := startInProcess(t, b, "")
+	var stderr syncBuffer
+	code := run(t.Context(), []string{"-listen", "127.0.0.1:0", "-bucket", b.String(), "-data", a.data}, io.Discard, &stderr)
+	if code != exitFailure || !strings.Contains(stderr.String(), "in use by another actorhost") {
+		t.Fatalf("second process on %s: exit %d\n%s", a.data, code, stderr.String())
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"-bucket", "file:///tmp/x"},
+		{"-bucket", "file:///tmp/x", "-data", "/tmp/d", "-lease", "0s"},
+		{"-bucket", "file:///tmp/x", "-data", "/tmp/d", "-listen", "nonsense"},
+		{"-bucket", "file:///tmp/x", "-data", "/tmp/d", "extra"},
+		{"-bucket", "file:///tmp/x", "-data", "/tmp/d", "-advertise", "0.0.0.0:80"},
+	} {
+		var stderr syncBuffer
+		if code := run(t.Context(), args, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), "try:") {
+			t.Errorf("%q: exit %d\n%s", args, code, stderr.String())
+		}
+	}
+}
