@@ -226,6 +226,10 @@ func (n *Node) renew(ctx context.Context) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
+	case errors.Is(rerr, bucket.ErrNotFound):
+		// Swept (SweepLeases) or deleted by hand: peers count this node
+		// as gone, so it must not act as live again.
+		n.stopLocked(fmt.Errorf("%w: lease %s was deleted", ErrLeaseLost, key))
 	case rerr != nil:
 		n.log.Warn("lease renewal: reading back after 412", "err", rerr)
 	case cur.Fenced:

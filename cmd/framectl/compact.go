@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -9,11 +10,12 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 )
 
 const compactHelp = `
-Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION] [--force] [--json]
+Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION] [--force] [--sweep-leases AGE] [--json]
 
 Runs one compaction pass over an actor, or over every actor of a namespace:
   - the size rule: once the log of the current session since its newest
@@ -27,9 +29,15 @@ Runs one compaction pass over an actor, or over every actor of a namespace:
 Nothing is deleted before what replaces it is in the bucket, and a pass is
 safe beside the live writer and beside another compactor.
 
+--sweep-leases AGE also deletes node leases (nodes/*.json) the bucket last
+wrote more than AGE ago: every crashed or fenced node leaves one behind. A
+live node renews its lease every few seconds, so an AGE of an hour or more
+only ever removes dead ones (a node whose lease is removed stops).
+
 Examples:
   framectl compact --bucket file:///var/lib/framectl/bucket --namespace chat
   framectl compact --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat --actor 726f6f6d2d31 --retention 168h
+  framectl compact --bucket file:///var/lib/framectl/bucket --namespace chat --sweep-leases 24h
 `
 
 type compactResult struct {
@@ -51,9 +59,10 @@ type compactResult struct {
 }
 
 type compactReport struct {
-	Bucket    string          `json:"bucket"`
-	Retention string          `json:"retention"`
-	Actors    []compactResult `json:"actors"`
+	Bucket      string          `json:"bucket"`
+	Retention   string          `json:"retention"`
+	Actors      []compactResult `json:"actors"`
+	SweptLeases []string        `json:"sweptLeases,omitempty"`
 }
 
 func newCompactResult(r compact.Result) compactResult {
@@ -75,6 +84,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	retention := c.fs.Duration("retention", 0, "keep covered objects needed to restore to any time less than `DURATION` ago (e.g. 168h)")
 	force := c.fs.Bool("force", false, "write a snapshot whenever batches follow the newest one, due or not")
 	scratch := c.fs.String("scratch", "", "`DIR` to rebuild the database in before upload (default the system's temporary directory)")
+	sweep := c.fs.Duration("sweep-leases", 0, "also delete node leases last written more than `AGE` ago (an hour or more)")
 	out := c.outputFlags()
 	pos, code, ok := c.parse(args)
 	if !ok {
@@ -91,6 +101,8 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return c.usageError("--namespace (or --namespace-id) is required")
 	case *retention < 0:
 		return c.usageError("--retention %s: must not be negative", *retention)
+	case *sweep < 0 || *sweep > 0 && *sweep < time.Minute:
+		return c.usageError("--sweep-leases %s: use an age of an hour or more (a live node renews every few seconds)", *sweep)
 	}
 	b, code, ok := c.openBucket(ctx, *url)
 	if !ok {
@@ -131,6 +143,11 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cr.Error = errString(failures[r.Actor])
 		rep.Actors = append(rep.Actors, cr)
 	}
+	if *sweep > 0 {
+		swept, err := fence.SweepLeases(ctx, b, *sweep, time.Now())
+		rep.SweptLeases = swept
+		failed = errors.Join(failed, err)
+	}
 	if out.json {
 		if err := writeJSON(stdout, rep); err != nil {
 			return c.fail(err)
@@ -138,6 +155,9 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	} else {
 		for _, r := range rep.Actors {
 			printCompact(stdout, r)
+		}
+		if *sweep > 0 {
+			fmt.Fprintf(stdout, "swept %d node leases older than %s\n", len(rep.SweptLeases), *sweep)
 		}
 	}
 	if failed != nil {

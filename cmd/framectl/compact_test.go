@@ -1,12 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
 )
 
 func compactJSON(t *testing.T, r result) compactReport {
@@ -88,5 +94,30 @@ func TestCompactUsage(t *testing.T) {
 	} {
 		r := framectl(t, args...).want(t, exitUsage)
 		contains(t, strings.Join(args, " "), r.stderr, "try: framectl compact")
+	}
+}
+
+func TestCompactSweepLeases(t *testing.T) {
+	b := buckettest.Dir(t)
+	f := replicate(t, b, 2)
+	lease := fence.Lease{Node: "deadbeef", Address: "10.0.0.9:8080"}.Marshal()
+	if _, err := b.Put(t.Context(), frames.NodeKey("deadbeef"), bytes.NewReader(lease), int64(len(lease)), bucket.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	// Young leases stay.
+	rep := compactJSON(t, framectl(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	if len(rep.SweptLeases) != 0 {
+		t.Fatalf("swept a fresh lease: %v", rep.SweptLeases)
+	}
+	// Ages under a minute are refused: they could remove live nodes.
+	framectl(t, append([]string{"compact", "--sweep-leases", "5s"}, f.actorFlags()...)...).want(t, exitUsage)
+	// Made old (its file's modification time), it goes.
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(filepath.Join(strings.TrimPrefix(f.url, "file://"), "nodes", "deadbeef.json"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	rep = compactJSON(t, framectl(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	if len(rep.SweptLeases) != 1 || rep.SweptLeases[0] != frames.NodeKey("deadbeef") {
+		t.Fatalf("swept %v", rep.SweptLeases)
 	}
 }
