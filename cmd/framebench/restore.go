@@ -205,7 +205,9 @@ func buildRestoreFixture(ctx context.Context, b bucket.Bucket, dir string, size 
 
 	id := make([]byte, 8)
 	rand.Read(id)
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "bench-restore", Actor: id, Epoch: 1, Dir: dbDir})
+	// No background compaction: the fixture is the worst case a restore
+	// reads (a snapshot and a log of the database's size), kept as built.
+	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "bench-restore", Actor: id, Epoch: 1, Dir: dbDir, DisableCompaction: true})
 	if err != nil {
 		return nil, err
 	}
