@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/framectl/framectl/internal/fsync"
 )
 
 // Dir is a bucket in a local directory: the embedded default for one
@@ -589,18 +591,10 @@ func etagOf(fi fs.FileInfo) string {
 // crash. A directory that has vanished meanwhile (its last key was deleted
 // by someone else) needs no sync.
 func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	if err := fsync.Dir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil
 }
 
 // ctxReader stops a long copy when the context ends.

@@ -63,7 +63,7 @@ func benchActor(b *testing.B, bk bucket.Bucket, size int) {
 	}
 	d.durable()
 	d.close()
-	old := append(keys(b, bk, a.SnapshotSessionPrefix(1)), keys(b, bk, a.LogSessionPrefix(1))...)
+	old := append(buckettest.Keys(b, bk, a.SnapshotSessionPrefix(1)), buckettest.Keys(b, bk, a.LogSessionPrefix(1))...)
 	if err := bk.DeleteMany(b.Context(), old); err != nil {
 		b.Fatal(err)
 	}

@@ -271,19 +271,6 @@ func sameBytes(t testing.TB, what string, got, want []byte) {
 	}
 }
 
-// keys lists every key under prefix.
-func keys(t testing.TB, b bucket.Bucket, prefix string) []string {
-	t.Helper()
-	var out []string
-	for o, err := range bucket.All(t.Context(), b, prefix) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, o.Key)
-	}
-	return out
-}
-
 // sessionState is what the bucket holds of one session, for assertions.
 type sessionState struct {
 	snapshots []uint64 // frames, ascending

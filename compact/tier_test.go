@@ -46,9 +46,9 @@ func TestTierPass(t *testing.T) {
 			last := d2.durable()
 			img := d2.image()
 
-			all := func() []string { return keys(t, b, a.Prefix()) }
+			all := func() []string { return buckettest.Keys(t, b, a.Prefix()) }
 			session := func(epoch uint64) []string {
-				return append(keys(t, b, a.SnapshotSessionPrefix(epoch)), keys(t, b, a.LogSessionPrefix(epoch))...)
+				return append(buckettest.Keys(t, b, a.SnapshotSessionPrefix(epoch)), buckettest.Keys(t, b, a.LogSessionPrefix(epoch))...)
 			}
 			putOwn := func(body []byte) {
 				t.Helper()

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/fsync"
 )
 
 // MainLane is the lane of the actor's SQLite database.
@@ -183,27 +183,8 @@ func (s *Set) Sync() error {
 			return s.fail(&Error{Op: "sync", Err: fmt.Errorf("%s: %w", l.path, err)})
 		}
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := fsync.Dir(s.dir); err != nil {
 		return s.fail(&Error{Op: "sync", Err: err})
-	}
-	return nil
-}
-
-// syncDir makes file creations and removals in dir durable.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil // directories cannot be opened for fsync there
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
 	}
 	return nil
 }

@@ -144,7 +144,7 @@ func TestRestoreGivesUpReplanning(t *testing.T) {
 	w.ops(4)
 	w.durable()
 	w.closeDB()
-	batches := keys(t, b, w.actor.LogPrefix())
+	batches := buckettest.Keys(t, b, w.actor.LogPrefix())
 	v := &vanishing{Bucket: b, key: batches[0]}
 	_, err := restore.Restore(t.Context(), v, w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{MaxReplans: 3})
 	if !errors.Is(err, restore.ErrReplans) || !errors.Is(err, bucket.ErrNotFound) {
@@ -170,7 +170,7 @@ func TestRestoreSkipsBatchCoveredLater(t *testing.T) {
 				w.durable()
 			}
 			w.closeDB()
-			batches := keys(t, b, w.actor.LogPrefix())
+			batches := buckettest.Keys(t, b, w.actor.LogPrefix())
 			n := len(batches)
 			if n < 4 {
 				t.Fatalf("want 4 batches or more, have %d", n)

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/fsync"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -96,7 +96,7 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 	if err := os.Rename(main.Path, dest); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsync.Dir(dir); err != nil {
 		return fail(err)
 	}
 	res := Result{
@@ -128,20 +128,4 @@ func checkDestination(dest string) error {
 		}
 	}
 	return nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil // directories cannot be opened for fsync there
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

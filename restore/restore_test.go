@@ -141,7 +141,7 @@ func TestRestoreLeavesDestinationOnFailure(t *testing.T) {
 	if err := os.WriteFile(dest, old, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	batches := keys(t, b, w.actor.LogPrefix())
+	batches := buckettest.Keys(t, b, w.actor.LogPrefix())
 	if len(batches) < 3 {
 		t.Fatalf("want 3 batches or more, have %d", len(batches))
 	}

@@ -62,7 +62,7 @@ func newOwned(t *testing.T, b bucket.Bucket) *owned {
 	}
 	o := &owned{b: b, w: w, want: w.points[len(w.points)-1].data, objects: map[string][]byte{}, onPath: map[string]bool{},
 		session: map[string]uint64{}, ranges: map[string][2]uint64{}}
-	for _, k := range keys(t, b, w.actor.Prefix()) {
+	for _, k := range buckettest.Keys(t, b, w.actor.Prefix()) {
 		data, _, err := bucket.ReadAll(ctx, b, k, 1<<30)
 		if err != nil {
 			t.Fatal(err)

@@ -66,7 +66,7 @@ func capBenchDB(b *testing.B, kind, sync string) *sqlite3.Stmt {
 		vfsName = name
 	}
 	c := capOpen(b, vfsName, path)
-	capExec(b, c, "PRAGMA synchronous="+sync)
+	execSQL(b, c, "PRAGMA synchronous="+sync)
 	stmt, _, err := c.Prepare("UPDATE t SET v=v+1 WHERE id=1")
 	if err != nil {
 		b.Fatal(err)

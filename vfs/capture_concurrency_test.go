@@ -21,7 +21,7 @@ func TestCaptureConcurrentPool(t *testing.T) {
 	path := filepath.Join(dir, "db.sqlite")
 	capPrepare(t, path, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, w INT, b BLOB)")
 	v, name := capRegister(t)
-	s := newCapSink(t, filepath.Join(dir, "replica.sqlite"), capFileBytes(t, path))
+	s := newCapSink(t, filepath.Join(dir, "replica.sqlite"), fileBytes(t, path))
 	capAttach(t, v, path, s)
 
 	var hookCommits atomic.Int64
@@ -96,7 +96,7 @@ func TestCaptureConcurrentPool(t *testing.T) {
 	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &nLog, &nCkpt); err != nil || busy != 0 {
 		t.Fatalf("final checkpoint: busy=%d err=%v", busy, err)
 	}
-	capCompareFiles(t, "after concurrent writers", capFileBytes(t, path), s.replicaBytes(t))
+	capCompareFiles(t, "after concurrent writers", fileBytes(t, path), s.replicaBytes(t))
 	s.check(t)
 	if err := s.brokenErr(); err != nil {
 		t.Errorf("capture broke: %v", err)

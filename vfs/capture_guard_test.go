@@ -18,7 +18,7 @@ func capSetup(t *testing.T) (v *captureVFS, vfsName string, s *capSink, path str
 	path = filepath.Join(dir, "db.sqlite")
 	capPrepare(t, path, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
 	v, vfsName = capRegister(t)
-	s = newCapSink(t, filepath.Join(dir, "replica.sqlite"), capFileBytes(t, path))
+	s = newCapSink(t, filepath.Join(dir, "replica.sqlite"), fileBytes(t, path))
 	capAttach(t, v, path, s)
 	return v, vfsName, s, path
 }
@@ -28,7 +28,7 @@ func TestCaptureOpenUnattached(t *testing.T) {
 	path := filepath.Join(dir, "db.sqlite")
 	capPrepare(t, path, 4096, "CREATE TABLE t(x)")
 	_, name := capRegister(t)
-	before := capFileBytes(t, path)
+	before := fileBytes(t, path)
 
 	c, err := capOpenErr(name, path)
 	if err == nil {
@@ -45,7 +45,7 @@ func TestCaptureOpenUnattached(t *testing.T) {
 	if _, err := os.Stat(path + "-wal"); err == nil {
 		t.Error("a WAL was created for an unattached database")
 	}
-	if after := capFileBytes(t, path); string(after) != string(before) {
+	if after := fileBytes(t, path); string(after) != string(before) {
 		t.Error("the unattached database file changed")
 	}
 }
@@ -76,7 +76,7 @@ func TestCaptureDetachReattach(t *testing.T) {
 	capPrepare(t, path, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
 	v, name := capRegister(t)
 
-	s1 := newCapSink(t, filepath.Join(dir, "r1"), capFileBytes(t, path))
+	s1 := newCapSink(t, filepath.Join(dir, "r1"), fileBytes(t, path))
 	detach, err := v.attach(path, s1)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestCaptureDetachReattach(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	capExec(t, c, "INSERT INTO t(v) VALUES('one')")
+	execSQL(t, c, "INSERT INTO t(v) VALUES('one')")
 	detach()
 	detach() // idempotent
 	// A connection left open across detach has its WAL writes refused.
@@ -108,10 +108,10 @@ func TestCaptureDetachReattach(t *testing.T) {
 
 	// Closing the last connection checkpointed and deleted the WAL, so the
 	// precondition holds again.
-	s2 := newCapSink(t, filepath.Join(dir, "r2"), capFileBytes(t, path))
+	s2 := newCapSink(t, filepath.Join(dir, "r2"), fileBytes(t, path))
 	capAttach(t, v, path, s2)
 	c2 := capOpen(t, name, path)
-	capExec(t, c2, "INSERT INTO t(v) VALUES('two'); INSERT INTO t(v) VALUES('three')")
+	execSQL(t, c2, "INSERT INTO t(v) VALUES('two'); INSERT INTO t(v) VALUES('three')")
 	if n1, n2 := s1.count(), s2.count(); n1 != 1 || n2 != 2 {
 		t.Errorf("commits after re-attach: first sink %d (want 1), second %d (want 2)", n1, n2)
 	}
@@ -138,7 +138,7 @@ func TestCaptureAttachPrecondition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		capExec(t, c, "CREATE TABLE t(x)")
+		execSQL(t, c, "CREATE TABLE t(x)")
 		c.Close()
 		if _, err := v.attach(path, sink); !errors.Is(err, errNotPrepared) || !strings.Contains(err.Error(), "WAL mode") {
 			t.Errorf("attach of a rollback-journal database: %v, want errNotPrepared naming WAL mode", err)
@@ -152,7 +152,7 @@ func TestCaptureAttachPrecondition(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		capExec(t, c, "CREATE TABLE t(x)") // stays in the WAL while c is open
+		execSQL(t, c, "CREATE TABLE t(x)") // stays in the WAL while c is open
 		if _, err := v.attach(path, sink); !errors.Is(err, errNotPrepared) || !strings.Contains(err.Error(), "wal_checkpoint") {
 			t.Errorf("attach with frames in the WAL: %v, want errNotPrepared with a hint", err)
 		}
@@ -171,7 +171,7 @@ func TestCaptureAttachPrecondition(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		capExec(t, c, "CREATE TABLE t(x)")
+		execSQL(t, c, "CREATE TABLE t(x)")
 		cc, err := capOpenErr(name, path)
 		if err == nil {
 			err = cc.Exec("SELECT * FROM t")
@@ -226,7 +226,7 @@ func TestCaptureForeignWriter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, name, s, path := capSetup(t)
 			c := capOpen(t, name, path)
-			capExec(t, c, "INSERT INTO t(v) VALUES('captured')")
+			execSQL(t, c, "INSERT INTO t(v) VALUES('captured')")
 			if tc.between != nil {
 				tc.between(t, c)
 			}
@@ -236,7 +236,7 @@ func TestCaptureForeignWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer foreign.Close()
-			capExec(t, foreign, "INSERT INTO t(v) VALUES('foreign')")
+			execSQL(t, foreign, "INSERT INTO t(v) VALUES('foreign')")
 			if err := s.brokenErr(); err != nil {
 				t.Fatalf("broken before the capture wrote again: %v", err)
 			}
@@ -270,12 +270,12 @@ func TestCaptureForeignWriter(t *testing.T) {
 func TestCaptureNotWAL(t *testing.T) {
 	_, name, s, path := capSetup(t)
 	c := capOpen(t, name, path)
-	capExec(t, c, "INSERT INTO t(v) VALUES('captured')")
-	before := capFileBytes(t, path)
+	execSQL(t, c, "INSERT INTO t(v) VALUES('captured')")
+	before := fileBytes(t, path)
 
 	mode, merr := "", c.Exec("PRAGMA journal_mode=DELETE")
 	if merr == nil {
-		mode = capQuery1(t, c, "PRAGMA journal_mode")
+		mode = query1(t, c, "PRAGMA journal_mode")
 	}
 	werr := c.Exec("INSERT INTO t(v) VALUES('uncaptured')")
 	if werr == nil {
@@ -292,7 +292,7 @@ func TestCaptureNotWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	if got := capQuery1(t, rc, "SELECT group_concat(v) FROM t"); got != "captured" {
+	if got := query1(t, rc, "SELECT group_concat(v) FROM t"); got != "captured" {
 		t.Errorf("rows after the refused writes: %q (file was %d bytes)", got, len(before))
 	}
 }
@@ -303,21 +303,21 @@ func TestCaptureNotWAL(t *testing.T) {
 func TestCaptureNotWritable(t *testing.T) {
 	_, name, s, path := capSetup(t)
 	c := capOpen(t, name, path)
-	capExec(t, c, "INSERT INTO t(v) VALUES('one')")
+	execSQL(t, c, "INSERT INTO t(v) VALUES('one')")
 	stop := errors.New("backlog full")
 	s.notWritable.Store(&stop)
 	if err := c.Exec("INSERT INTO t(v) VALUES('refused')"); !errors.Is(err, sqlite3.IOERR_WRITE) {
 		t.Fatalf("write while not writable: %v, want IOERR_WRITE", err)
 	}
 	s.notWritable.Store(nil)
-	capExec(t, c, "INSERT INTO t(v) VALUES('two')")
+	execSQL(t, c, "INSERT INTO t(v) VALUES('two')")
 	if n := s.count(); n != 2 {
 		t.Errorf("%d commits, want 2", n)
 	}
 	if err := s.brokenErr(); err != nil {
 		t.Errorf("broken: %v", err)
 	}
-	if got := capQuery1(t, c, "SELECT group_concat(v) FROM t"); got != "one,two" {
+	if got := query1(t, c, "SELECT group_concat(v) FROM t"); got != "one,two" {
 		t.Errorf("rows %q", got)
 	}
 	s.check(t)

@@ -33,12 +33,12 @@ func capPrepare(t testing.TB, path string, pageSize int, prep string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	capExec(t, c, fmt.Sprintf("PRAGMA page_size=%d", pageSize))
-	if m := capQuery1(t, c, "PRAGMA journal_mode=WAL"); m != "wal" {
+	execSQL(t, c, fmt.Sprintf("PRAGMA page_size=%d", pageSize))
+	if m := query1(t, c, "PRAGMA journal_mode=WAL"); m != "wal" {
 		t.Fatalf("prepare: journal_mode=%s", m)
 	}
 	if prep != "" {
-		capExec(t, c, prep)
+		execSQL(t, c, prep)
 	}
 	if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
 		t.Fatal(err)
@@ -82,14 +82,16 @@ func capOpenErr(vfsName, path string, params ...string) (*sqlite3.Conn, error) {
 	return sqlite3.Open(uri)
 }
 
-func capExec(t testing.TB, c *sqlite3.Conn, sql string) {
+// execSQL runs sql on c or fails the test.
+func execSQL(t testing.TB, c *sqlite3.Conn, sql string) {
 	t.Helper()
 	if err := c.Exec(sql); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
-func capQuery1(t testing.TB, c *sqlite3.Conn, sql string) string {
+// query1 returns the first column of sql's first row, "" when there is none.
+func query1(t testing.TB, c *sqlite3.Conn, sql string) string {
 	t.Helper()
 	s, _, err := c.Prepare(sql)
 	if err != nil {
@@ -103,15 +105,6 @@ func capQuery1(t testing.TB, c *sqlite3.Conn, sql string) string {
 		return ""
 	}
 	return s.ColumnText(0)
-}
-
-func capFileBytes(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func capFirstDiff(a, b []byte) int {
@@ -296,7 +289,7 @@ func (s *capSink) replicaBytes(t testing.TB) []byte {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return capFileBytes(t, s.replica.Name())
+	return fileBytes(t, s.replica.Name())
 }
 
 // capCountSink counts commits and releases them at once.

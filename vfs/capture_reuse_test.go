@@ -20,7 +20,7 @@ func TestCapturePageReuse(t *testing.T) {
 	s := &capCountSink{}
 	capAttach(t, v, path, s)
 	c := capOpen(t, name, path)
-	capExec(t, c, "PRAGMA synchronous=NORMAL")
+	execSQL(t, c, "PRAGMA synchronous=NORMAL")
 	stmt, _, err := c.Prepare("UPDATE t SET v=v+1 WHERE id=1")
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 	path := filepath.Join(dir, "db.sqlite")
 	capPrepare(t, path, w.pageSize, "")
 	v, vfsName := capRegister(t)
-	s := newCapSink(t, filepath.Join(dir, "replica.sqlite"), capFileBytes(t, path))
+	s := newCapSink(t, filepath.Join(dir, "replica.sqlite"), fileBytes(t, path))
 	capAttach(t, v, path, s)
 
 	// SQLite's WAL hook runs once per commit that wrote frames (wal.c sets
@@ -80,9 +80,9 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 	open := func() *sqlite3.Conn {
 		c := capOpen(t, vfsName, path, params...)
 		if w.exclusive {
-			capExec(t, c, "PRAGMA locking_mode=EXCLUSIVE")
+			execSQL(t, c, "PRAGMA locking_mode=EXCLUSIVE")
 		}
-		capExec(t, c, fmt.Sprintf("PRAGMA synchronous=%s; PRAGMA cache_size=%d; PRAGMA journal_size_limit=%d",
+		execSQL(t, c, fmt.Sprintf("PRAGMA synchronous=%s; PRAGMA cache_size=%d; PRAGMA journal_size_limit=%d",
 			w.sync, w.cacheSize, w.sizeLimit))
 		c.WALHook(func(c *sqlite3.Conn, schema string, frames int) error {
 			hookCommits++
@@ -94,14 +94,14 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 		return c
 	}
 	c1 := open()
-	if m := capQuery1(t, c1, "PRAGMA journal_mode"); m != "wal" {
+	if m := query1(t, c1, "PRAGMA journal_mode"); m != "wal" {
 		t.Fatalf("journal_mode=%s", m)
 	}
 	conns := []*sqlite3.Conn{c1}
 	if !w.exclusive {
 		conns = append(conns, open())
 	}
-	capExec(t, c1, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INT, b BLOB); CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
+	execSQL(t, c1, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INT, b BLOB); CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
 
 	rnd := rand.New(rand.NewPCG(w.seed, 0))
 	// Blob sizes up to 100 KB; rows per statement shrink as blobs grow, so a
@@ -170,7 +170,7 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 			ops[kind]++
 			if err == nil && nLog == nCkpt {
 				// Everything committed is in the database file now.
-				capCompareFiles(t, fmt.Sprintf("op %d: after checkpoint mode %d", i, mode), capFileBytes(t, path), s.replicaBytes(t))
+				capCompareFiles(t, fmt.Sprintf("op %d: after checkpoint mode %d", i, mode), fileBytes(t, path), s.replicaBytes(t))
 				midChecks++
 			}
 			continue
@@ -201,7 +201,7 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 	if _, _, err := c1.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
 		t.Fatal(err)
 	}
-	capCompareFiles(t, "final", capFileBytes(t, path), s.replicaBytes(t))
+	capCompareFiles(t, "final", fileBytes(t, path), s.replicaBytes(t))
 	s.check(t)
 	if err := s.brokenErr(); err != nil {
 		t.Errorf("capture broke: %v", err)
@@ -229,7 +229,7 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	if ic := capQuery1(t, rc, "PRAGMA integrity_check"); ic != "ok" {
+	if ic := query1(t, rc, "PRAGMA integrity_check"); ic != "ok" {
 		t.Errorf("replica integrity_check: %s", ic)
 	}
 	if got := capDigest(t, rc); got != want {

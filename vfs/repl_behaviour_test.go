@@ -33,7 +33,7 @@ func TestFaultyBucketReplaysExactly(t *testing.T) {
 	db.rep.cfg.Bucket = faulty
 	c := replConn(t, db)
 	c2 := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INT, b BLOB); CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INT, b BLOB); CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
 	commits := runRandomOps(t, []*sqlite3.Conn{c, c2}, 11, 200) + 2
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
@@ -61,17 +61,17 @@ func TestHundredUpdatesUploadOnePage(t *testing.T) {
 	cfg := replTestConfig(t, gate)
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0)")
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0)")
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// The uploader takes the first update's batch and waits at the gate;
 	// the next hundred pile up in one batch behind it.
 	gate.close()
-	replExec(t, c, "UPDATE t SET n = n + 1")
+	execSQL(t, c, "UPDATE t SET n = n + 1")
 	waitInflight(t, db.rep, db.Stats().Captured)
 	for range 100 {
-		replExec(t, c, "UPDATE t SET n = n + 1")
+		execSQL(t, c, "UPDATE t SET n = n + 1")
 	}
 	gate.open()
 	if err := db.Durable(t.Context()); err != nil {
@@ -113,7 +113,7 @@ func TestBackpressure(t *testing.T) {
 	cfg.BackpressureTimeout = 200 * time.Millisecond
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
 	var err error
 	n := 0
 	for ; n < 100; n++ {
@@ -133,7 +133,7 @@ func TestBackpressure(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Writable again once the backlog drained.
-	replExec(t, c, "INSERT INTO t(b) VALUES(1)")
+	execSQL(t, c, "INSERT INTO t(b) VALUES(1)")
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestSyncMode(t *testing.T) {
 	// rolls it back; later commits work and each is durable on return.
 	c.Exec("SELECT 1")
 	for i := range 5 {
-		replExec(t, c, fmt.Sprintf("INSERT INTO t VALUES(%d)", i))
+		execSQL(t, c, fmt.Sprintf("INSERT INTO t VALUES(%d)", i))
 		if st := db.Stats(); st.Durable != st.Captured {
 			t.Fatalf("sync commit returned with durable %d < captured %d", st.Durable, st.Captured)
 		}
@@ -175,7 +175,7 @@ func TestFenceStopsAcknowledgement(t *testing.T) {
 	cfg := replTestConfig(t, buckettest.Dir(t))
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1)")
+	execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1)")
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -201,12 +201,12 @@ func TestAcknowledgeHook(t *testing.T) {
 	}
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(x)")
+	execSQL(t, c, "CREATE TABLE t(x)")
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	refuse = true
-	replExec(t, c, "INSERT INTO t VALUES(1)")
+	execSQL(t, c, "INSERT INTO t VALUES(1)")
 	errIs(t, db.Durable(t.Context()), lease)
 }
 
@@ -216,7 +216,7 @@ func TestForeignWriterStopsReplication(t *testing.T) {
 	cfg := replTestConfig(t, buckettest.Dir(t))
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1)")
+	execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1)")
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestForeignWriterStopsReplication(t *testing.T) {
 	}
 	defer foreign.Close()
 	foreign.BusyTimeout(5e9)
-	replExec(t, foreign, "INSERT INTO t VALUES(2)")
+	execSQL(t, foreign, "INSERT INTO t VALUES(2)")
 	c.Exec("INSERT INTO t VALUES(3)") // sees the foreign frame: must break
 	errIs(t, db.Durable(t.Context()), ErrStopped)
 	if err := c.Exec("INSERT INTO t VALUES(4)"); err == nil {
@@ -239,7 +239,7 @@ func TestDurableContext(t *testing.T) {
 	gate := newGate(buckettest.Dir(t))
 	db := replOpen(t, replTestConfig(t, gate))
 	c := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(x)")
+	execSQL(t, c, "CREATE TABLE t(x)")
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	errIs(t, db.Durable(ctx), context.DeadlineExceeded)

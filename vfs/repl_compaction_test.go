@@ -18,10 +18,10 @@ func TestBackgroundCompaction(t *testing.T) {
 	cfg.DisableCompaction = false
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
 	// Rewrite the rows again and again: the log grows past the database.
 	for i := range 40 {
-		replExec(t, c, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
+		execSQL(t, c, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
 		if err := db.Durable(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -162,8 +162,8 @@ wait:
 		t.Fatal(err)
 	}
 	defer c.Close()
-	present := replQuery1(t, c, fmt.Sprintf("SELECT count(*) FROM t WHERE id <= %d", acked))
-	total := replQuery1(t, c, "SELECT count(*) FROM t")
+	present := query1(t, c, fmt.Sprintf("SELECT count(*) FROM t WHERE id <= %d", acked))
+	total := query1(t, c, "SELECT count(*) FROM t")
 	if present != strconv.Itoa(acked) {
 		t.Fatalf("round %d: %d rows acknowledged, the bucket holds %s of them", seed, acked, present)
 	}

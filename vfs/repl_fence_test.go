@@ -59,10 +59,10 @@ func TestTakeoverAfterLeaseLoss(t *testing.T) {
 				t.Fatalf("first claim got epoch %d", dbA.cfg.Epoch)
 			}
 			c := replConn(t, dbA)
-			replExec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY)")
+			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY)")
 			acked := 0
 			for i := 1; i <= 50; i++ {
-				replExec(t, c, fmt.Sprintf("INSERT INTO t VALUES(%d)", i))
+				execSQL(t, c, fmt.Sprintf("INSERT INTO t VALUES(%d)", i))
 				if err := dbA.Durable(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -77,13 +77,13 @@ func TestTakeoverAfterLeaseLoss(t *testing.T) {
 			}
 			// A freezes: within a lease it stops acknowledging.
 			fa.frozen.Store(true)
-			replExec(t, c, "INSERT INTO t VALUES(1000)")
+			execSQL(t, c, "INSERT INTO t VALUES(1000)")
 			deadline := time.Now().Add(5 * time.Second)
 			for dbA.Durable(ctx) == nil {
 				if time.Now().After(deadline) {
 					t.Fatal("a node that cannot renew still acknowledges")
 				}
-				replExec(t, c, "INSERT INTO t VALUES(NULL)")
+				execSQL(t, c, "INSERT INTO t VALUES(NULL)")
 				time.Sleep(20 * time.Millisecond)
 			}
 			errIs(t, dbA.Durable(ctx), ErrFenced)
@@ -103,10 +103,10 @@ func TestTakeoverAfterLeaseLoss(t *testing.T) {
 				t.Fatalf("takeover epoch %d", dbB.cfg.Epoch)
 			}
 			cb := replConn(t, dbB)
-			if got := replQuery1(t, cb, fmt.Sprintf("SELECT count(*) FROM t WHERE id <= %d", acked)); got != fmt.Sprint(acked) {
+			if got := query1(t, cb, fmt.Sprintf("SELECT count(*) FROM t WHERE id <= %d", acked)); got != fmt.Sprint(acked) {
 				t.Fatalf("the new owner has %s of the %d acknowledged rows", got, acked)
 			}
-			replExec(t, cb, "INSERT INTO t VALUES(2000)")
+			execSQL(t, cb, "INSERT INTO t VALUES(2000)")
 			if err := dbB.Durable(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -135,7 +135,7 @@ func TestCloseReleasesAndNextOwnerRestores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replExec(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES('kept')")
+	execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES('kept')")
 	c.Close()
 	if err := dbA.Close(ctx); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestCloseReleasesAndNextOwnerRestores(t *testing.T) {
 		t.Fatalf("epoch %d after a release", dbB.cfg.Epoch)
 	}
 	cb := replConn(t, dbB)
-	if got := replQuery1(t, cb, "SELECT x FROM t"); got != "kept" {
+	if got := query1(t, cb, "SELECT x FROM t"); got != "kept" {
 		t.Fatalf("restored %q", got)
 	}
 	cb.Close()
@@ -162,7 +162,7 @@ func TestCloseReleasesAndNextOwnerRestores(t *testing.T) {
 	if dbA2.cfg.Epoch != 3 {
 		t.Fatalf("epoch %d", dbA2.cfg.Epoch)
 	}
-	if got := replQuery1(t, replConn(t, dbA2), "SELECT count(*) FROM t"); got != "1" {
+	if got := query1(t, replConn(t, dbA2), "SELECT count(*) FROM t"); got != "1" {
 		t.Fatalf("rows %s", got)
 	}
 }

@@ -51,29 +51,6 @@ func replConn(t testing.TB, db *DB, params ...string) *sqlite3.Conn {
 	return c
 }
 
-func replExec(t testing.TB, c *sqlite3.Conn, sql string) {
-	t.Helper()
-	if err := c.Exec(sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
-func replQuery1(t testing.TB, c *sqlite3.Conn, sql string) string {
-	t.Helper()
-	s, _, err := c.Prepare(sql)
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	defer s.Close()
-	if !s.Step() {
-		if err := s.Err(); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		return ""
-	}
-	return s.ColumnText(0)
-}
-
 // replayed is a session rebuilt from the bucket alone.
 type replayed struct {
 	Path    string // the rebuilt database file
@@ -185,7 +162,7 @@ func integrityOK(t testing.TB, path string) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if got := replQuery1(t, c, "PRAGMA integrity_check"); got != "ok" {
+	if got := query1(t, c, "PRAGMA integrity_check"); got != "ok" {
 		t.Fatalf("integrity_check: %s", got)
 	}
 }

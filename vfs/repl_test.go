@@ -60,10 +60,10 @@ func replRunWorkload(t *testing.T, b bucket.Bucket, w replWorkload) {
 	}
 	open := func() *sqlite3.Conn {
 		c := replConn(t, db, params...)
-		replExec(t, c, fmt.Sprintf("PRAGMA synchronous=%s; PRAGMA cache_size=%d; PRAGMA wal_autocheckpoint=%d",
+		execSQL(t, c, fmt.Sprintf("PRAGMA synchronous=%s; PRAGMA cache_size=%d; PRAGMA wal_autocheckpoint=%d",
 			w.sync, w.cacheSize, w.autoCkpt))
 		if w.exclusive {
-			replExec(t, c, "PRAGMA locking_mode=EXCLUSIVE")
+			execSQL(t, c, "PRAGMA locking_mode=EXCLUSIVE")
 		}
 		return c
 	}
@@ -71,7 +71,7 @@ func replRunWorkload(t *testing.T, b bucket.Bucket, w replWorkload) {
 	if !w.exclusive {
 		conns = append(conns, open())
 	}
-	replExec(t, conns[0], "CREATE TABLE t(id INTEGER PRIMARY KEY, a INT, b BLOB); CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
+	execSQL(t, conns[0], "CREATE TABLE t(id INTEGER PRIMARY KEY, a INT, b BLOB); CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
 	ops := w.ops
 	if capRace {
 		// The race detector instruments SQLite itself (go-sqlite3 is
@@ -134,7 +134,7 @@ func runRandomOps(t *testing.T, conns []*sqlite3.Conn, seed uint64, ops int) int
 		case op < 85:
 			sql = "VACUUM"
 		case op < 89:
-			exists := replQuery1(t, c, "SELECT count(*) FROM sqlite_schema WHERE name='ta'") == "1"
+			exists := query1(t, c, "SELECT count(*) FROM sqlite_schema WHERE name='ta'") == "1"
 			if rng.IntN(2) == 0 {
 				sql = "CREATE INDEX IF NOT EXISTS ta ON t(a, b)"
 			} else {
@@ -170,7 +170,7 @@ func TestCloseFlushesAndRefusesWrites(t *testing.T) {
 	cfg := replTestConfig(t, b)
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	replExec(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1),(2),(3)")
+	execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1),(2),(3)")
 	if err := db.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}

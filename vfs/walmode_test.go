@@ -20,7 +20,7 @@ func TestCaptureWALMode(t *testing.T) {
 			path := filepath.Join(dir, "wal.db")
 			capPrepare(t, path, 4096, "")
 			v, name := capRegister(t)
-			s := newCapSink(t, filepath.Join(dir, "replica.db"), capFileBytes(t, path))
+			s := newCapSink(t, filepath.Join(dir, "replica.db"), fileBytes(t, path))
 			capAttach(t, v, path, s)
 			if tc.exclusive {
 				os.Remove(path + "-shm")
@@ -28,15 +28,15 @@ func TestCaptureWALMode(t *testing.T) {
 
 			c := capOpen(t, name, path)
 			if tc.exclusive {
-				capExec(t, c, "PRAGMA locking_mode=EXCLUSIVE")
+				execSQL(t, c, "PRAGMA locking_mode=EXCLUSIVE")
 			}
-			if m := capQuery1(t, c, "PRAGMA journal_mode"); m != "wal" {
+			if m := query1(t, c, "PRAGMA journal_mode"); m != "wal" {
 				t.Fatalf("PRAGMA journal_mode = %q, want wal", m)
 			}
-			if m := capQuery1(t, c, "PRAGMA journal_mode=WAL"); m != "wal" {
+			if m := query1(t, c, "PRAGMA journal_mode=WAL"); m != "wal" {
 				t.Fatalf("PRAGMA journal_mode=WAL = %q, want wal", m)
 			}
-			capExec(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1)")
+			execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1)")
 			if _, err := os.Stat(path + "-wal"); err != nil {
 				t.Errorf("no WAL file after a commit: %v", err)
 			}

@@ -117,3 +117,17 @@ func empty(t testing.TB, b bucket.Bucket) {
 		t.Logf("cleanup of %s: %v", b, err)
 	}
 }
+
+// Keys lists every key under prefix in b, in the bucket's order, failing
+// the test on any error.
+func Keys(t testing.TB, b bucket.Bucket, prefix string) []string {
+	t.Helper()
+	var keys []string
+	for o, err := range bucket.All(t.Context(), b, prefix) {
+		if err != nil {
+			t.Fatalf("listing %s in %s: %v", prefix, b, err)
+		}
+		keys = append(keys, o.Key)
+	}
+	return keys
+}

@@ -86,12 +86,8 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	scratch := c.fs.String("scratch", "", "`DIR` to rebuild the database in before upload (default the system's temporary directory)")
 	sweep := c.fs.Duration("sweep-leases", 0, "also delete node leases last written more than `AGE` ago (an hour or more)")
 	out := c.outputFlags()
-	pos, code, ok := c.parse(args)
-	if !ok {
+	if code, ok := c.parseFlags(args); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return c.usageError("unexpected argument %q", pos[0])
 	}
 	sc, err := resolveScope(ns, *actor)
 	switch {

@@ -135,13 +135,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	clients := c.fs.Int("clients", 8, "concurrent clients, each waiting for Durable after every request")
 	seed := c.fs.Uint64("seed", 1, "seed of the workload's random choices")
 	out := c.outputFlags()
-	pos, code, ok := c.parse(args)
+	code, ok := c.parseFlags(args)
 	if !ok {
 		return code
 	}
 	switch {
-	case len(pos) > 0:
-		return c.usageError("unexpected argument %q", pos[0])
 	case *commits < 3:
 		return c.usageError("--commits %d: at least 3 (the schema and the seeding are two)", *commits)
 	case *clients < 1 || *clients > 256:

@@ -57,6 +57,16 @@ func (c *cmdFlags) parse(args []string) (positional []string, code int, ok bool)
 	}
 }
 
+// parseFlags parses args for a command that takes no positional
+// arguments; ok false carries the exit code to return.
+func (c *cmdFlags) parseFlags(args []string) (code int, ok bool) {
+	pos, code, ok := c.parse(args)
+	if ok && len(pos) > 0 {
+		return c.usageError("unexpected argument %q", pos[0]), false
+	}
+	return code, ok
+}
+
 // printHelp prints the command's help and its flags.
 func (c *cmdFlags) printHelp(w io.Writer) {
 	fmt.Fprintln(w, strings.TrimSpace(c.help))

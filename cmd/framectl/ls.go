@@ -99,12 +99,8 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	actor := c.fs.String("actor", "", "list one actor's objects: its `HEX` key")
 	headers := c.fs.Bool("headers", false, "read every object's header (with --actor): first frames, frame counts")
 	out := c.outputFlags()
-	pos, code, ok := c.parse(args)
-	if !ok {
+	if code, ok := c.parseFlags(args); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return c.usageError("unexpected argument %q", pos[0])
 	}
 	sc, err := resolveScope(ns, *actor)
 	if err != nil {

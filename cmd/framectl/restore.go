@@ -102,12 +102,8 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	at := c.fs.String("at", "", "restore the state after the last frame committed at or before `TIME` (RFC 3339)")
 	parallel := c.fs.Int("parallel", 0, "batches fetched ahead of the replay (default 4); with --all also actors at once")
 	out := c.outputFlags()
-	pos, code, ok := c.parse(args)
-	if !ok {
+	if code, ok := c.parseFlags(args); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return c.usageError("unexpected argument %q", pos[0])
 	}
 	nsID, err := ns.resolve()
 	switch {

@@ -92,12 +92,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	parallel := c.fs.Int("parallel", 0, "objects read at once, and actors verified at once (default 4)")
 	scratch := c.fs.String("scratch", "", "`DIR` to replay each actor's database in (default the system's temporary directory)")
 	out := c.outputFlags()
-	pos, code, ok := c.parse(args)
-	if !ok {
+	if code, ok := c.parseFlags(args); !ok {
 		return code
-	}
-	if len(pos) > 0 {
-		return c.usageError("unexpected argument %q", pos[0])
 	}
 	sc, err := resolveScope(ns, *actor)
 	switch {

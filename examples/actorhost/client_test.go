@@ -284,6 +284,19 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
+// waitEveryAcked waits (up to hangGuard) until every actor of the workload
+// has acknowledged a write sent after since.
+func (w *workload) waitEveryAcked(ctx context.Context, since time.Time) bool {
+	return waitFor(ctx, hangGuard, func() bool {
+		for _, s := range w.streams {
+			if len(s.acksSentAfter(since)) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // owners counts, per node, the actors whose latest acknowledgement it made.
 func (w *workload) owners() map[string][]*stream {
 	out := map[string][]*stream{}

@@ -48,14 +48,7 @@ func crashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 	w := startWorkload(t, c, "crash", 20)
 	for round := range rounds {
 		start := time.Now()
-		if !waitFor(ctx, hangGuard, func() bool {
-			for _, s := range w.streams {
-				if len(s.acksSentAfter(start)) == 0 {
-					return false
-				}
-			}
-			return true
-		}) {
+		if !w.waitEveryAcked(ctx, start) {
 			t.Fatalf("round %d: not every actor acknowledged a write", round)
 		}
 		// The victim: a random node that holds at least one busy actor.

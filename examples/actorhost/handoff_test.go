@@ -41,14 +41,7 @@ func handoff(t *testing.T, b bucket.Bucket, rounds int) {
 	rd := startReaders(c, w.streams)
 	for round := range rounds {
 		start := time.Now()
-		if !waitFor(ctx, hangGuard, func() bool {
-			for _, s := range w.streams {
-				if len(s.acksSentAfter(start)) == 0 {
-					return false
-				}
-			}
-			return true
-		}) {
+		if !w.waitEveryAcked(ctx, start) {
 			t.Fatalf("round %d: not every actor acknowledged a write", round)
 		}
 		var victim *proc
