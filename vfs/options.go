@@ -79,6 +79,14 @@ type Config struct {
 	// (defaults 50 ms and 5 s). A failed upload is retried until it
 	// succeeds or the database is fenced or closed.
 	RetryMin, RetryMax time.Duration
+	// UploadInterval is the shortest time between the starts of two
+	// uploads while nobody waits for the bucket (pace.go): a Durable call,
+	// a Sync commit, backpressure, a full batch or Close starts an upload
+	// at once regardless. Zero means the default: DefaultDirUploadInterval
+	// for a directory bucket, whose PUTs fsync the disk the database is on,
+	// and no pacing for other buckets, whose PUT latency paces uploads by
+	// itself. Negative: never pace.
+	UploadInterval time.Duration
 	// DisableCompaction turns off the background compaction passes
 	// (compaction.go): the log then grows until something else compacts
 	// the actor (framectl compact).
@@ -106,6 +114,7 @@ const (
 	DefaultSyncTimeout         = 30 * time.Second
 	DefaultRetryMin            = 50 * time.Millisecond
 	DefaultRetryMax            = 5 * time.Second
+	DefaultDirUploadInterval   = 25 * time.Millisecond
 )
 
 func (c Config) withDefaults() (Config, error) {
@@ -147,6 +156,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RetryMax < c.RetryMin {
 		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
+	}
+	if c.UploadInterval == 0 {
+		if _, local := c.Bucket.(*bucket.Dir); local {
+			c.UploadInterval = DefaultDirUploadInterval
+		}
 	}
 	if c.Compression == 0 {
 		c.Compression = frames.DefaultLevel

@@ -52,6 +52,8 @@ type replicator struct {
 	durableCh chan struct{}   // closed and replaced when durable advances or stopErr is set
 	spaceCh   chan struct{}   // closed and replaced when pending shrinks or stopErr is set
 	wake      chan struct{}   // cap 1: work for the uploader
+	hurry     chan struct{}   // cap 1: someone waits; stop pacing (pace.go)
+	waiters   int             // Durable calls (and Sync commits) waiting
 	done      chan struct{}   // closed when the uploader has exited
 	blocked   atomic.Bool     // writable() must take the slow path
 	durable   atomic.Uint64   // last sequence in the bucket
@@ -95,6 +97,7 @@ func newReplicator(cfg Config, actor frames.Actor, start position, track pageTra
 		durableCh: make(chan struct{}),
 		spaceCh:   make(chan struct{}),
 		wake:      make(chan struct{}, 1),
+		hurry:     make(chan struct{}, 1),
 		done:      make(chan struct{}),
 	}
 	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
@@ -167,6 +170,7 @@ func (r *replicator) commit(c *Commit) {
 	if r.open == nil || r.open.bytes >= int64(r.cfg.MaxBatchBytes) {
 		if r.open != nil {
 			r.sealed = append(r.sealed, r.open)
+			r.hurryLocked()
 		}
 		r.open = r.newBatch(c.PageSize)
 	}
@@ -180,6 +184,7 @@ func (r *replicator) commit(c *Commit) {
 	r.stats.pagesCaptured.Add(int64(len(c.Pages)))
 	if r.pending >= int64(r.cfg.MaxPendingBytes) {
 		r.blocked.Store(true)
+		r.hurryLocked()
 	}
 	select {
 	case r.wake <- struct{}{}:
@@ -237,6 +242,7 @@ func (r *replicator) stopLocked(err error) {
 		r.compactCancel() // a pass must not outlive the session's ownership
 	}
 	r.blocked.Store(true)
+	r.hurryLocked()
 	close(r.durableCh)
 	r.durableCh = make(chan struct{})
 	close(r.spaceCh)
@@ -257,6 +263,14 @@ func (r *replicator) Durable(ctx context.Context) error {
 }
 
 func (r *replicator) waitDurable(ctx context.Context, target uint64) error {
+	waiting := false
+	defer func() {
+		if waiting {
+			r.mu.Lock()
+			r.waiters--
+			r.mu.Unlock()
+		}
+	}()
 	for {
 		r.mu.Lock()
 		// A stopped replicator acknowledges nothing, not even what it
@@ -274,6 +288,13 @@ func (r *replicator) waitDurable(ctx context.Context, target uint64) error {
 				}
 			}
 			return nil
+		}
+		if !waiting {
+			// Someone now waits for the bucket: an upload being paced
+			// starts at once.
+			waiting = true
+			r.waiters++
+			r.hurryLocked()
 		}
 		ch := r.durableCh
 		r.mu.Unlock()
@@ -318,6 +339,7 @@ func (r *replicator) uploadLoop() {
 	}()
 	var buf bytes.Buffer
 	var scratch []frames.Page
+	var lastStart time.Time // of the previous upload
 	for {
 		r.mu.Lock()
 		var b *pendingBatch
@@ -329,6 +351,11 @@ func (r *replicator) uploadLoop() {
 			b = r.sealed[0]
 			r.sealed = r.sealed[1:]
 		case r.open != nil && r.open.commits > 0:
+			if wait := r.paceLocked(lastStart); wait > 0 {
+				r.mu.Unlock()
+				r.pace(wait)
+				continue
+			}
 			b = r.open
 			r.open = nil
 		case r.closing:
@@ -340,6 +367,11 @@ func (r *replicator) uploadLoop() {
 		if b == nil {
 			<-r.wake
 			continue
+		}
+		lastStart = time.Now()
+		select { // a hurry meant for an earlier wait is answered by this upload
+		case <-r.hurry:
+		default:
 		}
 		f, err := r.seal(b, scratch)
 		if err != nil {

@@ -39,6 +39,7 @@ func main() {
 		rounds := fs.Int("rounds", 7, "alternating rounds per variant")
 		commits := fs.Int("commits", 2000, "commits per round")
 		profile := fs.String("cpuprofile", "", "write a CPU profile to this file")
+		interval := fs.Duration("upload-interval", 0, "the paced variants' vfs.Config.UploadInterval (default: vfs's default for the bucket)")
 		fs.Parse(os.Args[2:])
 		if *profile != "" {
 			f, perr := os.Create(*profile)
@@ -49,7 +50,7 @@ func main() {
 			pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()
 		}
-		err = overhead(ctx, *rounds, *commits)
+		err = overhead(ctx, *rounds, *commits, *interval)
 	case "durable":
 		url := fs.String("bucket", os.Getenv("FRAMECTL_TEST_S3"), "bucket URL (default $FRAMECTL_TEST_S3)")
 		seconds := fs.Float64("seconds", 5, "seconds per variant")

@@ -3,21 +3,34 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/framectl/framectl/bucket"
-
 	"github.com/framectl/framectl/vfs"
 )
 
 // overhead: commits/s of single-row UPDATE transactions, plain os VFS vs
 // framectl with async replication, in alternating rounds: to a directory
-// bucket (the embedded default), and to a bucket that discards everything
-// (what the process itself spends, without the bucket's I/O).
-func overhead(ctx context.Context, rounds, commits int) error {
+// bucket (the embedded default) with its default upload pacing and with
+// none, and to a bucket that discards everything (what the process itself
+// spends, without the bucket's I/O).
+func overhead(ctx context.Context, rounds, commits int, interval time.Duration) error {
 	fmt.Printf("capture overhead: %d alternating rounds of %d single-row UPDATE commits per variant\n", rounds, commits)
-	fmt.Printf("%-8s %-9s %14s %14s %10s %10s\n", "sync", "bucket", "os commits/s", "framectl c/s", "cost", "round med")
-	for _, variant := range []struct{ sync, bucket string }{{"NORMAL", "dir"}, {"NORMAL", "discard"}, {"FULL", "dir"}, {"FULL", "discard"}} {
+	fmt.Printf("%-8s %-13s %14s %14s %10s %10s\n", "sync", "bucket", "os commits/s", "framectl c/s", "cost", "round med")
+	type variant struct {
+		sync, bucket string
+		unpaced      bool // vfs.Config.UploadInterval < 0
+	}
+	for _, variant := range []variant{
+		{"NORMAL", "dir", false}, {"NORMAL", "dir", true}, {"NORMAL", "discard", false},
+		{"FULL", "dir", false}, {"FULL", "dir", true}, {"FULL", "discard", false},
+	} {
 		sync := variant.sync
+		name := variant.bucket
+		paced := interval
+		if variant.unpaced {
+			name, paced = name+" unpaced", -1
+		}
 		dir, cleanup, err := workDir()
 		if err != nil {
 			return err
@@ -36,7 +49,7 @@ func overhead(ctx context.Context, rounds, commits int) error {
 			return err
 		}
 		defer pc.Close()
-		db, err := replicated(ctx, b, path(dir, "replicated"), vfs.Async)
+		db, err := replicatedPaced(ctx, b, path(dir, "replicated"), vfs.Async, paced)
 		if err != nil {
 			return err
 		}
@@ -71,7 +84,7 @@ func overhead(ctx context.Context, rounds, commits int) error {
 		}
 		mo, mf := median(osRates), median(fcRates)
 		st := db.Stats()
-		fmt.Printf("%-8s %-9s %14.0f %14.0f %9.1f%% %9.1f%%   (%d commits, %d PUTs)\n", sync, variant.bucket, mo, mf,
+		fmt.Printf("%-8s %-13s %14.0f %14.0f %9.1f%% %9.1f%%   (%d commits, %d PUTs)\n", sync, name, mo, mf,
 			100*(1-mf/mo), 100*(1-median(ratios)), st.Commits, st.PUTs)
 	}
 	fmt.Println("cost = 1 - framectl/os of the median rates; round med = median of the per-round ratios")

@@ -17,9 +17,14 @@ import (
 
 // replicated opens a fresh replicated database in dir on b.
 func replicated(ctx context.Context, b bucket.Bucket, dir string, mode vfs.Mode) (*vfs.DB, error) {
+	return replicatedPaced(ctx, b, dir, mode, 0)
+}
+
+// replicatedPaced is replicated with vfs.Config.UploadInterval set.
+func replicatedPaced(ctx context.Context, b bucket.Bucket, dir string, mode vfs.Mode, interval time.Duration) (*vfs.DB, error) {
 	id := make([]byte, 8)
 	rand.Read(id)
-	return vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "bench", Actor: id, Epoch: 1, Dir: dir, Mode: mode})
+	return vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "bench", Actor: id, Epoch: 1, Dir: dir, Mode: mode, UploadInterval: interval})
 }
 
 // plain opens a database through the os VFS in WAL mode.

@@ -1,0 +1,143 @@
+package vfs
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+// An hour's pacing: async commits nobody waits for stay local, and the
+// first Durable uploads them at once, all in one batch.
+func TestPacingHoldsOnlyWhatNobodyWaitsFor(t *testing.T) {
+	b := buckettest.Dir(t)
+	cfg := replTestConfig(t, b)
+	cfg.UploadInterval = time.Hour
+	db := replOpen(t, cfg)
+	c := replConn(t, db)
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0)")
+	if err := db.Durable(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	before := db.Stats()
+	for range 200 {
+		execSQL(t, c, "UPDATE t SET n = n + 1")
+	}
+	// Give a wrongly unpaced uploader time to show itself.
+	time.Sleep(200 * time.Millisecond)
+	held := db.Stats()
+	if held.Batches > before.Batches+1 {
+		t.Fatalf("%d batches uploaded during an hour's pacing (before: %d): pacing did not hold", held.Batches, before.Batches)
+	}
+	if held.Durable == held.Captured {
+		t.Fatalf("all %d commits already durable during an hour's pacing", held.Captured)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := db.Durable(ctx); err != nil {
+		t.Fatalf("Durable waited for the pacing interval: %v", err)
+	}
+	after := db.Stats()
+	if after.Durable != after.Captured {
+		t.Fatalf("Durable returned with %d of %d durable", after.Durable, after.Captured)
+	}
+	if after.Batches > held.Batches+2 {
+		t.Errorf("Durable took %d uploads for what pacing held", after.Batches-held.Batches)
+	}
+	want := checkpointed(t, c, db.Path())
+	got := replaySession(t, b, db.actor, cfg.Epoch)
+	sameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
+}
+
+// Sync commits, backpressure and Close never wait for the interval.
+func TestPacingNeverDelaysWaiters(t *testing.T) {
+	t.Run("sync", func(t *testing.T) {
+		cfg := replTestConfig(t, buckettest.Dir(t))
+		cfg.UploadInterval = time.Hour
+		cfg.Mode = Sync
+		cfg.SyncTimeout = 30 * time.Second
+		db := replOpen(t, cfg)
+		c := replConn(t, db)
+		execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0)")
+		for i := range 20 {
+			execSQL(t, c, "UPDATE t SET n = n + 1") // fails with ErrSyncTimeout if paced
+			if st := db.Stats(); st.Durable != st.Captured {
+				t.Fatalf("sync commit %d returned with %d of %d durable", i, st.Durable, st.Captured)
+			}
+		}
+	})
+	t.Run("backpressure", func(t *testing.T) {
+		cfg := replTestConfig(t, buckettest.Dir(t))
+		cfg.UploadInterval = time.Hour
+		cfg.MaxPendingBytes = 64 << 10
+		cfg.BackpressureTimeout = 30 * time.Second
+		db := replOpen(t, cfg)
+		c := replConn(t, db)
+		execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
+		// 2 MiB through a 64 KiB backlog: each write past the limit
+		// waits for uploads, which must start although nobody calls
+		// Durable.
+		for range 64 {
+			execSQL(t, c, "INSERT INTO t(b) VALUES(randomblob(32768))")
+		}
+		// Only backpressure can have started these uploads: nobody
+		// waited, no batch reached MaxBatchBytes, and the interval is
+		// an hour.
+		if st := db.Stats(); st.Batches < 4 {
+			t.Fatalf("%d batches for 2 MiB through a 64 KiB backlog: the writer never met backpressure", st.Batches)
+		}
+	})
+	t.Run("close", func(t *testing.T) {
+		b := buckettest.Dir(t)
+		cfg := replTestConfig(t, b)
+		cfg.UploadInterval = time.Hour
+		db, err := Open(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := db.Conn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0)")
+		for range 50 {
+			execSQL(t, c, "UPDATE t SET n = n + 1")
+		}
+		want := checkpointed(t, c, db.Path())
+		c.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		if err := db.Close(ctx); err != nil {
+			t.Fatalf("Close waited for the pacing interval: %v", err)
+		}
+		got := replaySession(t, b, db.actor, cfg.Epoch)
+		sameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
+	})
+}
+
+// The default paces a directory bucket only.
+func TestUploadIntervalDefault(t *testing.T) {
+	dir := buckettest.Dir(t)
+	for _, tc := range []struct {
+		b    bucket.Bucket
+		set  time.Duration
+		want time.Duration
+	}{
+		{dir, 0, DefaultDirUploadInterval},
+		{dir, -1, -1},
+		{dir, time.Second, time.Second},
+		{bucket.NewFaulty(dir, bucket.FaultConfig{}), 0, 0},
+	} {
+		cfg := replTestConfig(t, tc.b)
+		cfg.UploadInterval = tc.set
+		got, err := cfg.withDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.UploadInterval != tc.want {
+			t.Errorf("%T with UploadInterval %v: got %v, want %v", tc.b, tc.set, got.UploadInterval, tc.want)
+		}
+	}
+}
