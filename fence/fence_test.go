@@ -173,6 +173,17 @@ func TestObserverFencesOnlyExpiredNodes(t *testing.T) {
 		if live, err := peer.Observer.Fence(ctx, victim.ID()); err != nil || live != Fenced {
 			t.Fatalf("expired node: %v %v", live, err)
 		}
+		if live, _, err := peer.Observer.Judge(ctx, victim.ID()); err != nil || live != Fenced {
+			t.Fatalf("fenced node judged %v (%v)", live, err)
+		}
+		// The observer keeps nothing for a fenced node (a host judging
+		// thousands of dead nodes over its life must not grow).
+		peer.Observer.mu.Lock()
+		_, kept := peer.Observer.seen[victim.ID()]
+		peer.Observer.mu.Unlock()
+		if kept {
+			t.Error("observer still remembers the fenced node")
+		}
 		// The victim learns it at its next renewal and stops for good.
 		victimClock.Step(victim.opts.RenewEvery)
 		select {

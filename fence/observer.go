@@ -76,6 +76,9 @@ func (o *Observer) Judge(ctx context.Context, id string) (Liveness, Lease, error
 		return 0, Lease{}, err
 	}
 	if l.Fenced {
+		// A fenced lease never comes back to life (a restarted process
+		// registers under a new id): nothing to remember about it.
+		o.forget(id)
 		return Fenced, l, nil
 	}
 	now := o.opts.Clock.Now()
