@@ -21,7 +21,7 @@ type Stats struct {
 	// Captured and Durable are the last sequence numbers captured and in
 	// the bucket; Lag is how far the bucket is behind the capture.
 	Captured, Durable uint64
-	Lag               time.Duration // age of the oldest commit not yet durable (0: none)
+	Lag               time.Duration // age of the oldest commit not yet durable (0: none); see Config.UploadInterval
 	LastPUT           time.Duration // duration of the last successful upload
 	// UploadError is the last upload failure while uploads are failing
 	// (nil once one succeeds); UploadFailingSince when that started.
