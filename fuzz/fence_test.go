@@ -1,0 +1,93 @@
+package fuzz
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/framectl/framectl/fence"
+)
+
+// The ownership record (own.json) and node leases (nodes/<node>.json) are
+// bucket data too: any bytes either decode to a record that re-encodes to
+// itself, or fail with the package's sentinel and the object key. Neither
+// parser may panic.
+
+const (
+	ownKey   = "do/fuzz/61/own.json"
+	leaseKey = "nodes/0123456789abcdef0123456789abcdef.json"
+)
+
+func FuzzOwnRecord(f *testing.F) {
+	for _, s := range []string{
+		`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080"}`,
+		`{"epoch":8,"node":"","address":""}`,
+		`{"epoch":1,"node":"0123456789abcdef0123456789abcdef","address":"[::1]:80"}`,
+		`{"epoch":0,"node":"","address":""}`,
+		`{"epoch":7.0,"node":"","address":""}`,
+		`{"epoch":7,"node":"","address":"","extra":1}`,
+		`{"epoch":7,"node":"","address":""} {}`,
+		`{"epoch":18446744073709551615,"node":"","address":""}`,
+		``, `null`, `[]`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := fence.ParseRecord(ownKey, data)
+		if err != nil {
+			if !errors.Is(err, fence.ErrBadRecord) || !strings.Contains(err.Error(), ownKey) {
+				t.Fatalf("error %q does not match ErrBadRecord or name %s", err, ownKey)
+			}
+			return
+		}
+		if r.Epoch == 0 || r.Released() != (r.Address == "") {
+			t.Fatalf("accepted an invalid record %+v from %q", r, data)
+		}
+		again, err := fence.ParseRecord(ownKey, r.Marshal())
+		if err != nil || again != r {
+			t.Fatalf("record %+v re-encoded as %q parses to %+v, %v", r, r.Marshal(), again, err)
+		}
+	})
+}
+
+func FuzzLease(f *testing.F) {
+	for _, s := range []string{
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":0,"fenced":true}`,
+		`{"node":"fedcba9876543210fedcba9876543210","address":"127.0.0.1:9000","heartbeat":1,"fenced":false}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1","heartbeat":1,"fenced":false}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":-1,"fenced":false}`,
+		``, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := fence.ParseLease(leaseKey, data)
+		if err != nil {
+			if !errors.Is(err, fence.ErrBadLease) || !strings.Contains(err.Error(), leaseKey) {
+				t.Fatalf("error %q does not match ErrBadLease or name %s", err, leaseKey)
+			}
+			return
+		}
+		if l.Node != "0123456789abcdef0123456789abcdef" {
+			t.Fatalf("accepted a lease of node %q under key %s", l.Node, leaseKey)
+		}
+		again, err := fence.ParseLease(leaseKey, l.Marshal())
+		if err != nil || again != l {
+			t.Fatalf("lease %+v re-encoded as %q parses to %+v, %v", l, l.Marshal(), again, err)
+		}
+	})
+}
+
+// The valid seeds must parse, or the fuzzers above start from errors only.
+func TestFenceSeedsParse(t *testing.T) {
+	if _, err := fence.ParseRecord(ownKey, []byte(`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080"}`)); err != nil {
+		t.Error(err)
+	}
+	if _, err := fence.ParseRecord(ownKey, []byte(`{"epoch":8,"node":"","address":""}`)); err != nil {
+		t.Error(err)
+	}
+	if _, err := fence.ParseLease(leaseKey, []byte(`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false}`)); err != nil {
+		t.Error(err)
+	}
+}
