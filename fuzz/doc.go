@@ -1,9 +1,10 @@
 // Package fuzz holds native Go fuzz targets over every decoder of bucket
-// bytes: batch files, snapshot files, object keys and key numbers. Each
-// target checks the decoder's promises on arbitrary input: no panic, no hang,
-// allocation bounded by the configured Limits, an error that names the
-// object and matches a sentinel, and, when the input is accepted, that it
-// re-encodes to something that decodes the same.
+// bytes: batch files, snapshot files, object keys and key numbers, and the
+// JSON records of package fence (own.json, node leases). Each target checks
+// the decoder's promises on arbitrary input: no panic, no hang, allocation
+// bounded by the configured limits, an error that names the object and
+// matches a sentinel, and, when the input is accepted, that it re-encodes
+// to something that decodes the same.
 //
 // CI runs each target for a fixed number of executions (see test.sh; counts,
 // not durations, because of a Go 1.26 fuzzing race at the deadline); run one
