@@ -147,10 +147,10 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 			kind = "rollback"
 			blob, rows := blobRows(30)
 			sql = fmt.Sprintf("BEGIN; UPDATE t SET b=randomblob(3000) WHERE id %% 3 = 0; INSERT INTO t(a,b) SELECT 1, %s FROM generate_series(1,%d); DELETE FROM kv WHERE k > 'k3'; ROLLBACK", blob, rows)
-		case op < 78:
+		case op < 80:
 			kind = "savepoint"
-			sql = "BEGIN; SAVEPOINT s; UPDATE t SET b=randomblob(2000) WHERE id % 2 = 0; ROLLBACK TO s; RELEASE s; UPDATE t SET a=a-1 WHERE id % 7 = 0; COMMIT"
-		case op < 81:
+			sql = capSavepoints(rnd, blobRows)
+		case op < 82:
 			kind = "vacuum"
 			sql = "VACUUM"
 		case op < 85:
@@ -210,13 +210,16 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 		t.Errorf("capture emitted %d commits, SQLite committed %d transactions that wrote the WAL", n, hookCommits)
 	}
 	st.mu.Lock()
-	readBacks, padFrames := st.readBacks, st.padFrames
+	readBacks, padFrames, rewinds := st.readBacks, st.padFrames, st.rewinds
 	st.mu.Unlock()
 	if readBacks != 0 {
 		t.Errorf("%d frames read back from the WAL; the cache should supply every frame", readBacks)
 	}
 	if w.cacheSize <= 10 && spilled == 0 {
 		t.Errorf("no rolled-back transaction spilled into the WAL (cache_size=%d)", w.cacheSize)
+	}
+	if w.cacheSize <= 10 && rewinds == 0 {
+		t.Errorf("no ROLLBACK TO rewound the WAL over spilled frames (cache_size=%d)", w.cacheSize)
 	}
 	// SQLite pads only synced commits, only without powersafe overwrite.
 	if pads := !w.psow && w.sync == "FULL"; pads != (padFrames > 0) {
@@ -235,8 +238,58 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 	if got := capDigest(t, rc); got != want {
 		t.Errorf("replica rows %s, database %s", got, want)
 	}
-	t.Logf("ops %v; %d commits (%d pages), %d padding frames skipped, %d rollbacks (%d spilled) emitted nothing, %d mid-run byte checks, %d growth pages never written, rows %s",
-		ops, s.count(), s.pagesTotal, padFrames, rollbacks, spilled, midChecks, s.growthUnwritten, want)
+	t.Logf("ops %v; %d commits (%d pages), %d padding frames skipped, %d rollbacks (%d spilled) emitted nothing, %d savepoint rewinds, %d mid-run byte checks, %d growth pages never written, rows %s",
+		ops, s.count(), s.pagesTotal, padFrames, rollbacks, spilled, rewinds, midChecks, s.growthUnwritten, want)
+}
+
+// capSavepoints is a transaction of nested savepoints, as ORMs and
+// migration tools write them: writes big enough to spill with a small
+// cache, SAVEPOINT, ROLLBACK TO and RELEASE of random levels, ending in
+// COMMIT (or now and then ROLLBACK).
+func capSavepoints(rnd *rand.Rand, blobRows func(int) (string, int)) string {
+	var b strings.Builder
+	b.WriteString("BEGIN;")
+	var stack []string
+	// Writes come first and right after each SAVEPOINT, so that most
+	// ROLLBACK TOs have spilled frames on both sides to rewind over.
+	wrote := false
+	for n := 0; n < 4+rnd.IntN(8); n++ {
+		op := rnd.IntN(10)
+		if !wrote {
+			op = 0
+		}
+		wrote = op < 5
+		switch {
+		case op < 4:
+			blob, rows := blobRows(30)
+			fmt.Fprintf(&b, "INSERT INTO t(a,b) SELECT %d, %s FROM generate_series(1,%d);", n, blob, rows)
+		case op < 5:
+			fmt.Fprintf(&b, "UPDATE t SET b=randomblob(1500) WHERE id %% %d = 0;", 2+rnd.IntN(5))
+		case op < 7:
+			name := fmt.Sprintf("s%d", len(stack))
+			stack = append(stack, name)
+			fmt.Fprintf(&b, "SAVEPOINT %s;", name)
+			wrote = false
+		case op < 9 && len(stack) > 0:
+			// ROLLBACK TO keeps the savepoint open.
+			k := rnd.IntN(len(stack))
+			fmt.Fprintf(&b, "ROLLBACK TO %s;", stack[k])
+			stack = stack[:k+1]
+		case len(stack) > 0:
+			k := rnd.IntN(len(stack))
+			fmt.Fprintf(&b, "RELEASE %s;", stack[k])
+			stack = stack[:k]
+		}
+	}
+	if len(stack) > 0 && rnd.IntN(2) == 0 {
+		fmt.Fprintf(&b, "ROLLBACK TO %s; INSERT INTO kv VALUES('sp%d', 'after');", stack[0], rnd.Uint64())
+	}
+	if rnd.IntN(8) == 0 {
+		b.WriteString("ROLLBACK")
+	} else {
+		b.WriteString("COMMIT")
+	}
+	return b.String()
 }
 
 func capCompareFiles(t *testing.T, when string, db, replica []byte) {

@@ -28,7 +28,11 @@ import (
 //   - with psow=0 and a synced commit, padding copies of the commit frame
 //     (padFrame in walstate.go);
 //   - nothing at all on rollback: the frames stay in the file, and the
-//     next transaction, of any connection, writes over them.
+//     next transaction, of any connection, writes over them;
+//   - on ROLLBACK TO a savepoint whose changes spilled, nothing either:
+//     sqlite3WalSavepointUndo moves the write position (mxFrame) back to
+//     where the savepoint began, and the transaction's next frame header
+//     lands inside the transaction, over frames already written (opRewind).
 //
 // Each write is one of the walOp cases below. SQLite never writes across
 // frames, nor part of a WAL header; such a write breaks replication.
@@ -53,7 +57,10 @@ type walFile struct {
 	seq       uint64 // walState.txnSeq when it began
 	start     uint32
 	n         int
-	overwrote bool // it overwrote a frame in place: its headers get rewritten after the commit frame
+	// overwrote: the first frame it overwrote in place, 0 if none; its
+	// headers from there on get rewritten after the commit frame (wal.c
+	// iReCksum).
+	overwrote uint32
 	padOK     bool // the frame being written still matches the padding copy
 
 	// afterCommit: this handle's next writes may complete its last commit
@@ -88,6 +95,7 @@ const (
 	opAppend                     // header of the next frame of the open transaction
 	opOverwrite                  // any other bytes of a frame of the open transaction
 	opRewrite                    // header of a frame of the last commit, rewritten with final checksums
+	opRewind                     // header of a frame inside the open transaction: it rolled back to a savepoint
 )
 
 // walWrite is a classified write.
@@ -225,6 +233,14 @@ func (w *walFile) classify(p []byte, off int64) (walWrite, error) {
 		return ww, nil
 	case ww.idx == st.next && ww.in == 0:
 		ww.op = opBegin
+	case current && ww.idx < w.start+uint32(w.n) && ww.in == 0:
+		// SQLite writes a frame header only for a new frame at mxFrame+1
+		// (walWriteOneFrame; in-place overwrites write the page alone), so
+		// a header inside the transaction means mxFrame moved back: ROLLBACK
+		// TO a savepoint (sqlite3WalSavepointUndo). Frames from idx on are
+		// rolled back. (A rewind to the transaction's first frame is
+		// opBegin above: the transaction starts afresh.)
+		ww.op = opRewind
 	case current && ww.idx < w.start+uint32(w.n):
 		ww.op = opOverwrite
 	case current && ww.idx == w.start+uint32(w.n) && ww.in == 0:
@@ -275,9 +291,18 @@ func (w *walFile) apply(ww walWrite, p []byte) (*Commit, error) {
 		w.addSlot()
 	case opAppend:
 		w.addSlot()
+	case opRewind:
+		w.n = int(ww.idx - w.start)
+		st.rewinds++
+		if w.overwrote >= ww.idx {
+			// sqlite3WalSavepointUndo: "if( pWal->iReCksum>pWal->hdr.mxFrame )
+			// pWal->iReCksum = 0", the overwrite was rolled back with its frame.
+			w.overwrote = 0
+		}
+		w.addSlot()
 	case opOverwrite:
-		if s := &w.slots[ww.idx-w.start]; ww.in >= walFrameHeaderSize && s.dataN == int(st.gen.pageSize) {
-			w.overwrote = true
+		if s := &w.slots[ww.idx-w.start]; ww.in >= walFrameHeaderSize && s.dataN == int(st.gen.pageSize) && (w.overwrote == 0 || ww.idx < w.overwrote) {
+			w.overwrote = ww.idx
 		}
 	}
 	i := int(ww.idx - w.start)
@@ -310,7 +335,7 @@ func (w *walFile) begin(idx uint32) {
 	st := w.st
 	st.txnSeq++
 	w.seq = st.txnSeq
-	w.open, w.start, w.overwrote, w.padOK = true, idx, false, false
+	w.open, w.start, w.overwrote, w.padOK = true, idx, 0, false
 	if len(w.slots) > keepSlots {
 		for i := keepSlots; i < len(w.slots); i++ {
 			st.pool.put(w.slots[i].data)
@@ -421,7 +446,7 @@ func (w *walFile) commit() (*Commit, error) {
 	st.gen.commits++
 	st.last = w
 	w.lastFirst, w.lastCommit = w.start, commitIdx
-	w.afterCommit = w.pads || w.overwrote
+	w.afterCommit = w.pads || w.overwrote != 0
 	w.open = false
 	return c, nil
 }

@@ -54,6 +54,7 @@ type walState struct {
 	detached      bool
 	readBacks     int // frames read back from the WAL (the cache could not supply them)
 	padFrames     int // padding copies of commit frames skipped
+	rewinds       int // transactions that rolled back to a savepoint over spilled frames
 
 	emitMu  sync.Mutex
 	sinkOff bool        // under emitMu: detached, the sink is gone
