@@ -53,10 +53,10 @@ type walFile struct {
 	db   *mainFile // the same connection's database handle, if found
 
 	// The transaction being written: frames start..start+n-1 in slots.
-	open      bool
-	seq       uint64 // walState.txnSeq when it began
-	start     uint32
-	n         int
+	open  bool
+	seq   uint64 // walState.txnSeq when it began
+	start uint32
+	n     int
 	// overwrote: the first frame it overwrote in place, 0 if none; its
 	// headers from there on get rewritten after the commit frame (wal.c
 	// iReCksum).
