@@ -70,9 +70,5 @@ func (e *captureError) Unwrap() []error {
 	return []error{e.Kind, e.Err}
 }
 
-// ioError makes SQLite fail the write with SQLITE_IOERR_WRITE; the error
-// text reaches the caller through sqlite3.Error (its Unwrap returns err).
-func ioError(err error) error { return vfs.SystemError(err, sqlite3.IOERR_WRITE) }
-
 // cantOpen makes SQLite fail an open with SQLITE_CANTOPEN, err attached.
 func cantOpen(err error) error { return vfs.SystemError(err, sqlite3.CANTOPEN) }

@@ -89,8 +89,8 @@ func TestCaptureDetachReattach(t *testing.T) {
 	detach()
 	detach() // idempotent
 	// A connection left open across detach has its WAL writes refused.
-	if err := c.Exec("INSERT INTO t(v) VALUES('after detach')"); !errors.Is(err, sqlite3.IOERR_WRITE) {
-		t.Errorf("write on a connection open across detach: %v, want IOERR_WRITE", err)
+	if err := c.Exec("INSERT INTO t(v) VALUES('after detach')"); !errors.Is(Refusal(err), ErrClosed) {
+		t.Errorf("write on a connection open across detach: %v, want a refusal for ErrClosed", err)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -244,17 +244,17 @@ func TestCaptureForeignWriter(t *testing.T) {
 				tc.after(t, c)
 			}
 
-			// SQLite reports the code; the cause goes to the sink (go-sqlite3
-			// clears the VFS error text on the VFS calls of the rollback).
+			// SQLite reports the code (refusal.go); the cause goes to the
+			// sink.
 			err = c.Exec("INSERT INTO t(v) VALUES('after')")
-			if !errors.Is(err, sqlite3.IOERR_WRITE) {
-				t.Fatalf("write after a foreign commit: %v, want IOERR_WRITE", err)
+			if !errors.Is(Refusal(err), ErrStopped) {
+				t.Fatalf("write after a foreign commit: %v, want a refusal for ErrStopped", err)
 			}
 			if !errors.Is(s.brokenErr(), tc.kind) {
 				t.Errorf("sink.broken: %v, want %v", s.brokenErr(), tc.kind)
 			}
-			if err := c.Exec("INSERT INTO t(v) VALUES('refused')"); !errors.Is(err, sqlite3.IOERR_WRITE) {
-				t.Errorf("write after broken: %v, want IOERR_WRITE", err)
+			if err := c.Exec("INSERT INTO t(v) VALUES('refused')"); !errors.Is(Refusal(err), ErrStopped) {
+				t.Errorf("write after broken: %v, want a refusal for ErrStopped", err)
 			}
 			t.Logf("broken: %v", s.brokenErr())
 			if n := s.count(); n != 1 {

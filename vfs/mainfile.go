@@ -104,7 +104,9 @@ func (m *mainFile) CommitPhaseTwo() error {
 		return err
 	}
 	if ps := m.st.phaseTwo; ps != nil && !m.st.halted.Load() {
-		return ps.phaseTwo()
+		if err := ps.phaseTwo(); err != nil {
+			return ioError(err)
+		}
 	}
 	return nil
 }

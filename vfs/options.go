@@ -171,7 +171,9 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-// Errors callers decide on.
+// Errors callers decide on. Durable returns them wrapped; a statement whose
+// write was refused returns SQLite's I/O error, and Refusal turns that back
+// into one of these.
 var (
 	// ErrFenced: another owner took the database over; nothing more is
 	// acknowledged and writes are refused.

@@ -298,9 +298,9 @@ func (st *walState) truncateWALLocked(path string, size int64) error {
 func (st *walState) refuseLocked(path string, werr error) error {
 	switch {
 	case st.brokenErr != nil:
-		return &captureError{Path: path, Kind: errRefused, Msg: "replication is broken", Err: st.brokenErr}
+		return &captureError{Path: path, Kind: errRefused, Msg: "replication is broken", Err: fmt.Errorf("%w: %w", ErrStopped, st.brokenErr)}
 	case st.detached:
-		return &captureError{Path: path, Kind: errRefused, Msg: "database detached from the capture"}
+		return &captureError{Path: path, Kind: errRefused, Msg: "database detached from the capture", Err: ErrClosed}
 	case werr != nil:
 		return &captureError{Path: path, Kind: errRefused, Err: werr}
 	}

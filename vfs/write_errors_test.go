@@ -1,0 +1,82 @@
+package vfs
+
+import (
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+	_ "github.com/ncruces/go-sqlite3/driver"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+// A write that replication refused says why, through go-sqlite3 and
+// database/sql alike (Refusal), and is still an I/O error to SQLite.
+func TestRefusal(t *testing.T) {
+	b := buckettest.Dir(t)
+	check := func(t *testing.T, what string, err, want error) {
+		t.Helper()
+		r := Refusal(err)
+		if !errors.Is(r, want) || !errors.Is(err, sqlite3.IOERR) {
+			t.Fatalf("%s: %v (refusal %v), want an I/O error whose refusal is %v", what, err, r, want)
+		}
+		for _, other := range []error{ErrFenced, ErrBackpressure, ErrStopped, ErrClosed, ErrSyncTimeout} {
+			if other != want && errors.Is(r, other) {
+				t.Errorf("%s: refusal %v also matches %v", what, r, other)
+			}
+		}
+	}
+	t.Run("fenced", func(t *testing.T) {
+		db := replOpen(t, replTestConfig(t, b))
+		c := replConn(t, db)
+		execSQL(t, c, "CREATE TABLE t(x)")
+		db.Fence()
+		check(t, "write after a fence", c.Exec("INSERT INTO t VALUES(1)"), ErrFenced)
+		sdb, err := sql.Open("sqlite3", db.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sdb.Close()
+		_, err = sdb.Exec("INSERT INTO t VALUES(2)")
+		check(t, "database/sql write after a fence", err, ErrFenced)
+	})
+	t.Run("backpressure", func(t *testing.T) {
+		g := newGate(b)
+		cfg := replTestConfig(t, g)
+		cfg.MaxPendingBytes, cfg.BackpressureTimeout = 1, 50*time.Millisecond
+		db := replOpen(t, cfg)
+		defer g.open()
+		c := replConn(t, db)
+		var err error
+		for i := 0; i < 100 && err == nil; i++ {
+			err = c.Exec("CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES(randomblob(5000))")
+		}
+		check(t, "write over a full backlog", err, ErrBackpressure)
+	})
+	t.Run("closed", func(t *testing.T) {
+		db := replOpen(t, replTestConfig(t, b))
+		c := replConn(t, db)
+		execSQL(t, c, "CREATE TABLE t(x)")
+		if err := db.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		check(t, "write after Close", c.Exec("INSERT INTO t VALUES(1)"), ErrClosed)
+	})
+	t.Run("sync timeout", func(t *testing.T) {
+		g := newGate(b)
+		cfg := replTestConfig(t, g)
+		cfg.Mode, cfg.SyncTimeout = Sync, 50*time.Millisecond
+		db := replOpen(t, cfg)
+		defer g.open()
+		c := replConn(t, db)
+		check(t, "sync commit with the bucket down", c.Exec("CREATE TABLE t(x)"), ErrSyncTimeout)
+	})
+	if err := Refusal(sqlite3.IOERR_WRITE); err != nil {
+		t.Errorf("Refusal of a plain I/O error: %v, want nil", err)
+	}
+	if err := Refusal(errors.New("other")); err != nil {
+		t.Errorf("Refusal of another error: %v, want nil", err)
+	}
+}
