@@ -157,7 +157,7 @@ func replay(ctx context.Context, b bucket.Bucket, plan Plan, scratchDir string, 
 	if err := plan.check(); err != nil {
 		return nil, &Error{Op: "replay", Actor: plan.Actor.Prefix(), Session: plan.Session, Err: err}
 	}
-	dir, err := os.MkdirTemp(scratchDir, ".framectl-replay-")
+	dir, err := os.MkdirTemp(scratchDir, scratchPrefix)
 	if err != nil {
 		return nil, &Error{Op: "replay", Actor: plan.Actor.Prefix(), Session: plan.Session, Err: err}
 	}

@@ -57,10 +57,14 @@ type DB struct {
 //     runtime can forward; otherwise the claim's epoch is the session's.
 //     Without a node, cfg.Epoch is the session's, and the caller guarantees
 //     no one else writes the actor.
-//  2. It brings the local copy up to date: kept when state.json says it is
-//     exactly what the bucket's newest session holds (same epoch, frame and
-//     checksum), restored from the bucket otherwise (the newest session that
-//     has a snapshot), created empty for an actor the bucket has never seen.
+//  2. It brings the local copy up to date (bringUpToDate has the rules):
+//     kept when the local state file says it is exactly what the bucket's
+//     newest session holds, restored from the bucket otherwise (the newest
+//     session that has a snapshot), created empty for an actor the bucket
+//     has never seen. It never restores an older state over a newer local
+//     copy, and never deletes one that may hold commits the bucket lacks:
+//     those are kept, discarded or moved aside (Config.Unacknowledged,
+//     Stats.Start).
 //  3. It uploads the session's first object, a snapshot of the database as
 //     it starts, then replicates every commit.
 //
@@ -127,49 +131,44 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string) (*DB
 	if err := prepareDatabase(ctx, path, cfg.PageSize); err != nil {
 		return nil, err
 	}
-	track, err := trackDatabase(ctx, path)
+	track := start.track
+	if track == nil {
+		if track, err = trackDatabase(ctx, path); err != nil {
+			return nil, err
+		}
+	}
+	first := stateRecord{Epoch: cfg.Epoch, Seq: start.pos.seq, CommitTime: start.pos.commitTime,
+		Checksum: track.Checksum(), Pages: track.Pages(), Object: frames.KeySnapshot}
+	if err := recordSessionStart(cfg.Dir, track.PageSize(), first); err != nil {
+		return nil, err
+	}
+	if err := uploadSnapshot(ctx, cfg, actor, path, start.pos, track); err != nil {
+		return nil, err
+	}
+	cfg.Logger.Info("session started", logActor, actor.Actor, logEpoch, cfg.Epoch, logSeq, start.pos.seq,
+		"from", start.how.From, "pages", track.Pages(), "pageSize", track.PageSize())
+
+	rep := newReplicator(cfg, actor, start.pos, track)
+	rep.start = start.how
+	state, err := createState(cfg.Dir, cfg.Epoch, first, track.PageSize(),
+		func(err error) { rep.log.Warn("cannot record local state", logErr, err) })
 	if err != nil {
 		return nil, err
 	}
-	if err := uploadSnapshot(ctx, cfg, actor, path, start, track); err != nil {
-		return nil, err
-	}
-	cfg.Logger.Info("session started", logActor, actor.Actor, logEpoch, cfg.Epoch, logSeq, start.seq,
-		"pages", track.Pages(), "pageSize", track.PageSize())
-
-	rep := newReplicator(cfg, actor, start, track)
+	rep.state = state
 	db := &DB{cfg: cfg, actor: actor, path: path, rep: rep}
-	st := localState{Epoch: cfg.Epoch, Seq: start.seq, CommitTime: start.commitTime, Checksum: checksumHex(track.Checksum()),
-		Pages: track.Pages(), PageSize: track.PageSize()}
-	if err := writeState(cfg.Dir, st); err != nil {
-		return nil, fmt.Errorf("vfs: %w", err)
-	}
-	// Record progress at most every stateInterval, and at Close. Renaming
-	// a file over another makes ext4 flush it at once (auto_da_alloc): done
-	// per batch, it stalled every fsync of a synchronous=FULL database
-	// behind a journal commit and cost 60% of its commit rate.
-	var lastState time.Time
-	rep.onDurable = func(p position, sum frames.Checksum, pages uint32, final bool) {
-		if !final && time.Since(lastState) < stateInterval {
-			return
-		}
-		lastState = time.Now()
-		s := st
-		s.Seq, s.CommitTime, s.Checksum, s.Pages = p.seq, p.commitTime, checksumHex(sum), pages
-		if err := writeState(cfg.Dir, s); err != nil {
-			rep.log.Warn("cannot record local state", logErr, err)
-		}
-	}
 	if err := rep.startCompaction(int64(track.Pages()) * int64(track.PageSize())); err != nil {
+		state.close()
 		return nil, fmt.Errorf("vfs: %w", err)
 	}
 	detach, err := capture().attach(path, rep)
 	if err != nil {
 		rep.stopCompaction()
+		state.close()
 		return nil, err
 	}
 	db.detach = detach
-	rep.start()
+	rep.startUploads()
 	return db, nil
 }
 
@@ -186,11 +185,6 @@ func (db *DB) watchNode() {
 // releaseTimeout bounds giving a claim back after a failed Open: the
 // caller's context may be what failed.
 const releaseTimeout = 10 * time.Second
-
-// stateInterval is how often state.json follows the uploads. It is a lower
-// bound either way; a restart after a crash only downloads more than it
-// would have with a fresher state.
-const stateInterval = 10 * time.Second
 
 // prepareDatabase puts the file in the state capture starts from: WAL
 // mode, the WAL checkpointed into the database file and truncated. It uses
@@ -332,6 +326,9 @@ func (db *DB) Close(ctx context.Context) error {
 	db.closeOnce.Do(func() {
 		db.closeErr = db.rep.close(ctx)
 		db.detach()
+		if err := db.rep.state.close(); err != nil && db.closeErr == nil {
+			db.closeErr = fmt.Errorf("vfs: %w", err)
+		}
 		// Release only after a clean flush: otherwise a peer must wait
 		// for the lease and restore what did reach the bucket.
 		if db.own != nil && db.closeErr == nil {

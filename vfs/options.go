@@ -55,7 +55,8 @@ type Config struct {
 	// than every epoch that wrote this actor before.
 	Epoch uint64
 	// Dir is the local directory holding the database file (db.sqlite) and
-	// its replication state (state.json). Created if missing.
+	// its replication state (framectl.state). Created if missing. One
+	// process at a time may use it.
 	Dir string
 	// Mode is Async (default) or Sync.
 	Mode Mode
@@ -94,6 +95,16 @@ type Config struct {
 	// Retention keeps covered objects for point-in-time restore for this
 	// long (compact.Options.Retention; default 0).
 	Retention time.Duration
+	// Unacknowledged decides what Open does with commits the local copy
+	// holds that never reached the bucket (the process stopped before
+	// uploading them): see Unacknowledged. Either way Stats reports how
+	// many there were.
+	Unacknowledged Unacknowledged
+	// ListingWait bounds how long Open waits for the bucket's listing to
+	// show what this directory's state file says was uploaded (some
+	// S3-compatible stores list new keys late) before it fails with
+	// ErrListingBehind rather than restore an older state (default 30 s).
+	ListingWait time.Duration
 	// Compression is the DEFLATE level of batches and snapshots (default
 	// frames.DefaultLevel).
 	Compression int
@@ -103,6 +114,38 @@ type Config struct {
 	Acknowledge func() error
 	// Logger receives replication events (nil: discard).
 	Logger *slog.Logger
+}
+
+// Unacknowledged is what Open does with local commits that are not in the
+// bucket: commits captured by a session whose process stopped (crash, kill,
+// lost lease) before they were uploaded.
+type Unacknowledged uint8
+
+const (
+	// UnacknowledgedDefault keeps them without a Node and discards them with
+	// one: a plain application that wrote them expects them kept; an actor
+	// runtime never replied to the requests that made them.
+	UnacknowledgedDefault Unacknowledged = iota
+	// KeepUnacknowledged makes them part of the new session: its first
+	// snapshot is the local copy as it is. Only when the local copy provably
+	// continues the bucket's newest session (same directory, same boot, no
+	// other owner wrote since); otherwise they are kept aside as below.
+	KeepUnacknowledged
+	// DiscardUnacknowledged restores the bucket's newest state over them,
+	// as if they never happened.
+	DiscardUnacknowledged
+)
+
+func (u Unacknowledged) String() string {
+	switch u {
+	case UnacknowledgedDefault:
+		return "default"
+	case KeepUnacknowledged:
+		return "keep"
+	case DiscardUnacknowledged:
+		return "discard"
+	}
+	return fmt.Sprintf("Unacknowledged(%d)", uint8(u))
 }
 
 // Defaults for Config's zero fields.
@@ -115,6 +158,7 @@ const (
 	DefaultRetryMin            = 50 * time.Millisecond
 	DefaultRetryMax            = 5 * time.Second
 	DefaultDirUploadInterval   = 25 * time.Millisecond
+	DefaultListingWait         = 30 * time.Second
 )
 
 func (c Config) withDefaults() (Config, error) {
@@ -162,6 +206,19 @@ func (c Config) withDefaults() (Config, error) {
 			c.UploadInterval = DefaultDirUploadInterval
 		}
 	}
+	switch c.Unacknowledged {
+	case UnacknowledgedDefault:
+		c.Unacknowledged = KeepUnacknowledged
+		if c.Node != nil {
+			c.Unacknowledged = DiscardUnacknowledged
+		}
+	case KeepUnacknowledged, DiscardUnacknowledged:
+	default:
+		return c, fmt.Errorf("vfs: unknown Unacknowledged %d", c.Unacknowledged)
+	}
+	if c.ListingWait <= 0 {
+		c.ListingWait = DefaultListingWait
+	}
 	if c.Compression == 0 {
 		c.Compression = frames.DefaultLevel
 	}
@@ -190,4 +247,10 @@ var (
 	// ErrSyncTimeout: in Sync mode, a commit's upload did not finish within
 	// SyncTimeout.
 	ErrSyncTimeout = errors.New("vfs: commit not uploaded within the sync timeout")
+	// ErrListingBehind: Open found the bucket's listing behind what this
+	// directory's state file says was uploaded, for longer than
+	// ListingWait: the listing is stale, or objects were deleted. Open
+	// does not restore an older state over the local copy; the local copy
+	// is left as it is.
+	ErrListingBehind = errors.New("vfs: the bucket's listing is behind the local copy")
 )

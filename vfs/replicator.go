@@ -78,12 +78,15 @@ type replicator struct {
 	compacting    sync.WaitGroup
 
 	stats counters
-	// onDurable runs on the uploader after each upload, and once more with
-	// final set when it exits after a clean close: it records local state.
-	onDurable func(p position, sum frames.Checksum, pages uint32, final bool)
+	// state, when set, records progress in the local state file (state.go):
+	// every commit captured (under mu), every batch before its upload and
+	// once it landed (on the uploader).
+	state *stateWriter
 	// durableTime is the commit time of the last durable frame; only the
 	// uploader touches it.
 	durableTime int64
+	// start is how the session began, for Stats (set before start).
+	start Start
 }
 
 func newReplicator(cfg Config, actor frames.Actor, start position, track pageTracker) *replicator {
@@ -115,7 +118,7 @@ const (
 	logSeq   = "seq"
 )
 
-func (r *replicator) start() { go r.uploadLoop() }
+func (r *replicator) startUploads() { go r.uploadLoop() }
 
 // writable is called before every WAL write. The fast path is one atomic
 // load; it blocks only when the backlog is full, and fails once replication
@@ -176,6 +179,9 @@ func (r *replicator) commit(c *Commit) {
 	}
 	b := r.open
 	r.seq++
+	if r.state != nil {
+		r.state.recordCaptured(r.seq)
+	}
 	held := b.bytes
 	b.add(r.seq, c, r.pages)
 	r.pages = c.DatabasePages
@@ -329,14 +335,6 @@ func (r *replicator) phaseTwo() error {
 // is closing and nothing is left.
 func (r *replicator) uploadLoop() {
 	defer close(r.done)
-	defer func() {
-		r.mu.Lock()
-		clean := r.closing && r.durable.Load() == r.seq
-		r.mu.Unlock()
-		if clean && r.onDurable != nil {
-			r.onDurable(position{r.durable.Load(), r.durableTime}, r.track.Checksum(), r.track.Pages(), true)
-		}
-	}()
 	var buf bytes.Buffer
 	var scratch []frames.Page
 	var lastStart time.Time // of the previous upload
@@ -378,12 +376,20 @@ func (r *replicator) uploadLoop() {
 			return
 		}
 		scratch = f.SQLite.Pages
+		if r.state != nil {
+			r.state.recordInflight(stateRecord{Epoch: r.cfg.Epoch, Seq: b.last, CommitTime: b.commitTime, Checksum: b.after, Pages: b.dbPages, Object: frames.KeyLog})
+		}
 		if err := r.upload(&buf, b, f); err != nil {
 			// Only a stop ends an upload without success.
 			return
 		}
-		last, after, dbPages := b.last, b.after, b.dbPages
+		last := b.last
 		r.durableTime = b.commitTime
+		// Recorded before anyone is told: the state file is never behind
+		// an acknowledgement.
+		if r.state != nil {
+			r.state.recordDurable(stateRecord{Epoch: r.cfg.Epoch, Seq: last, CommitTime: b.commitTime, Checksum: b.after, Pages: b.dbPages, Object: frames.KeyLog})
+		}
 		r.mu.Lock()
 		r.pending -= b.bytes
 		r.inflight = nil
@@ -400,9 +406,6 @@ func (r *replicator) uploadLoop() {
 		close(r.spaceCh)
 		r.spaceCh = make(chan struct{})
 		r.mu.Unlock()
-		if r.onDurable != nil {
-			r.onDurable(position{last, r.durableTime}, after, dbPages, false)
-		}
 		r.uploaded(int64(buf.Len()))
 	}
 }

@@ -6,8 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"time"
 
+	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/fsync"
+	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -19,56 +24,306 @@ type position struct {
 	commitTime int64
 }
 
+// sessionStart is where a new session starts: the point in the actor's
+// history, the tracker of the database file when bringUpToDate already read
+// it whole (nil: read it again), and what happened, for Stats.
+type sessionStart struct {
+	pos   position
+	track *lanes.Tracker
+	how   Start
+}
+
 // bringUpToDate makes the file at path the state the new session starts
-// from, and returns where in the actor's history that state is.
+// from. It never replaces a local copy with an older state than the one the
+// local state file says the bucket holds, and never deletes a local copy
+// that may hold commits the bucket lacks:
 //
-//   - The bucket holds nothing for the actor: the local file (if any) is the
-//     state; a new actor starts empty at sequence 0.
-//   - state.json names the bucket's newest session and its last frame, and
-//     the local file has the checksum state.json recorded for it: the local
-//     copy is current, keep it (no download).
-//   - Otherwise: restore the newest session that has a snapshot over the
-//     local file (the local copy may be stale, or ahead with commits that
-//     were never acknowledged: either way the bucket is the truth).
-func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string) (position, error) {
+//  1. The listing must show at least what the state file says was uploaded
+//     (the durable record, or the in-flight batch if a Stat finds it): a
+//     listing that lags is listed again for up to ListingWait, then Open
+//     fails with ErrListingBehind. The bucket holding nothing for the actor
+//     is a new actor: the local file, if any, is its start.
+//  2. The local copy (its WAL recovered first) is current when its checksum
+//     and size are those the state file recorded for the bucket's newest
+//     frame: it is kept, nothing is downloaded.
+//  3. A local copy that is not current but equals a state the bucket holds
+//     (the durable record) holds nothing more: the bucket's newest state is
+//     restored over it.
+//  4. Otherwise it may hold commits the bucket lacks. When it provably
+//     continues the bucket's newest session (the state file's session is
+//     the newest, written in this boot, and it captured past the bucket's
+//     last frame), Config.Unacknowledged decides: keep them (the session
+//     starts from the local copy) or discard them (restore over them). In
+//     any other case (another owner wrote since, the machine restarted, no
+//     readable state) the local copy is moved aside (Start.Diverged), then
+//     the bucket's newest state is restored.
+func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string) (sessionStart, error) {
+	var how Start
+	freed, err := restore.RemoveScratch(cfg.Dir)
+	if err != nil {
+		cfg.Logger.Warn("removing scratch of an interrupted restore", logErr, err)
+	}
+	if freed > 0 {
+		cfg.Logger.Warn("removed the scratch of an interrupted restore", logActor, a.Actor, "bytes", freed)
+		how.ScratchBytes = freed
+	}
+	st, err := readState(cfg.Dir)
+	if err != nil {
+		cfg.Logger.Warn("ignoring an unreadable local state file; trusting checksums only", logErr, err)
+	}
 	inv, err := restore.Take(ctx, cfg.Bucket, a)
 	if err != nil {
-		return position{}, err
+		return sessionStart{}, err
+	}
+	if st.Inflight.valid() && !landed(ctx, cfg.Bucket, st.Inflight.key(a)) {
+		st.Inflight = stateRecord{} // never reached the bucket
+	}
+	if expect := newer(st.Durable, st.Inflight); expect.valid() {
+		if inv, err = awaitListing(ctx, cfg, a, inv, expect); err != nil {
+			return sessionStart{}, err
+		}
 	}
 	for _, s := range inv.Sessions {
 		if s.Epoch >= cfg.Epoch && (len(s.Snapshots) > 0 || len(s.Batches) > 0) {
-			return position{}, fmt.Errorf("vfs: epoch %d is not newer than session %d already in %s for actor %s", cfg.Epoch, s.Epoch, cfg.Bucket, a.Prefix())
+			return sessionStart{}, fmt.Errorf("vfs: epoch %d is not newer than session %d already in %s for actor %s", cfg.Epoch, s.Epoch, cfg.Bucket, a.Prefix())
 		}
 	}
 	newest, ok := inv.NewestWithSnapshot()
 	if !ok {
 		// A new actor, or one whose only data is local: the local state
 		// (if any) is the start, its history unknown to the bucket.
-		return position{}, nil
+		how.From = StartNew
+		return sessionStart{how: how}, nil
 	}
-	last := newest.Snapshots[len(newest.Snapshots)-1].Frame
-	if n := len(newest.Batches); n > 0 {
-		last = max(last, newest.Batches[n-1].Frame)
-	}
-	state, found, err := readState(cfg.Dir)
+	last := lastFrame(newest)
+
+	local, err := inspectLocal(ctx, cfg, path)
 	if err != nil {
-		cfg.Logger.Warn("ignoring unreadable local state", logErr, err)
-		found = false
+		return sessionStart{}, err
 	}
-	if found && state.Epoch == newest.Epoch && state.Seq == last {
-		if err := prepareDatabase(ctx, path, cfg.PageSize); err == nil {
-			if t, err := trackDatabase(ctx, path); err == nil && checksumHex(t.Checksum()) == state.Checksum {
-				cfg.Logger.Info("local copy is current", logActor, a.Actor, logEpoch, newest.Epoch, logSeq, last)
-				return position{last, state.CommitTime}, nil
-			}
+	// The bucket's newest state, as this directory recorded it.
+	var known stateRecord
+	for _, r := range []stateRecord{st.Durable, st.Inflight} {
+		if r.valid() && r.Epoch == newest.Epoch && r.Seq == last {
+			known = r
 		}
+	}
+	if known.valid() && local.is(known) {
+		cfg.Logger.Info("local copy is current", logActor, a.Actor, logEpoch, newest.Epoch, logSeq, last)
+		how.From = StartReused
+		return sessionStart{pos: known.position(), track: local.track, how: how}, nil
+	}
+
+	// Step 3 and 4: is there anything in the local copy to lose?
+	holdsMore := local.exists && !local.is(st.Durable) && !local.is(st.Inflight)
+	if holdsMore {
+		continues := local.track != nil && sameBoot(st.Boot) && st.Durable.valid() &&
+			newest.Epoch == st.Durable.Epoch && st.Captured > last
+		switch {
+		case continues && cfg.Unacknowledged == KeepUnacknowledged:
+			n := int64(st.Captured - last)
+			cfg.Logger.Warn("keeping unacknowledged commits of the previous session", logActor, a.Actor,
+				"commits", n, logEpoch, st.Durable.Epoch, logSeq, last, "captured", st.Captured)
+			how.From, how.Kept = StartKept, n
+			// The kept commits keep their sequence numbers; the session's
+			// first snapshot covers them all. Their commit time is not known.
+			return sessionStart{pos: position{seq: st.Captured}, track: local.track, how: how}, nil
+		case continues:
+			how.Discarded = int64(st.Captured - last)
+			cfg.Logger.Warn("discarding unacknowledged commits of the previous session", logActor, a.Actor,
+				"commits", how.Discarded, logEpoch, st.Durable.Epoch, logSeq, last, "captured", st.Captured)
+		default:
+			aside, err := moveAside(cfg.Dir, path)
+			if err != nil {
+				return sessionStart{}, err
+			}
+			how.Diverged = aside
+			cfg.Logger.Warn("local copy may hold commits the bucket does not; moved aside before restoring",
+				logActor, a.Actor, "path", aside, "newestSession", newest.Epoch, "localSession", st.Durable.Epoch)
+		}
+	}
+	pos, err := restoreOver(ctx, cfg, a, path, newest.Epoch, last)
+	if err != nil {
+		return sessionStart{}, err
+	}
+	how.From = StartRestored
+	return sessionStart{pos: pos, how: how}, nil
+}
+
+// newer returns the later of two records (either may be absent).
+func newer(a, b stateRecord) stateRecord {
+	if b.Epoch > a.Epoch || (b.Epoch == a.Epoch && b.Seq > a.Seq) {
+		return b
+	}
+	return a
+}
+
+// lastFrame is the newest frame a session's objects reach.
+func lastFrame(s *restore.Session) uint64 {
+	last := s.Snapshots[len(s.Snapshots)-1].Frame
+	if n := len(s.Batches); n > 0 {
+		last = max(last, s.Batches[n-1].Frame)
+	}
+	return last
+}
+
+// reaches reports whether an inventory shows at least r: the session of r
+// up to its frame, or a newer session (another owner took over since).
+func reaches(inv *restore.Inventory, r stateRecord) bool {
+	for i := range inv.Sessions {
+		s := &inv.Sessions[i]
+		switch {
+		case s.Epoch > r.Epoch && (len(s.Snapshots) > 0 || len(s.Batches) > 0):
+			return true
+		case s.Epoch == r.Epoch && len(s.Snapshots) > 0 && lastFrame(s) >= r.Seq:
+			return true
+		}
+	}
+	return false
+}
+
+// landed reports whether key exists, asked directly: where listings lag,
+// a Stat of a key just written usually does not. An error counts as not
+// landed: the listing check that follows is the safe side.
+func landed(ctx context.Context, b bucket.Bucket, key string) bool {
+	_, err := b.Stat(ctx, key)
+	return err == nil
+}
+
+// awaitListing lists the actor again, with backoff, until the listing
+// reaches expect, for up to cfg.ListingWait.
+func awaitListing(ctx context.Context, cfg Config, a frames.Actor, inv *restore.Inventory, expect stateRecord) (*restore.Inventory, error) {
+	deadline := time.Now().Add(cfg.ListingWait)
+	wait := 50 * time.Millisecond
+	for attempt := 1; !reaches(inv, expect); attempt++ {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: %s lists nothing past %s, but %s records session %d up to frame %d as uploaded (waited %v): the listing is stale or objects were deleted; the local copy is left as it is",
+				ErrListingBehind, cfg.Bucket, describeNewest(inv), filepath.Join(cfg.Dir, stateFile), expect.Epoch, expect.Seq, cfg.ListingWait)
+		}
+		if attempt == 1 {
+			cfg.Logger.Warn("the bucket's listing is behind the local state; listing again", logActor, a.Actor,
+				logEpoch, expect.Epoch, logSeq, expect.Seq, "listed", describeNewest(inv))
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		wait = min(2*wait, time.Second)
+		next, err := restore.Take(ctx, cfg.Bucket, a)
+		if err != nil {
+			return nil, err
+		}
+		inv = next
+	}
+	return inv, nil
+}
+
+func describeNewest(inv *restore.Inventory) string {
+	if s, ok := inv.NewestWithSnapshot(); ok {
+		return fmt.Sprintf("session %d frame %d", s.Epoch, lastFrame(s))
+	}
+	return "no session"
+}
+
+// localCopy is the database file as Open found it.
+type localCopy struct {
+	exists bool
+	track  *lanes.Tracker // nil when it does not exist or cannot be read
+}
+
+// is reports whether the local copy is the state r describes.
+func (l localCopy) is(r stateRecord) bool {
+	return l.track != nil && r.valid() && l.track.Checksum() == r.Checksum && l.track.Pages() == r.Pages
+}
+
+// inspectLocal recovers the local database's WAL (a plain SQLite open
+// applies it, prepareDatabase checkpoints it) and reads the file once for
+// its checksum. A file that SQLite cannot open is reported as existing but
+// unreadable: never deleted, at worst moved aside.
+func inspectLocal(ctx context.Context, cfg Config, path string) (localCopy, error) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return localCopy{}, nil
+	} else if err != nil {
+		return localCopy{}, fmt.Errorf("vfs: %w", err)
+	}
+	if err := prepareDatabase(ctx, path, cfg.PageSize); err != nil {
+		if ctx.Err() != nil {
+			return localCopy{}, err
+		}
+		cfg.Logger.Warn("local copy is unreadable", "path", path, logErr, err)
+		return localCopy{exists: true}, nil
+	}
+	t, err := trackDatabase(ctx, path)
+	if err != nil {
+		if ctx.Err() != nil {
+			return localCopy{}, err
+		}
+		cfg.Logger.Warn("local copy is unreadable", "path", path, logErr, err)
+		return localCopy{exists: true}, nil
+	}
+	return localCopy{exists: true, track: t}, nil
+}
+
+// moveAside renames the database file (and any WAL and shared-memory file
+// beside it) to diverged-<time>.sqlite in dir, and returns the new path.
+func moveAside(dir, path string) (string, error) {
+	aside := filepath.Join(dir, fmt.Sprintf("diverged-%s.sqlite", time.Now().UTC().Format("20060102T150405.000000000Z")))
+	for _, suffix := range []string{"-wal", "-shm", ""} {
+		if err := os.Rename(path+suffix, aside+suffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("vfs: moving the local copy aside: %w", err)
+		}
+	}
+	if err := fsync.Dir(dir); err != nil {
+		return "", fmt.Errorf("vfs: %w", err)
+	}
+	return aside, nil
+}
+
+// restoreFile is where a restore inside Open builds the database before it
+// replaces the local copy.
+const restoreFile = "restore.sqlite"
+
+// restoreOver restores the bucket's newest state to a file beside path,
+// checks that it reached at least frame last of session epoch (a restore
+// lists again, and a lagging listing must not make it stop short of what
+// Open decided on), and only then renames it over the local copy.
+func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch, last uint64) (position, error) {
+	tmp := filepath.Join(cfg.Dir, restoreFile)
+	if err := removeWAL(tmp); err != nil {
+		return position{}, err
+	}
+	deadline := time.Now().Add(cfg.ListingWait)
+	wait := 50 * time.Millisecond
+	var res restore.Result
+	for {
+		var err error
+		res, err = restore.Restore(ctx, cfg.Bucket, a, tmp, restore.Options{Logger: cfg.Logger})
+		if err != nil {
+			return position{}, fmt.Errorf("vfs: restoring actor %s: %w", a.Prefix(), err)
+		}
+		if res.Session > epoch || (res.Session == epoch && res.Frame >= last) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return position{}, fmt.Errorf("%w: a restore of actor %s reached session %d frame %d, but the listing before it showed session %d frame %d",
+				ErrListingBehind, a.Prefix(), res.Session, res.Frame, epoch, last)
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return position{}, ctx.Err()
+		}
+		wait = min(2*wait, time.Second)
 	}
 	if err := removeWAL(path); err != nil {
 		return position{}, err
 	}
-	res, err := restore.Restore(ctx, cfg.Bucket, a, path, restore.Options{Logger: cfg.Logger})
-	if err != nil {
-		return position{}, fmt.Errorf("vfs: restoring actor %s: %w", a.Prefix(), err)
+	if err := os.Rename(tmp, path); err != nil {
+		return position{}, fmt.Errorf("vfs: %w", err)
+	}
+	if err := fsync.Dir(cfg.Dir); err != nil {
+		return position{}, fmt.Errorf("vfs: %w", err)
 	}
 	cfg.Logger.Info("restored from the bucket", logActor, a.Actor, "session", res.Session, logSeq, res.Frame, "bytes", res.Bytes)
 	var commitTime int64
@@ -78,10 +333,9 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string)
 	return position{res.Frame, commitTime}, nil
 }
 
-// removeWAL deletes the WAL and shared-memory files of a stale local copy
-// before a restore replaces the database file (restore renames the new file
-// into place only once it verified): a WAL left beside the restored file
-// would be replayed into it by the next connection.
+// removeWAL deletes the WAL and shared-memory files beside path: a WAL left
+// beside a file that is replaced would be replayed into it by the next
+// connection.
 func removeWAL(path string) error {
 	for _, p := range []string{path + "-wal", path + "-shm"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {

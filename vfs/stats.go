@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,57 @@ type Stats struct {
 	Compactions, CompactionErrors int64
 	// Stopped is why replication stopped, nil while it runs.
 	Stopped error
+	// Start says how Open found the local copy (session.go).
+	Start Start
+}
+
+// Start is how a session began: what Open did with the local copy.
+type Start struct {
+	// From is what the session started from.
+	From StartFrom
+	// Kept and Discarded count unacknowledged commits the local copy held
+	// (commits a previous session captured and never uploaded): kept as
+	// part of this session, or dropped by restoring the bucket's state over
+	// them (Config.Unacknowledged).
+	Kept, Discarded int64
+	// Diverged is where the local copy was moved when it could hold
+	// commits the bucket does not have and could not be kept (another owner
+	// wrote since, or the machine restarted): nothing is deleted. Empty when
+	// nothing was moved.
+	Diverged string
+	// ScratchBytes is what the scratch files of an interrupted restore
+	// held, removed at Open.
+	ScratchBytes int64
+}
+
+// StartFrom is what a session started from.
+type StartFrom uint8
+
+const (
+	// StartNew: the bucket had nothing for the actor; the session starts
+	// from the local file, or an empty database.
+	StartNew StartFrom = iota + 1
+	// StartReused: the local copy was the bucket's newest state.
+	StartReused
+	// StartKept: the local copy continued the bucket's newest state with
+	// unacknowledged commits, kept (Start.Kept).
+	StartKept
+	// StartRestored: the bucket's newest state was restored.
+	StartRestored
+)
+
+func (f StartFrom) String() string {
+	switch f {
+	case StartNew:
+		return "new"
+	case StartReused:
+		return "reused"
+	case StartKept:
+		return "kept"
+	case StartRestored:
+		return "restored"
+	}
+	return fmt.Sprintf("StartFrom(%d)", uint8(f))
 }
 
 // counters are the replicator's live counters.
@@ -72,6 +124,7 @@ func (r *replicator) Stats() Stats {
 		Compactions:          c.compactions.Load(), CompactionErrors: c.compactionErrors.Load(),
 		LastPUT: time.Duration(c.lastPutNanos.Load()),
 		Durable: r.durable.Load(),
+		Start:   r.start,
 	}
 	c.errMu.Lock()
 	s.UploadError, s.UploadFailingSince = c.uploadErr, c.failingSince

@@ -1,0 +1,290 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+// crash stops a database as a killed process would: no flush, no final
+// state, no release; connections are left to the caller (closing them
+// checkpoints the WAL, which changes nothing the next Open sees).
+func (db *DB) crash() {
+	db.closeOnce.Do(func() {
+		db.rep.stop(errors.New("crashed"))
+		<-db.rep.done
+		db.detach()
+		db.rep.stopCompaction()
+		db.rep.state.close()
+		db.closeErr = errors.New("crashed")
+	})
+}
+
+// insertRows commits rows from..to, one commit each.
+func insertRows(t testing.TB, c *sqlite3.Conn, from, to int) {
+	t.Helper()
+	for i := from; i <= to; i++ {
+		execSQL(t, c, fmt.Sprintf("INSERT INTO t VALUES(%d, randomblob(300))", i))
+	}
+}
+
+func countRows(t testing.TB, c *sqlite3.Conn) int {
+	t.Helper()
+	n, err := strconv.Atoi(query1(t, c, "SELECT count(*) FROM t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// reopen opens cfg again at epoch, on the same directory.
+func reopen(t testing.TB, cfg Config, epoch uint64) (*DB, *sqlite3.Conn) {
+	t.Helper()
+	cfg.Epoch = epoch
+	db := replOpen(t, cfg)
+	return db, replConn(t, db)
+}
+
+// Close, then Open on the same directory: the local copy is current and
+// nothing is downloaded.
+func TestReopenReusesLocalCopy(t *testing.T) {
+	counting := &getCounter{Bucket: buckettest.Dir(t)}
+	cfg := replTestConfig(t, counting)
+	db, c := reopen(t, cfg, 1)
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+	insertRows(t, c, 1, 50)
+	c.Close()
+	if err := db.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	gets := counting.n.Load()
+	db2, c2 := reopen(t, cfg, 2)
+	if from := db2.Stats().Start.From; from != StartReused {
+		t.Errorf("reopen after Close started from %v, want %v", from, StartReused)
+	}
+	if n := counting.n.Load() - gets; n != 0 {
+		t.Errorf("reopen of a current local copy made %d GETs", n)
+	}
+	if n := countRows(t, c2); n != 50 {
+		t.Errorf("%d rows after reopen, want 50", n)
+	}
+}
+
+// getCounter counts Gets.
+type getCounter struct {
+	bucket.Bucket
+	n atomic.Int64
+}
+
+func (g *getCounter) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
+	g.n.Add(1)
+	return g.Bucket.Get(ctx, key)
+}
+
+// A listing that lags behind the bucket must never make Open restore an
+// older state over a newer local copy: it waits for the listing, or fails
+// and leaves the local copy alone.
+func TestReopenWithLaggingListing(t *testing.T) {
+	const lag = 700 * time.Millisecond
+	lagging := bucket.NewFaulty(buckettest.Dir(t), bucket.FaultConfig{Lag: lag})
+	cfg := replTestConfig(t, lagging)
+	db, c := reopen(t, cfg, 1)
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+	insertRows(t, c, 1, 200)
+	if err := db.Durable(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := db.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("fails rather than go back", func(t *testing.T) {
+		short := cfg
+		short.Epoch, short.ListingWait = 2, 50*time.Millisecond
+		before := fileBytes(t, filepath.Join(cfg.Dir, databaseFile))
+		_, err := Open(t.Context(), short)
+		if !errors.Is(err, ErrListingBehind) {
+			t.Fatalf("open with a listing %v behind and a wait of %v: %v, want ErrListingBehind", lag, short.ListingWait, err)
+		}
+		sameBytes(t, "local copy after the refused open", fileBytes(t, filepath.Join(cfg.Dir, databaseFile)), before)
+	})
+	t.Run("waits for the listing", func(t *testing.T) {
+		db2, c2 := reopen(t, cfg, 3)
+		if n := countRows(t, c2); n != 200 {
+			t.Fatalf("%d rows after an immediate reopen with a lagging listing, want 200", n)
+		}
+		if from := db2.Stats().Start.From; from != StartReused {
+			t.Errorf("started from %v, want %v", from, StartReused)
+		}
+	})
+}
+
+// unackedCrash commits rows 1..10 durably, then rows 11..15 while uploads
+// are held, and crashes: the local copy holds 5 unacknowledged commits.
+func unackedCrash(t *testing.T, b bucket.Bucket) (Config, *gateBucket) {
+	t.Helper()
+	g := newGate(b)
+	g.open()
+	cfg := replTestConfig(t, g)
+	db, c := reopen(t, cfg, 1)
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+	insertRows(t, c, 1, 10)
+	if err := db.Durable(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	g.close()
+	insertRows(t, c, 11, 15)
+	db.crash()
+	c.Close()
+	g.open()
+	return cfg, g
+}
+
+// What Open does with commits a crashed session captured but never
+// uploaded: Config.Unacknowledged, counted in Stats either way.
+func TestUnacknowledgedCommits(t *testing.T) {
+	b := buckettest.Dir(t)
+	t.Run("keep", func(t *testing.T) {
+		cfg, _ := unackedCrash(t, b)
+		cfg.Unacknowledged = KeepUnacknowledged
+		db, c := reopen(t, cfg, 2)
+		st := db.Stats().Start
+		if st.From != StartKept || st.Kept != 5 || st.Discarded != 0 {
+			t.Errorf("start %+v, want kept 5", st)
+		}
+		if n := countRows(t, c); n != 15 {
+			t.Errorf("%d rows, want 15", n)
+		}
+		// They are part of the new session: in the bucket once it starts.
+		if got := replaySession(t, b, db.actor, 2); got.Seq < 16 {
+			t.Errorf("new session starts at sequence %d, want past the 15 kept commits", got.Seq)
+		}
+	})
+	t.Run("discard", func(t *testing.T) {
+		cfg, _ := unackedCrash(t, b)
+		cfg.Unacknowledged = DiscardUnacknowledged
+		db, c := reopen(t, cfg, 2)
+		st := db.Stats().Start
+		if st.From != StartRestored || st.Discarded != 5 || st.Kept != 0 || st.Diverged != "" {
+			t.Errorf("start %+v, want restored with 5 discarded", st)
+		}
+		if n := countRows(t, c); n != 10 {
+			t.Errorf("%d rows, want the 10 acknowledged", n)
+		}
+	})
+	t.Run("defaults", func(t *testing.T) {
+		plain := Config{Bucket: b, Actor: []byte{1}, Epoch: 1, Dir: t.TempDir()}
+		withNode := Config{Bucket: b, Actor: []byte{1}, Node: registerNode(t, b, "127.0.0.1:7100"), Dir: t.TempDir()}
+		for _, tc := range []struct {
+			cfg  Config
+			want Unacknowledged
+		}{{plain, KeepUnacknowledged}, {withNode, DiscardUnacknowledged}} {
+			got, err := tc.cfg.withDefaults()
+			if err != nil || got.Unacknowledged != tc.want {
+				t.Errorf("default with node %v: %v (%v), want %v", tc.cfg.Node != nil, got.Unacknowledged, err, tc.want)
+			}
+		}
+	})
+	t.Run("another owner wrote since", func(t *testing.T) {
+		cfg, g := unackedCrash(t, b)
+		// Another directory takes the actor over and writes.
+		other := cfg
+		other.Bucket, other.Dir = g, t.TempDir()
+		db2, c2 := reopen(t, other, 2)
+		execSQL(t, c2, "INSERT INTO t VALUES(100, 'other')")
+		c2.Close()
+		if err := db2.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Unacknowledged = KeepUnacknowledged
+		db, c := reopen(t, cfg, 3)
+		st := db.Stats().Start
+		if st.From != StartRestored || st.Diverged == "" || st.Kept != 0 {
+			t.Fatalf("start %+v, want restored with the local copy moved aside", st)
+		}
+		if n := countRows(t, c); n != 11 {
+			t.Errorf("%d rows, want the other owner's 11", n)
+		}
+		aside, err := sqlite3.Open("file:" + st.Diverged + "?vfs=os&mode=ro")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer aside.Close()
+		if n := countRows(t, aside); n != 15 {
+			t.Errorf("the copy moved aside holds %d rows, want all 15", n)
+		}
+	})
+	t.Run("after a restart of the machine", func(t *testing.T) {
+		cfg, _ := unackedCrash(t, b)
+		// Another boot ID: a power loss may have rolled back the local copy,
+		// so it cannot be trusted to hold everything the bucket does.
+		path := filepath.Join(cfg.Dir, stateFile)
+		raw := fileBytes(t, path)
+		raw[16] ^= 0xff
+		if err := os.WriteFile(path, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Unacknowledged = KeepUnacknowledged
+		db, c := reopen(t, cfg, 2)
+		st := db.Stats().Start
+		if st.From != StartRestored || st.Diverged == "" {
+			t.Errorf("start %+v, want restored with the local copy moved aside", st)
+		}
+		if n := countRows(t, c); n != 10 {
+			t.Errorf("%d rows, want the 10 acknowledged", n)
+		}
+	})
+}
+
+// A crash with everything durable: the local copy is reused.
+func TestReopenAfterCrashReuses(t *testing.T) {
+	b := buckettest.Dir(t)
+	cfg := replTestConfig(t, b)
+	db, c := reopen(t, cfg, 1)
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+	insertRows(t, c, 1, 30)
+	if err := db.Durable(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	db.crash()
+	c.Close()
+	db2, c2 := reopen(t, cfg, 2)
+	if st := db2.Stats().Start; st.From != StartReused {
+		t.Errorf("start %+v after a crash with everything durable, want reused", st)
+	}
+	if n := countRows(t, c2); n != 30 {
+		t.Errorf("%d rows, want 30", n)
+	}
+}
+
+// A kill during a restore inside Open leaves its scratch directory; the
+// next Open removes it.
+func TestOpenRemovesRestoreScratch(t *testing.T) {
+	cfg := replTestConfig(t, buckettest.Dir(t))
+	scratch := filepath.Join(cfg.Dir, ".framectl-replay-123")
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scratch, "lane-0"), make([]byte, 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := reopen(t, cfg, 1)
+	if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("scratch left after Open: %v", err)
+	}
+	if got := db.Stats().Start.ScratchBytes; got != 8192 {
+		t.Errorf("Start.ScratchBytes %d, want 8192", got)
+	}
+}
