@@ -46,6 +46,12 @@ func (l Liveness) String() string {
 // remembers when it last saw each node's heartbeat change, and never
 // compares its clock with anyone else's. A node it has just started watching
 // gets the full Lease+Grace from that moment.
+//
+// The clock is Clock.Now, which stops while this machine is suspended: an
+// observer that was suspended counts less time than really passed, so it
+// only waits longer before it fences anyone. That errs on the safe side;
+// it is the node judging its own lease that must count suspended time
+// (Node.Valid).
 type Observer struct {
 	b    bucket.Bucket
 	opts Options
