@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
@@ -28,6 +29,14 @@ func (e *HeldError) Error() string {
 
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// ErrHolderUnseen: own.json names a holder that has no lease, and this node
+// has not yet seen it without one for Lease+Grace. The holder may still be
+// acknowledging (it learns that its lease is gone only at its next
+// renewal), so the claim must wait; the error says for how long. Retry
+// then. It does not match ErrHeld: a node without a lease is stopping, so
+// there is nowhere to forward to.
+var ErrHolderUnseen = errors.New("fence: actor's holder has no lease; not yet claimable")
+
 // Ownership is a claim this node won.
 type Ownership struct {
 	Actor frames.Actor
@@ -40,9 +49,11 @@ const maxClaimRounds = 8
 
 // Claim takes an actor for this node, with a new epoch. own.json is read
 // with its ETag: absent → created (If-None-Match: *) at epoch 1; released,
-// or held by a node that is gone, fenced, or expired on this node's clock
-// (then fenced first) → replaced (If-Match) with epoch+1 naming this node;
-// held by a live node → *HeldError. A lost race (412) is read back before it
+// or held by a node that is fenced, expired on this node's clock (then
+// fenced first), or without a lease for Lease+Grace on this node's clock →
+// replaced (If-Match) with epoch+1 naming this node; held by a live node →
+// *HeldError; held by a node whose lease this node has not yet seen missing
+// for that long → ErrHolderUnseen. A lost race (412) is read back before it
 // counts as lost, because a retried PUT that landed answers 412 too.
 //
 // Every claim opens a new session, so a record naming this node already (a
@@ -79,8 +90,12 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor) (Ownership, error) {
 				if err != nil {
 					return Ownership{}, err
 				}
-				if live == Alive {
+				switch live {
+				case Alive:
 					return Ownership{}, &HeldError{Actor: a, Epoch: cur.Epoch, Node: cur.Node, Address: cur.Address}
+				case Unseen:
+					return Ownership{}, fmt.Errorf("%w: %s names node %s (epoch %d), which has no lease %s; claimable in %v",
+						ErrHolderUnseen, key, cur.Node, cur.Epoch, frames.NodeKey(cur.Node), n.Observer.claimableIn(cur.Node).Round(time.Millisecond))
 				}
 			}
 			next, cond = Record{Epoch: cur.Epoch + 1}, bucket.Condition{IfMatch: info.ETag}
