@@ -17,6 +17,7 @@ func TestSuspendedNodeLosesItsLease(t *testing.T) {
 		n := register(t, b, "127.0.0.1:9001", clock)
 		clock.Step(n.opts.RenewEvery)
 		waitHeartbeat(t, b, n, 1)
+		clock.awaitTimer() // the renewal loop sleeps: a suspension finds it there
 		renewed := clock.Now()
 
 		clock.Suspend(n.opts.Lease - n.opts.RenewEvery - time.Second)
@@ -37,6 +38,7 @@ func TestSuspendedNodeLosesItsLease(t *testing.T) {
 		n2 := register(t, b, "127.0.0.1:9002", clock2)
 		clock2.Step(n2.opts.RenewEvery)
 		waitHeartbeat(t, b, n2, 1)
+		clock2.awaitTimer()
 		clock2.Suspend(n2.opts.Lease)
 		clock2.Step(n2.opts.RenewEvery)
 		select {

@@ -67,16 +67,21 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 // advances it: advancing before the loop asked for its next timer would
 // skip that timer.
 func (c *fakeClock) Step(d time.Duration) {
+	c.awaitTimer()
+	c.Advance(d)
+}
+
+// awaitTimer waits (up to 5 s) until something waits on the clock.
+func (c *fakeClock) awaitTimer() {
 	for range 5000 {
 		c.mu.Lock()
 		n := len(c.waiters)
 		c.mu.Unlock()
 		if n > 0 {
-			break
+			return
 		}
 		time.Sleep(time.Millisecond)
 	}
-	c.Advance(d)
 }
 
 // Advance moves the clock and fires the timers that are due.
