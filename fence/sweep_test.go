@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"maps"
@@ -52,9 +53,11 @@ func sweepActor(i int) frames.Actor {
 	return frames.Actor{Namespace: testActor.Namespace, Actor: frames.ActorKey([]byte{byte(i)})}
 }
 
-func putTiny(t *testing.T, b bucket.Bucket, key string) {
+func putTiny(t *testing.T, b bucket.Bucket, key string) { t.Helper(); putBytes(t, b, key, []byte("x")) }
+
+func putBytes(t *testing.T, b bucket.Bucket, key string, body []byte) {
 	t.Helper()
-	if _, err := b.Put(t.Context(), key, strings.NewReader("x"), 1, bucket.Condition{}); err != nil {
+	if _, err := b.Put(t.Context(), key, bytes.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
 		t.Fatal(err)
 	}
 }
