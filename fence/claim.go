@@ -52,14 +52,15 @@ const maxClaimRounds = 8
 // larger of own.json's epoch and the newest session that has a batch or a
 // snapshot in the bucket, so that an actor whose own.json was lost (or
 // restored from an old copy) opens a session above every one it had.
+//
 // own.json is read with its ETag: absent → created (If-None-Match: *);
-// released,
-// or held by a node that is fenced, expired on this node's clock (then
-// fenced first), or without a lease for Lease+Grace on this node's clock →
-// replaced (If-Match) with the new epoch naming this node; held by a live node →
-// *HeldError; held by a node whose lease this node has not yet seen missing
-// for that long → ErrHolderUnseen. A lost race (412) is read back before it
-// counts as lost, because a retried PUT that landed answers 412 too.
+// released, or held by a node that is fenced, expired on this node's clock
+// (then fenced first), or without a lease for Lease+Grace on this node's
+// clock → replaced (If-Match) with the new epoch naming this node; held by
+// a live node → *HeldError; held by a node whose lease this node has not
+// yet seen missing for that long → ErrHolderUnseen. A lost race (412) is
+// read back before it counts as lost, because a retried PUT that landed
+// answers 412 too.
 //
 // Every claim opens a new session, so a record naming this node already (a
 // session this node did not release) is replaced with a new epoch too.

@@ -33,8 +33,9 @@ type Options struct {
 	// renewal began (default 10 s).
 	Lease time.Duration
 	// Grace: how much longer than Lease a peer waits, on its own clock,
-	// after it last saw the heartbeat change before it may fence (default
-	// 5 s). It covers clock rate differences and the time a renewal takes.
+	// after it last saw the heartbeat change (or first saw the lease
+	// missing) before it may fence (or claim; default 5 s). It covers
+	// clock rate differences and the time a renewal takes.
 	Grace time.Duration
 	// RenewEvery: interval between renewals (default Lease/3).
 	RenewEvery time.Duration

@@ -76,7 +76,7 @@ type sighting struct {
 	heartbeat uint64    // unless absent
 	since     time.Time // when this observer first saw this heartbeat (or the absence)
 	etag      string
-	judged    time.Time // last Judge of the node: see prune
+	judged    time.Time // last Judge of the node: see pruneLocked
 }
 
 // NewObserver returns an observer with the lease timings of opts.
