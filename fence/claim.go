@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
@@ -28,6 +30,14 @@ func (e *HeldError) Error() string {
 
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// ErrHolderUnseen: own.json names a holder that has no lease, and this node
+// has not yet seen it without one for Lease+Grace. The holder may still be
+// acknowledging (it learns that its lease is gone only at its next
+// renewal), so the claim must wait; the error says for how long. Retry
+// then. It does not match ErrHeld: a node without a lease is stopping, so
+// there is nowhere to forward to.
+var ErrHolderUnseen = errors.New("fence: actor's holder has no lease; not yet claimable")
+
 // Ownership is a claim this node won.
 type Ownership struct {
 	Actor frames.Actor
@@ -38,20 +48,31 @@ type Ownership struct {
 // maxClaimRounds bounds the retries of a claim that keeps losing races.
 const maxClaimRounds = 8
 
-// Claim takes an actor for this node, with a new epoch. own.json is read
-// with its ETag: absent → created (If-None-Match: *) at epoch 1; released,
-// or held by a node that is gone, fenced, or expired on this node's clock
-// (then fenced first) → replaced (If-Match) with epoch+1 naming this node;
-// held by a live node → *HeldError. A lost race (412) is read back before it
-// counts as lost, because a retried PUT that landed answers 412 too.
+// Claim takes an actor for this node, with a new epoch: one more than the
+// larger of own.json's epoch and the newest session that has a batch or a
+// snapshot in the bucket, so that an actor whose own.json was lost (or
+// restored from an old copy) opens a session above every one it had.
+//
+// own.json is read with its ETag: absent → created (If-None-Match: *);
+// released, or held by a node that is fenced, expired on this node's clock
+// (then fenced first), or without a lease for Lease+Grace on this node's
+// clock → replaced (If-Match) with the new epoch naming this node; held by
+// a live node → *HeldError; held by a node whose lease this node has not
+// yet seen missing for that long → ErrHolderUnseen. A lost race (412) is
+// read back before it counts as lost, because a retried PUT that landed
+// answers 412 too.
 //
 // Every claim opens a new session, so a record naming this node already (a
-// session this node did not release) is replaced with epoch+1 too. Node IDs
-// are random per Register, so a restarted process never takes its
+// session this node did not release) is replaced with a new epoch too.
+// Node IDs are random per Register, so a restarted process never takes its
 // predecessor's record (at the same address) for its own: it waits for the
 // predecessor's lease like any other claimant.
 func (n *Node) Claim(ctx context.Context, a frames.Actor) (Ownership, error) {
 	key := a.OwnKey()
+	floor, err := newestSession(ctx, n.b, a)
+	if err != nil {
+		return Ownership{}, err
+	}
 	var attempted *Record // what the previous round tried to write
 	for round := 0; round < maxClaimRounds; round++ {
 		if err := n.Valid(); err != nil {
@@ -62,7 +83,7 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor) (Ownership, error) {
 		var cond bucket.Condition
 		switch {
 		case errors.Is(err, bucket.ErrNotFound):
-			next, cond = Record{Epoch: 1}, bucket.Condition{IfAbsent: true}
+			next, cond = Record{Epoch: floor}, bucket.Condition{IfAbsent: true}
 		case err != nil:
 			return Ownership{}, fmt.Errorf("fence: reading %s: %w", key, err)
 		default:
@@ -79,12 +100,20 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor) (Ownership, error) {
 				if err != nil {
 					return Ownership{}, err
 				}
-				if live == Alive {
+				switch live {
+				case Alive:
 					return Ownership{}, &HeldError{Actor: a, Epoch: cur.Epoch, Node: cur.Node, Address: cur.Address}
+				case Unseen:
+					return Ownership{}, fmt.Errorf("%w: %s names node %s (epoch %d), which has no lease %s; claimable in %v",
+						ErrHolderUnseen, key, cur.Node, cur.Epoch, frames.NodeKey(cur.Node), n.Observer.claimableIn(cur.Node).Round(time.Millisecond))
 				}
 			}
-			next, cond = Record{Epoch: cur.Epoch + 1}, bucket.Condition{IfMatch: info.ETag}
+			next, cond = Record{Epoch: max(cur.Epoch, floor)}, bucket.Condition{IfMatch: info.ETag}
 		}
+		if next.Epoch == math.MaxUint64 {
+			return Ownership{}, fmt.Errorf("fence: claiming %s: epoch %d is the last there is", key, next.Epoch)
+		}
+		next.Epoch++
 		next.Node, next.Address = n.id, n.address
 		attempted = &next
 		body := next.Marshal()
@@ -107,6 +136,37 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor) (Ownership, error) {
 		// (a record naming this node is ours).
 	}
 	return Ownership{}, fmt.Errorf("fence: claiming %s: lost %d races in a row", key, maxClaimRounds)
+}
+
+// newestSession returns the newest session that has an object under the
+// actor's log/ or snapshot/, 0 if none. Sessions are descending in keys, so
+// the first key listed under each prefix names its newest session: one
+// List of one key per prefix. Keys that do not parse are not sessions
+// (restore does not read them either) and are listed past.
+func newestSession(ctx context.Context, b bucket.Bucket, a frames.Actor) (uint64, error) {
+	var newest uint64
+	for _, prefix := range []string{a.LogPrefix(), a.SnapshotPrefix()} {
+		after, limit := "", 1
+	page:
+		for {
+			p, err := b.List(ctx, prefix, after, limit)
+			if err != nil {
+				return 0, fmt.Errorf("fence: listing %s: %w", prefix, err)
+			}
+			for _, info := range p.Objects {
+				k, err := frames.ParseKey(info.Key)
+				if err == nil && k.ActorOf() == a && (k.Kind == frames.KeyLog || k.Kind == frames.KeySnapshot) {
+					newest = max(newest, k.Session)
+					break page
+				}
+			}
+			if !p.More || len(p.Objects) == 0 {
+				break
+			}
+			after, limit = p.Objects[len(p.Objects)-1].Key, 0
+		}
+	}
+	return newest, nil
 }
 
 // Release marks the actor released (node "", epoch kept), after its final

@@ -4,6 +4,7 @@
 // out.
 //
 // It must never let two nodes acknowledge writes to one actor in the same
-// epoch, never judge another node's liveness by wall clocks, and never treat
-// a record it cannot parse as absent.
+// epoch, never judge another node's liveness by wall clocks, never judge
+// its own lease by a clock that stops while the machine is suspended, and
+// never treat a record it cannot parse as absent.
 package fence

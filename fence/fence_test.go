@@ -15,10 +15,13 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-// fakeClock is a clock tests advance by hand.
+// fakeClock is a clock tests advance by hand. Advance moves both of its
+// readings; Suspend moves only BootTime, as a machine's suspension does
+// (Go's monotonic clock and its timers stand still meanwhile).
 type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
+	boot    time.Duration
 	waiters []waiter
 }
 
@@ -33,6 +36,19 @@ func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
+}
+
+func (c *fakeClock) BootTime() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.boot
+}
+
+// Suspend jumps BootTime by d while Now and the timers stand still.
+func (c *fakeClock) Suspend(d time.Duration) {
+	c.mu.Lock()
+	c.boot += d
+	c.mu.Unlock()
 }
 
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
@@ -51,22 +67,28 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 // advances it: advancing before the loop asked for its next timer would
 // skip that timer.
 func (c *fakeClock) Step(d time.Duration) {
+	c.awaitTimer()
+	c.Advance(d)
+}
+
+// awaitTimer waits (up to 5 s) until something waits on the clock.
+func (c *fakeClock) awaitTimer() {
 	for range 5000 {
 		c.mu.Lock()
 		n := len(c.waiters)
 		c.mu.Unlock()
 		if n > 0 {
-			break
+			return
 		}
 		time.Sleep(time.Millisecond)
 	}
-	c.Advance(d)
 }
 
 // Advance moves the clock and fires the timers that are due.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
+	c.boot += d
 	keep := c.waiters[:0]
 	for _, w := range c.waiters {
 		if !w.at.After(c.now) {

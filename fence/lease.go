@@ -9,6 +9,12 @@ package fence
 // If-Match); fenced is set by a peer that judged the node dead, with If-Match
 // on the version it judged, so a node that renewed in the meantime is never
 // fenced. A fenced lease is never renewed again: the node must stop.
+//
+// A missing lease proves nothing about its node: one deleted under a live
+// node (by hand, or by a sweep on a skewed clock) is noticed only at the
+// node's next renewal. So a claimant waits for a missing lease as for an
+// unchanged heartbeat, Lease+Grace on its own clock, and SweepLeases never
+// deletes the lease of a node that an own.json names.
 
 import (
 	"encoding/json"

@@ -33,8 +33,9 @@ type Options struct {
 	// renewal began (default 10 s).
 	Lease time.Duration
 	// Grace: how much longer than Lease a peer waits, on its own clock,
-	// after it last saw the heartbeat change before it may fence (default
-	// 5 s). It covers clock rate differences and the time a renewal takes.
+	// after it last saw the heartbeat change (or first saw the lease
+	// missing) before it may fence (or claim; default 5 s). It covers
+	// clock rate differences and the time a renewal takes.
 	Grace time.Duration
 	// RenewEvery: interval between renewals (default Lease/3).
 	RenewEvery time.Duration
@@ -83,8 +84,8 @@ type Node struct {
 	mu         sync.Mutex
 	heartbeat  uint64
 	etag       string
-	renewedAt  time.Time // start of the last successful renewal
-	err        error     // terminal: ErrFenced, ErrLeaseLost, ErrClosed
+	renewedAt  time.Duration // Clock.BootTime at the start of the last successful renewal
+	err        error         // terminal: ErrFenced, ErrLeaseLost, ErrClosed
 	done       chan struct{}
 	stopRenew  context.CancelFunc
 	renewDone  chan struct{}
@@ -106,7 +107,7 @@ func Register(ctx context.Context, b bucket.Bucket, address string, opts Options
 	if _, err := ParseLease(frames.NodeKey(n.id), lease.Marshal()); err != nil {
 		return nil, fmt.Errorf("fence: address %q: %w", address, err)
 	}
-	start := opts.Clock.Now()
+	start := opts.Clock.BootTime()
 	info, err := b.Put(ctx, frames.NodeKey(n.id), bytes.NewReader(lease.Marshal()), int64(len(lease.Marshal())), bucket.Condition{IfAbsent: true})
 	if err != nil {
 		// No answer may still mean it landed: the ID is fresh, so a lease
@@ -133,13 +134,16 @@ func (n *Node) Address() string { return n.address }
 
 // Valid reports whether the node may acknowledge now: not fenced, not
 // closed, and its last successful renewal began less than one lease ago.
+// The age is measured on Clock.BootTime, which keeps counting while the
+// machine is suspended: peers count that time too (they are not
+// suspended), so a node resumed past its lease is no longer valid.
 func (n *Node) Valid() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.err != nil {
 		return n.err
 	}
-	if age := n.opts.Clock.Now().Sub(n.renewedAt); age >= n.opts.Lease {
+	if age := n.opts.Clock.BootTime() - n.renewedAt; age >= n.opts.Lease {
 		n.stopLocked(fmt.Errorf("%w: last renewal began %v ago (lease %v)", ErrLeaseLost, age.Round(time.Millisecond), n.opts.Lease))
 		return n.err
 	}
@@ -171,11 +175,13 @@ func (n *Node) stopLocked(err error) {
 // renewLoop renews every RenewEvery, counted from the start of the last
 // successful renewal (so a slow PUT does not stretch the interval), retries
 // a failed renewal after a quarter of that, and bounds each attempt by
-// RenewEvery so that a hung bucket cannot hold it past the lease.
+// RenewEvery so that a hung bucket cannot hold it past the lease. Times are
+// BootTime readings, like Valid's: a timer pending across a suspension
+// fires late, and Valid then ends the node before it renews.
 func (n *Node) renewLoop(ctx context.Context) {
 	defer close(n.renewDone)
 	n.mu.Lock()
-	next := n.renewedAt.Add(n.opts.RenewEvery)
+	next := n.renewedAt + n.opts.RenewEvery
 	n.mu.Unlock()
 	for {
 		select {
@@ -183,7 +189,7 @@ func (n *Node) renewLoop(ctx context.Context) {
 			return
 		case <-n.done:
 			return
-		case <-n.opts.Clock.After(next.Sub(n.opts.Clock.Now())):
+		case <-n.opts.Clock.After(next - n.opts.Clock.BootTime()):
 		}
 		if err := n.Valid(); err != nil {
 			return
@@ -193,9 +199,9 @@ func (n *Node) renewLoop(ctx context.Context) {
 		cancel()
 		n.mu.Lock()
 		if ok {
-			next = n.renewedAt.Add(n.opts.RenewEvery)
+			next = n.renewedAt + n.opts.RenewEvery
 		} else {
-			next = n.opts.Clock.Now().Add(n.opts.RenewEvery / 4)
+			next = n.opts.Clock.BootTime() + n.opts.RenewEvery/4
 		}
 		n.mu.Unlock()
 	}
@@ -210,7 +216,7 @@ func (n *Node) renew(ctx context.Context) bool {
 	n.mu.Unlock()
 	key := frames.NodeKey(n.id)
 	body := next.Marshal()
-	start := n.opts.Clock.Now()
+	start := n.opts.Clock.BootTime()
 	info, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: etag})
 	if err == nil {
 		n.mu.Lock()

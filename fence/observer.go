@@ -22,10 +22,18 @@ const (
 	// Expired: its heartbeat has not changed for Lease+Grace: it may be
 	// fenced.
 	Expired
-	// Fenced: its lease says fenced.
+	// Fenced: its lease says fenced. The node stops at its next renewal,
+	// and it was already invalid when it was fenced (its heartbeat had not
+	// changed for Lease+Grace on the fencer's clock): nothing to wait for.
 	Fenced
-	// Gone: it has no lease (deregistered, or never registered).
+	// Gone: it has had no lease for Lease+Grace on the observer's clock.
 	Gone
+	// Unseen: it has no lease, but the observer has not seen it absent for
+	// Lease+Grace yet. A lease deleted by an operator, a sweep or a clock
+	// disagreement does not stop its node: the node learns it at its next
+	// renewal and may acknowledge until its last renewal is a lease old. So
+	// an absent lease is waited out like an unchanged heartbeat.
+	Unseen
 )
 
 func (l Liveness) String() string {
@@ -38,6 +46,8 @@ func (l Liveness) String() string {
 		return "fenced"
 	case Gone:
 		return "gone"
+	case Unseen:
+		return "unseen"
 	}
 	return fmt.Sprintf("Liveness(%d)", uint8(l))
 }
@@ -46,18 +56,27 @@ func (l Liveness) String() string {
 // remembers when it last saw each node's heartbeat change, and never
 // compares its clock with anyone else's. A node it has just started watching
 // gets the full Lease+Grace from that moment.
+//
+// The clock is Clock.Now, which stops while this machine is suspended: an
+// observer that was suspended counts less time than really passed, so it
+// only waits longer before it fences anyone. That errs on the safe side;
+// it is the node judging its own lease that must count suspended time
+// (Node.Valid).
 type Observer struct {
 	b    bucket.Bucket
 	opts Options
 
-	mu   sync.Mutex
-	seen map[string]sighting
+	mu        sync.Mutex
+	seen      map[string]sighting
+	lastPrune time.Time
 }
 
 type sighting struct {
-	heartbeat uint64
-	since     time.Time // when this observer first saw this heartbeat
+	absent    bool      // no lease: since is when this observer first saw that
+	heartbeat uint64    // unless absent
+	since     time.Time // when this observer first saw this heartbeat (or the absence)
 	etag      string
+	judged    time.Time // last Judge of the node: see pruneLocked
 }
 
 // NewObserver returns an observer with the lease timings of opts.
@@ -65,14 +84,13 @@ func NewObserver(b bucket.Bucket, opts Options) *Observer {
 	return &Observer{b: b, opts: opts.withDefaults(), seen: map[string]sighting{}}
 }
 
-// Judge reads a node's lease and says whether it is alive.
+// Judge reads a node's lease and says whether it is alive. A missing
+// lease is Unseen until it has been missing for Lease+Grace on this
+// observer's clock, then Gone; a lease that reappears starts over.
 func (o *Observer) Judge(ctx context.Context, id string) (Liveness, Lease, error) {
 	l, info, err := readLease(ctx, o.b, id)
-	if errors.Is(err, bucket.ErrNotFound) {
-		o.forget(id)
-		return Gone, Lease{}, nil
-	}
-	if err != nil {
+	absent := errors.Is(err, bucket.ErrNotFound)
+	if err != nil && !absent {
 		return 0, Lease{}, err
 	}
 	if l.Fenced {
@@ -84,17 +102,63 @@ func (o *Observer) Judge(ctx context.Context, id string) (Liveness, Lease, error
 	now := o.opts.Clock.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.pruneLocked(now)
 	s, ok := o.seen[id]
-	if !ok || s.heartbeat != l.Heartbeat {
-		o.seen[id] = sighting{heartbeat: l.Heartbeat, since: now, etag: info.ETag}
+	if !ok || s.absent != absent || s.heartbeat != l.Heartbeat {
+		o.seen[id] = sighting{absent: absent, heartbeat: l.Heartbeat, since: now, etag: info.ETag, judged: now}
+		if absent {
+			return Unseen, Lease{}, nil
+		}
 		return Alive, l, nil
 	}
-	s.etag = info.ETag
+	s.etag, s.judged = info.ETag, now
 	o.seen[id] = s
-	if now.Sub(s.since) >= o.opts.Lease+o.opts.Grace {
+	expired := now.Sub(s.since) >= o.opts.Lease+o.opts.Grace
+	switch {
+	case absent && expired:
+		return Gone, Lease{}, nil
+	case absent:
+		return Unseen, Lease{}, nil
+	case expired:
 		return Expired, l, nil
 	}
 	return Alive, l, nil
+}
+
+// forgetAfter is how long an observer keeps what it saw of a node it no
+// longer judges. Forgetting is always safe: the node then gets the full
+// Lease+Grace again from the next look. Remembering long enough matters
+// for a node whose lease vanished while it held many actors: the claims
+// of all of them, made one after another, wait for it once.
+const forgetAfter = 10 // times Lease+Grace
+
+// pruneLocked drops, at most once per Lease+Grace, the sightings of nodes
+// not judged for forgetAfter×(Lease+Grace), so that an observer judging
+// nodes that come and go over a long life does not grow. Called with o.mu
+// held.
+func (o *Observer) pruneLocked(now time.Time) {
+	window := o.opts.Lease + o.opts.Grace
+	if now.Sub(o.lastPrune) < window {
+		return
+	}
+	o.lastPrune = now
+	for id, s := range o.seen {
+		if now.Sub(s.judged) >= forgetAfter*window {
+			delete(o.seen, id)
+		}
+	}
+}
+
+// claimableIn says how long, on this observer's clock, until a node it
+// judged Unseen would be Gone.
+func (o *Observer) claimableIn(id string) time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s, ok := o.seen[id]
+	if !ok || !s.absent {
+		return o.opts.Lease + o.opts.Grace
+	}
+	return max(0, s.since.Add(o.opts.Lease+o.opts.Grace).Sub(o.opts.Clock.Now()))
 }
 
 func (o *Observer) forget(id string) {

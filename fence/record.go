@@ -6,9 +6,10 @@ package fence
 //
 // epoch is the ownership epoch of the newest claim (1 or more); node is the
 // holder's node ID, "" once released (the epoch is kept, so the next claim
-// writes epoch+1); address is where the holder serves requests, "" when
-// released. Exactly these three fields, nothing else: a record that does not
-// parse is reported as damaged, never taken for an absent one.
+// writes epoch+1, or more if the bucket holds a newer session); address is
+// where the holder serves requests, "" when released. Exactly these three
+// fields, nothing else: a record that does not parse is reported as
+// damaged, never taken for an absent one.
 
 import (
 	"bytes"

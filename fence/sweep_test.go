@@ -1,6 +1,13 @@
 package fence
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,10 +36,7 @@ func TestSweepLeases(t *testing.T) {
 		}
 		// A node whose lease was swept cannot renew: it stops, it never
 		// becomes a second owner.
-		c := live.opts.Clock.(*fakeClock)
-		for range 4 {
-			c.Step(live.opts.RenewEvery)
-		}
+		live.opts.Clock.(*fakeClock).Step(live.opts.RenewEvery)
 		select {
 		case <-live.Done():
 		case <-time.After(5 * time.Second):
@@ -42,4 +46,128 @@ func TestSweepLeases(t *testing.T) {
 			t.Fatal("a zero age was accepted")
 		}
 	})
+}
+
+// sweepActor is the i-th actor of the sweep tests.
+func sweepActor(i int) frames.Actor {
+	return frames.Actor{Namespace: testActor.Namespace, Actor: frames.ActorKey([]byte{byte(i)})}
+}
+
+func putTiny(t *testing.T, b bucket.Bucket, key string) { t.Helper(); putBytes(t, b, key, []byte("x")) }
+
+func putBytes(t *testing.T, b bucket.Bucket, key string, body []byte) {
+	t.Helper()
+	if _, err := b.Put(t.Context(), key, bytes.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The sweep never deletes the lease of a node an own.json names as holder,
+// however old: claimants judge that lease. Released records name nobody.
+func TestSweepKeepsHoldersLeases(t *testing.T) {
+	backends(t, func(t *testing.T, b bucket.Bucket) {
+		ctx := t.Context()
+		holder1 := register(t, b, "127.0.0.1:9001", newFakeClock())
+		holder2 := register(t, b, "127.0.0.1:9002", newFakeClock())
+		released := register(t, b, "127.0.0.1:9003", newFakeClock())
+		idle := register(t, b, "127.0.0.1:9004", newFakeClock())
+		claim := func(n *Node, a frames.Actor) Ownership {
+			t.Helper()
+			o, err := n.Claim(ctx, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o
+		}
+		// Actor 1: batches, own.json, snapshots (own.json sorts between).
+		for f := uint64(1); f <= 5; f++ {
+			putTiny(t, b, sweepActor(1).LogKey(1, f))
+		}
+		claim(holder1, sweepActor(1))
+		for f := uint64(1); f <= 3; f++ {
+			putTiny(t, b, sweepActor(1).SnapshotKey(1, f))
+		}
+		// Actor 2 released, actor 3 has batches and no own.json, actor 4
+		// held.
+		if err := released.Release(ctx, claim(released, sweepActor(2))); err != nil {
+			t.Fatal(err)
+		}
+		for f := uint64(1); f <= 4; f++ {
+			putTiny(t, b, sweepActor(3).LogKey(2, f))
+		}
+		claim(holder2, sweepActor(4))
+
+		// Every own.json is found however the listing pages, and most
+		// batches and snapshots are skipped, not listed.
+		want := map[string]bool{holder1.ID(): true, holder2.ID(): true}
+		var total int
+		for _, err := range bucket.All(ctx, b, "do/") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			total++
+		}
+		for _, size := range []int{1, 2, 3, 0} {
+			cb := &countingList{Bucket: b}
+			got, err := holders(ctx, cb, size)
+			if err != nil || !maps.Equal(got, want) {
+				t.Fatalf("page size %d: holders %v, %v; want %v", size, got, err, want)
+			}
+			if size > 0 && cb.listed.Load() >= int64(total) {
+				t.Errorf("page size %d: listed %d keys of %d", size, cb.listed.Load(), total)
+			}
+		}
+
+		got, err := SweepLeases(ctx, b, time.Hour, time.Now().Add(2*time.Hour))
+		wantSwept := []string{frames.NodeKey(released.ID()), frames.NodeKey(idle.ID())}
+		slices.Sort(got)
+		slices.Sort(wantSwept)
+		if err != nil || !slices.Equal(got, wantSwept) {
+			t.Fatalf("swept %v, %v; want %v", got, err, wantSwept)
+		}
+		for _, n := range []*Node{holder1, holder2} {
+			if _, err := b.Stat(ctx, frames.NodeKey(n.ID())); err != nil {
+				t.Fatalf("the lease of holder %s: %v", n.ID(), err)
+			}
+		}
+	})
+}
+
+// A damaged own.json could name any node: the sweep deletes nothing and
+// says which record is damaged.
+func TestSweepStopsAtDamagedRecord(t *testing.T) {
+	backends(t, func(t *testing.T, b bucket.Bucket) {
+		ctx := t.Context()
+		register(t, b, "127.0.0.1:9001", newFakeClock())
+		bad := sweepActor(7).OwnKey()
+		if _, err := b.Put(ctx, bad, strings.NewReader(`{"epoch":1}`), 11, bucket.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := SweepLeases(ctx, b, time.Hour, time.Now().Add(2*time.Hour))
+		if !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), bad) || len(got) != 0 {
+			t.Fatalf("swept %v, %v; want nothing and ErrBadRecord naming %s", got, err, bad)
+		}
+		var leases int
+		for _, err := range bucket.All(ctx, b, frames.NodesPrefix) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases++
+		}
+		if leases != 1 {
+			t.Fatalf("%d leases left, want 1", leases)
+		}
+	})
+}
+
+// countingList counts the keys a bucket's listings return.
+type countingList struct {
+	bucket.Bucket
+	listed atomic.Int64
+}
+
+func (c *countingList) List(ctx context.Context, prefix, startAfter string, limit int) (bucket.Page, error) {
+	p, err := c.Bucket.List(ctx, prefix, startAfter, limit)
+	c.listed.Add(int64(len(p.Objects)))
+	return p, err
 }

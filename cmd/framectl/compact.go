@@ -32,7 +32,9 @@ safe beside the live writer and beside another compactor.
 --sweep-leases AGE also deletes node leases (nodes/*.json) the bucket last
 wrote more than AGE ago: every crashed or fenced node leaves one behind. A
 live node renews its lease every few seconds, so an AGE of an hour or more
-only ever removes dead ones (a node whose lease is removed stops).
+only ever removes dead ones (a node whose lease is removed stops). The
+lease of a node that an own.json names as holder is kept, and nothing is
+deleted while an own.json is damaged.
 
 Examples:
   framectl compact --bucket file:///var/lib/framectl/bucket --namespace chat

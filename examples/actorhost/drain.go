@@ -17,10 +17,10 @@ import (
 // has landed, their next claim succeeds.
 //
 // Exit code: 0; 1 if an actor could not be flushed and released within
-// -drain-timeout (its peers then wait for nothing: the lease is deleted
-// right after, so the next claim takes it over, restoring what reached the
-// bucket, which includes everything acknowledged); 3 if the node lost its
-// lease while draining.
+// -drain-timeout (the lease is deleted right after, and peers take the
+// actor over lease + grace after they first find it missing, restoring
+// what reached the bucket, which includes everything acknowledged); 3 if
+// the node lost its lease while draining.
 func (h *host) drain(srv *http.Server) int {
 	h.log.Info("draining: no new connections; finishing requests, then releasing every actor")
 	start := time.Now()

@@ -165,6 +165,10 @@ func (h *host) notHere(w http.ResponseWriter, r *http.Request, key actorKey, err
 		default:
 			h.fwd.forward(w, r, held.Address)
 		}
+	case errors.Is(err, fence.ErrHolderUnseen):
+		// The holder's lease is gone but it may still be acknowledging
+		// until its next renewal: nowhere to forward, not ours yet.
+		unavailable(w, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		unavailable(w, err.Error())
 	case errors.Is(err, errStopping):
