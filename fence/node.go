@@ -126,6 +126,17 @@ func Register(ctx context.Context, b bucket.Bucket, address string, opts Options
 	return n, nil
 }
 
+// Restart registers a new node with this one's bucket, address and
+// options, for a process whose node stopped (a fence, a lease lost to an
+// outage longer than the lease) and that means to go on without
+// restarting. The new node has a new ID: to its peers, and to claims of
+// the actors this one held, it is another node, which takes them over only
+// once this one's lease has run out on its own clock. The old node stays
+// stopped.
+func (n *Node) Restart(ctx context.Context) (*Node, error) {
+	return Register(ctx, n.b, n.address, n.opts)
+}
+
 // ID returns the node ID.
 func (n *Node) ID() string { return n.id }
 

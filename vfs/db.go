@@ -39,6 +39,7 @@ func capture() *captureVFS {
 // made through connections from Conn or the DSN, is shipped to the bucket.
 type DB struct {
 	cfg    Config
+	opened Config // as given to Open, for Reopen
 	actor  frames.Actor
 	path   string
 	rep    *replicator
@@ -72,6 +73,7 @@ type DB struct {
 // the database stops (ErrFenced) when the node is fenced or loses its lease,
 // and Close releases the actor after the final flush.
 func Open(ctx context.Context, cfg Config) (*DB, error) {
+	opened := cfg
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -116,11 +118,41 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		}
 		return nil, err
 	}
-	db.own = own
+	db.own, db.opened = own, opened
 	if cfg.Node != nil {
 		go db.watchNode()
 	}
 	return db, nil
+}
+
+// Reopen ends this session and opens the database again on the same
+// directory with the same configuration, claiming it for node when node is
+// not nil (without a node ever, at Epoch+1). It is how a runtime recovers without restarting its process
+// when the database stopped because its node did (a lease lost to an
+// outage longer than the lease, a fence): register a new node (Node.Restart)
+// once the bucket answers, then Reopen with it. The claim then waits, like
+// any other, until the old node's lease has run out on the new node's clock
+// (fence.ErrHolderUnseen or fence.ErrHeld until then: retry), and fails
+// with ErrHeld naming the holder if a peer took the actor over meanwhile.
+// Commits this session captured but never uploaded follow the rules of
+// Open (Config.Unacknowledged, Stats.Start): kept or discarded when no one
+// else wrote since, moved aside otherwise.
+//
+// Close every connection first, as for Close. This session is closed (its
+// flush may fail: the error is ignored, its commits are handled as above)
+// even if the new one fails to open; call Reopen again, or Open.
+func (db *DB) Reopen(ctx context.Context, node *fence.Node) (*DB, error) {
+	if err := db.Close(ctx); err != nil {
+		db.cfg.Logger.Info("reopening: the old session did not close cleanly", logActor, db.actor.Actor, logErr, err)
+	}
+	cfg := db.opened
+	switch {
+	case node != nil:
+		cfg.Node = node
+	case cfg.Node == nil:
+		cfg.Epoch = db.cfg.Epoch + 1 // the caller's epochs: the next one
+	}
+	return Open(ctx, cfg)
 }
 
 func open(ctx context.Context, cfg Config, actor frames.Actor, path string) (*DB, error) {
