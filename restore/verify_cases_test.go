@@ -37,7 +37,10 @@ func verify(t testing.TB, b bucket.Bucket, a frames.Actor) restore.Report {
 }
 
 // TestVerifyOwnCrossChecks: own.json that parses but disagrees with the
-// bucket is damage, named; without own.json there is only a warning.
+// bucket is damage, named. The states a healthy cluster leaves behind are
+// warnings naming own.json: no own.json, a release after an open that
+// failed before its first snapshot (an epoch with no objects), and a
+// holder whose lease is gone (swept, or deregistered without releasing).
 func TestVerifyOwnCrossChecks(t *testing.T) {
 	o := newOwned(t, buckettest.Dir(t))
 	own := o.w.actor.OwnKey()
@@ -46,15 +49,20 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 		name    string
 		record  []byte // nil: delete own.json
 		noLease bool
-		damage  string // in the message; "" for no damage
-		restore error  // Restore's error, nil for success with the latest state
+		damage  string   // in the message; "" for no damage
+		warn    []string // each in the message of a warning about own.json
+		restore error    // Restore's error, nil for success with the latest state
 	}{
-		{name: "absent", record: nil},
-		{name: "lease missing", record: orig, noLease: true, damage: "has no lease"},
+		{name: "absent", record: nil, warn: []string{"absent"}},
+		{name: "lease missing", record: orig, noLease: true, warn: []string{`held by node "node-a", whose lease nodes/node-a.json is gone`}},
 		{name: "older epoch", record: fence.Record{Epoch: 1, Node: ownedNode, Address: "h:1"}.Marshal(),
 			damage: "session 2 exists", restore: restore.ErrOwnMismatch},
-		{name: "epoch without a session", record: fence.Record{Epoch: 9, Node: ownedNode, Address: "h:1"}.Marshal(),
+		{name: "epoch without a session", record: fence.Record{Epoch: 9, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal(),
 			damage: "has no objects"},
+		{name: "released epoch without a session", record: fence.Record{Epoch: 9}.Marshal(), noLease: true,
+			warn: []string{"released at epoch 9, which has no objects: a claim whose open failed before its first snapshot"}},
+		{name: "epoch without a session, lease missing", record: fence.Record{Epoch: 9, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal(),
+			noLease: true, warn: []string{"whose lease nodes/node-a.json is gone", "held at epoch 9, which has no objects, by a node whose lease is gone"}},
 		{name: "not canonical", record: []byte(`{"epoch": 2, "node": "node-a", "address": "10.0.0.5:8080"}`), damage: "altered"},
 		{name: "unparsable", record: []byte(`{"epoch":2}`), damage: "unreadable", restore: fence.ErrBadRecord},
 		{name: "released", record: fence.Record{Epoch: 2}.Marshal(), noLease: true},
@@ -79,13 +87,18 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 			case c.damage != "" && (len(d) != 1 || d[0].Key != own || d[0].Kind != restore.KindOwn || !strings.Contains(d[0].Message, c.damage)):
 				t.Fatalf("damage %v, want one own problem saying %q", d, c.damage)
 			}
-			if c.record == nil {
-				found := false
-				for _, p := range rep.Problems {
-					found = found || p.Key == own && p.Kind == restore.KindOwn && p.Severity == restore.Warning
+			var warnings []restore.Problem
+			for _, p := range rep.Problems {
+				if p.Key == own && p.Severity == restore.Warning {
+					warnings = append(warnings, p)
 				}
-				if !found {
-					t.Fatalf("no warning for a missing own.json: %v", rep.Problems)
+			}
+			if len(warnings) != len(c.warn) {
+				t.Fatalf("warnings about %s: %v, want %d", own, warnings, len(c.warn))
+			}
+			for i, w := range c.warn {
+				if warnings[i].Kind != restore.KindOwn || !strings.Contains(warnings[i].Message, w) {
+					t.Errorf("warning %v, want one saying %q", warnings[i], w)
 				}
 			}
 			dest := filepath.Join(t.TempDir(), "r.db")

@@ -21,9 +21,11 @@ checksums and PRAGMA integrity_check on the result, the log searched for
 gaps, own.json checked against the sessions, and stray keys listed.
 
 Every problem is printed with the object key and what is wrong. Damage
-(the bucket cannot give back what was acknowledged) exits 1; warnings (a
-missing own.json, superseded sessions awaiting the tier pass, keys framectl
-does not write) are printed but exit 0.
+(the bucket cannot give back what was acknowledged) exits 1; warnings are
+printed but exit 0: states a working cluster leaves behind (a missing
+own.json, own.json released at an epoch with no objects after an open that
+failed, a holder whose node lease is gone, superseded sessions awaiting the
+tier pass) and keys framectl does not write.
 
 Examples:
   framectl verify --bucket file:///var/lib/framectl/bucket
