@@ -3,6 +3,7 @@ package restore_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -254,4 +255,73 @@ func TestIntegrityCheckFails(t *testing.T) {
 	if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindIntegrity {
 		t.Fatalf("damage %v, want integrity at %s", d, key)
 	}
+}
+
+// TestVerifyHeaderDisagreesWithKey: a batch whose header decodes but
+// disagrees with its key is read again to its end to say which it is: a
+// corrupt header (a flipped bit; the seal proves the bytes were altered),
+// or a whole object stored under a wrong key. Both are damage named at the
+// key, on the replayed path and off it; Restore fails with a
+// *frames.KeyMismatchError.
+func TestVerifyHeaderDisagreesWithKey(t *testing.T) {
+	o := newOwned(t, buckettest.Dir(t))
+	// flipped returns a copy of the batch at key with one bit flipped so
+	// that its header still decodes but disagrees with the key.
+	flipped := func(key string) []byte {
+		data := o.objects[key]
+		for i := 10; i < len(data); i++ {
+			for bit := 0; bit < 8; bit++ {
+				d := bytes.Clone(data)
+				d[i] ^= 1 << bit
+				var mm *frames.KeyMismatchError
+				if _, _, err := frames.ReadBatch(bytes.NewReader(d), key, frames.Limits{}); errors.As(err, &mm) {
+					return d
+				}
+			}
+		}
+		t.Fatalf("no single bit flip of %s decodes to another header", key)
+		return nil
+	}
+	var superseded string
+	for k, s := range o.session {
+		if s == 1 && strings.Contains(k, "/log/") {
+			superseded = k
+		}
+	}
+	check := func(t *testing.T, key string, want ...string) {
+		t.Helper()
+		d := damage(verify(t, o.b, o.w.actor))
+		if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindCorrupt {
+			t.Fatalf("damage %v, want one corrupt object %s", d, key)
+		}
+		for _, w := range want {
+			if !strings.Contains(d[0].Message, w) {
+				t.Errorf("message %q does not say %q", d[0].Message, w)
+			}
+		}
+	}
+	for _, key := range []string{o.batches[1], superseded} {
+		t.Run("flipped "+key, func(t *testing.T) {
+			put(t, o.b, key, flipped(key))
+			defer put(t, o.b, key, o.objects[key])
+			check(t, key, "corrupt header: it says epoch ", ", the key says session ", "the rest of the object confirms the damage")
+			if o.onPath[key] {
+				_, err := restore.Restore(t.Context(), o.b, o.w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{})
+				var mm *frames.KeyMismatchError
+				if !errors.As(err, &mm) || !errors.Is(err, frames.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+					t.Fatalf("restore: %v, want a *frames.KeyMismatchError naming %s", err, key)
+				}
+			}
+		})
+	}
+	t.Run("wrong key", func(t *testing.T) {
+		// The newest batch of session 2, whole, also under a later end frame.
+		src := o.batches[len(o.batches)-1]
+		r := o.ranges[src]
+		key := o.w.actor.LogKey(2, r[1]+5)
+		put(t, o.b, key, o.objects[src])
+		defer o.b.Delete(t.Context(), key)
+		check(t, key, "stored under a wrong key: the object reads whole",
+			fmt.Sprintf("header says epoch 2, frames %d..%d, the key says session 2, end frame %d", r[0], r[1], r[1]+5))
+	})
 }
