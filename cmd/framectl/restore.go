@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -60,6 +61,37 @@ type restoreResult struct {
 	DurationNs     int64      `json:"durationNs"`
 }
 
+// targetRange is what a session can restore, for a target outside it.
+type targetRange struct {
+	Requested  string `json:"requested"` // the target as asked
+	Message    string `json:"message"`
+	Session    uint64 `json:"session"`
+	FirstFrame uint64 `json:"firstFrame"` // the oldest snapshot
+	LastFrame  uint64 `json:"lastFrame"`  // the newest frame
+	// For a time target: the oldest state the session can place in time.
+	EarliestFrame uint64     `json:"earliestFrame,omitempty"`
+	EarliestTime  *time.Time `json:"earliestTime,omitempty"`
+}
+
+func newTargetRange(e *restore.TargetError) *targetRange {
+	r := &targetRange{Requested: e.Target.String(), Message: e.Error(), Session: e.Session,
+		FirstFrame: e.First, LastFrame: e.Last, EarliestFrame: e.EarliestFrame}
+	if !e.EarliestTime.IsZero() {
+		t := e.EarliestTime.UTC()
+		r.EarliestTime = &t
+	}
+	return r
+}
+
+// targetRangeOf returns the range of a *restore.TargetError in err, if any.
+func targetRangeOf(err error) *targetRange {
+	var e *restore.TargetError
+	if !errors.As(err, &e) {
+		return nil
+	}
+	return newTargetRange(e)
+}
+
 func newRestoreResult(r restore.Result) restoreResult {
 	out := restoreResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Path: r.Path, Session: r.Session,
 		Snapshot: r.Snapshot, BatchesApplied: r.BatchesApplied, BatchesSkipped: r.BatchesSkipped, Frame: r.Frame,
@@ -78,10 +110,11 @@ func (r restoreResult) summary() string {
 		committed = " (committed " + r.CommitTime.Format(time.RFC3339Nano) + ")"
 	}
 	d := time.Duration(r.DurationNs)
-	return fmt.Sprintf("%s: session %d, frame %d%s, %s from a snapshot and %d batches (%d skipped as covered), "+
+	s := fmt.Sprintf("%s: session %d, frame %d%s, %s from a snapshot and %d batches (%d skipped as covered), "+
 		"%d objects / %s fetched in %s (%s)",
 		r.Path, r.Session, r.Frame, committed, fmtBytes(r.Bytes), r.BatchesApplied, r.BatchesSkipped,
 		r.ObjectsFetched, fmtBytes(r.BytesFetched), fmtDuration(d), fmtRate(r.BytesFetched, d))
+	return s
 }
 
 type restoreReport struct {
@@ -89,6 +122,7 @@ type restoreReport struct {
 	Target   string          `json:"target"`
 	Restored []restoreResult `json:"restored"`
 	Failed   []string        `json:"failed,omitempty"`
+	Error    *jsonError      `json:"error,omitempty"`
 }
 
 func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -175,9 +209,13 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 				rep.Failed = append(rep.Failed, errString(e))
 				fmt.Fprintf(stderr, "framectl restore: %s\n", oneLine(e.Error()))
 			}
+			rep.Error = newJSONError(code, err)
+			if len(rep.Failed) > 1 || len(results) > 0 {
+				rep.Error.Message = fmt.Sprintf("%d actors failed, %d restored; the first failure: %s", len(rep.Failed), len(results), rep.Failed[0])
+			}
 		}
 		if out.json {
-			if err := writeJSON(stdout, rep); err != nil {
+			if err := c.emit(rep); err != nil {
 				return c.fail(err)
 			}
 		} else {
@@ -201,7 +239,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	res := newRestoreResult(r)
 	rep.Restored = append(rep.Restored, res)
 	if out.json {
-		if err := writeJSON(stdout, rep); err != nil {
+		if err := c.emit(rep); err != nil {
 			return c.fail(err)
 		}
 		return exitOK

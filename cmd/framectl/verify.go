@@ -63,6 +63,7 @@ type verifyReport struct {
 	Damage   int           `json:"damage"`
 	Warnings int           `json:"warnings"`
 	Actors   []verifyActor `json:"actors"`
+	Error    *jsonError    `json:"error,omitempty"` // damage found
 }
 
 func newVerifyReport(bucketURL, prefix string, reports []restore.Report) verifyReport {
@@ -143,15 +144,20 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		prefix = "" // VerifyPrefix("") covers node leases and strays too
 	}
 	rep := newVerifyReport(b.String(), prefix, reports)
+	var damage error
+	if !rep.Clean {
+		damage = fmt.Errorf("damage found: %d problems in %s", rep.Damage, rep.Bucket)
+		rep.Error = newJSONError(exitDamage, damage)
+	}
 	if out.json {
-		if err := writeJSON(stdout, rep); err != nil {
+		if err := c.emit(rep); err != nil {
 			return c.fail(err)
 		}
 	} else {
 		printVerify(stdout, &rep)
 	}
-	if !rep.Clean {
-		fmt.Fprintf(stderr, "framectl verify: damage found: %d problems in %s\n", rep.Damage, rep.Bucket)
+	if damage != nil {
+		fmt.Fprintf(stderr, "framectl verify: %v\n", damage)
 		return exitDamage
 	}
 	return exitOK
