@@ -60,6 +60,7 @@ func TestJSONFailures(t *testing.T) {
 		{"verify usage", []string{"verify", "--bucket", f.url, "--parallel", "-1", "--json"}, exitUsage, "", "--parallel -1"},
 		{"verify bad flag", []string{"verify", "--bucket", f.url, "--parallel", "x", "--json"}, exitUsage, "", "invalid value"},
 		{"restore usage", []string{"restore", "--bucket", f.url, "--json", "--namespace", "n"}, exitUsage, "", "which actor?"},
+		{"restore nearest alone", actor(f, "restore", "--out", out, "--nearest", "--json"), exitUsage, "", "--nearest"},
 
 		{"ls usage", []string{"ls", "--json"}, exitUsage, "", "--bucket is required"},
 		{"ls bad flag", []string{"ls", "--nothing", "--json=true"}, exitUsage, "", "-nothing"},

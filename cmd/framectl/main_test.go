@@ -77,7 +77,7 @@ func Example() {
 	//   3    io: the bucket is unreachable, or an I/O error (network, disk,
 	//        permissions)
 	//   4    not-found: no such actor, session, snapshot or object, or a restore
-	//        target outside what the session holds
+	//        target outside what the session holds (restore --nearest)
 	//   130  interrupted: SIGINT or SIGTERM
 	//
 	// With --json, stdout holds exactly one JSON document whatever the outcome.
