@@ -16,9 +16,9 @@ import (
 // lanes.ErrChecksum, fence.ErrBadRecord. The ones below are restore's own.
 var (
 	// ErrNoSnapshot: there is nothing to restore from. No session has a
-	// snapshot, the chosen session has none at or before the target, or a
-	// session holds batches but no snapshot (restoring an older session
-	// would silently drop its frames).
+	// snapshot, or a session holds batches but no snapshot (restoring an
+	// older session would silently drop its frames). A session that has
+	// snapshots but none at or before the target is ErrTargetOutOfRange.
 	ErrNoSnapshot = errors.New("no snapshot to restore from")
 	// ErrIntegrity: the restored database fails PRAGMA integrity_check
 	// although every object and checksum verified. The messages SQLite
