@@ -285,8 +285,7 @@ func (b *BatchReader) checkKey() error {
 		return invalid("key names a " + k.Kind.String() + " object, not a batch")
 	}
 	if k.Session != b.hdr.Epoch || k.Frame != b.hdr.LastSeq {
-		return corrupt(fmt.Sprintf("header (epoch %d, frames %d..%d) does not match the key (session %d, end frame %d)",
-			b.hdr.Epoch, b.hdr.FirstSeq, b.hdr.LastSeq, k.Session, k.Frame))
+		return &KeyMismatchError{Key: k, Epoch: b.hdr.Epoch, First: b.hdr.FirstSeq, Last: b.hdr.LastSeq}
 	}
 	return nil
 }

@@ -57,6 +57,16 @@ func TestBatchKeyMustMatchHeader(t *testing.T) {
 		if !strings.Contains(err.Error(), key) {
 			t.Fatalf("error %q does not name the key %s", err, key)
 		}
+		// A log key that disagrees is a corrupt header, with both sides.
+		var mm *KeyMismatchError
+		k, _ := ParseKey(key)
+		switch {
+		case k.Kind != KeyLog:
+		case !errors.As(err, &mm) || !errors.Is(err, ErrCorrupt):
+			t.Fatalf("key %s: %v is not a *KeyMismatchError matching ErrCorrupt", key, err)
+		case mm.Key != k || mm.Epoch != 9 || mm.First != frames[0].FirstSeq || mm.Last != last:
+			t.Fatalf("key %s: %+v, want the header epoch 9, frames %d..%d", key, mm, frames[0].FirstSeq, last)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package frames
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -73,3 +74,28 @@ func tooLarge(msg string) error              { return &problem{kind: ErrTooLarge
 func unknownKind(msg string) error           { return &problem{kind: ErrUnknownKind, msg: msg} }
 func invalid(msg string) error               { return &problem{kind: ErrInvalid, msg: msg} }
 func corruptCause(msg string, c error) error { return &problem{kind: ErrCorrupt, msg: msg, cause: c} }
+
+// KeyMismatchError is a batch or snapshot whose header decodes but
+// disagrees with the key the object is stored under. It matches ErrCorrupt.
+// A flipped bit can turn a header into another one that decodes, and the
+// reader stops at the header, before the gzip trailer and the seal that
+// would prove it: a reader that needs to know whether the stored bytes
+// were altered or the object was put under a wrong key reads it again to
+// its end without a key (NewBatchReader with key "").
+type KeyMismatchError struct {
+	Key Key // the key, parsed
+	// What the header says: the epoch, and the frames a batch covers
+	// (First..Last) or the frame a snapshot covers through (First = Last).
+	Epoch, First, Last uint64
+}
+
+func (e *KeyMismatchError) Error() string {
+	if e.Key.Kind == KeySnapshot {
+		return fmt.Sprintf("corrupt header: it says epoch %d, frame %d, the key says session %d, frame %d",
+			e.Epoch, e.Last, e.Key.Session, e.Key.Frame)
+	}
+	return fmt.Sprintf("corrupt header: it says epoch %d, frames %d..%d, the key says session %d, end frame %d",
+		e.Epoch, e.First, e.Last, e.Key.Session, e.Key.Frame)
+}
+
+func (e *KeyMismatchError) Unwrap() error { return ErrCorrupt }

@@ -329,8 +329,7 @@ func (sr *SnapshotReader) checkKey() error {
 		return invalid("key names a " + k.Kind.String() + " object, not a snapshot")
 	}
 	if k.Session != sr.hdr.Epoch || k.Frame != sr.hdr.Seq {
-		return corrupt(fmt.Sprintf("header (epoch %d, frame %d) does not match the key (session %d, frame %d)",
-			sr.hdr.Epoch, sr.hdr.Seq, k.Session, k.Frame))
+		return &KeyMismatchError{Key: k, Epoch: sr.hdr.Epoch, First: sr.hdr.Seq, Last: sr.hdr.Seq}
 	}
 	return nil
 }

@@ -35,5 +35,7 @@
 // An object deleted under the restore (compaction) makes it plan again.
 //
 // Targets stop at frame boundaries: a frame in a batch is a merged run of
-// commits (see Target).
+// commits. A target outside what the session holds is a *TargetError, not
+// another state restored in its place, unless OrNearest asks for the
+// nearest state (see Target).
 package restore

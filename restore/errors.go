@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/framectl/framectl/fence"
 )
@@ -15,9 +16,9 @@ import (
 // lanes.ErrChecksum, fence.ErrBadRecord. The ones below are restore's own.
 var (
 	// ErrNoSnapshot: there is nothing to restore from. No session has a
-	// snapshot, the chosen session has none at or before the target, or a
-	// session holds batches but no snapshot (restoring an older session
-	// would silently drop its frames).
+	// snapshot, or a session holds batches but no snapshot (restoring an
+	// older session would silently drop its frames). A session that has
+	// snapshots but none at or before the target is ErrTargetOutOfRange.
 	ErrNoSnapshot = errors.New("no snapshot to restore from")
 	// ErrIntegrity: the restored database fails PRAGMA integrity_check
 	// although every object and checksum verified. The messages SQLite
@@ -36,7 +37,44 @@ var (
 	// directory, or a database with a -wal or -journal file beside it,
 	// which SQLite would apply to the restored file).
 	ErrDestination = errors.New("destination cannot be replaced")
+	// ErrTargetOutOfRange: the target is outside what the chosen session
+	// can restore (see Target). A *TargetError says what it can.
+	ErrTargetOutOfRange = errors.New("target out of range")
 )
+
+// TargetError is a target outside what the chosen session can restore. It
+// matches ErrTargetOutOfRange.
+type TargetError struct {
+	Target  Target // as asked, OrNearest or not
+	Session uint64
+	// First and Last are the oldest and the newest frame the session can
+	// restore: its oldest snapshot, its newest batch or snapshot.
+	First, Last uint64
+	// For a time target: the oldest state the session can place in time,
+	// EarliestFrame committed at EarliestTime (zero when no state of the
+	// session records a commit time).
+	EarliestFrame uint64
+	EarliestTime  time.Time
+}
+
+func (e *TargetError) Error() string {
+	t := e.Target.exact()
+	holds := fmt.Sprintf("session %d holds frames %d..%d", e.Session, e.First, e.Last)
+	if f, ok := t.Frame(); ok {
+		if f > e.Last {
+			return fmt.Sprintf("%s is past the newest frame: %s", t, holds)
+		}
+		return fmt.Sprintf("%s is before the oldest snapshot: %s", t, holds)
+	}
+	if e.EarliestTime.IsZero() {
+		return fmt.Sprintf("%s cannot be placed: no state of session %d records when it was committed (it holds frames %d..%d)",
+			t, e.Session, e.First, e.Last)
+	}
+	return fmt.Sprintf("%s is before the oldest state the session can place in time, frame %d committed at %s: %s",
+		t, e.EarliestFrame, e.EarliestTime.UTC().Format(time.RFC3339Nano), holds)
+}
+
+func (e *TargetError) Unwrap() error { return ErrTargetOutOfRange }
 
 // Error is a restore, replay or verify failure, with the object and
 // session it concerns.

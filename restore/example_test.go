@@ -2,6 +2,7 @@ package restore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,4 +63,51 @@ func Example() {
 	// session 1 frame 2
 	// damaged: false
 	// warning own
+}
+
+// A target past what the bucket holds is an error naming the range, not
+// another state restored in its place; OrNearest restores the nearest
+// state instead and says so.
+func ExampleTarget_OrNearest() {
+	ctx := context.Background()
+	tmp, err := os.MkdirTemp("", "restore-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(tmp)
+	b, err := bucket.Open(ctx, "file://"+filepath.Join(tmp, "bucket"))
+	if err != nil {
+		panic(err)
+	}
+	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "chat", Actor: []byte("room-1"), Epoch: 1, Dir: filepath.Join(tmp, "live")})
+	if err != nil {
+		panic(err)
+	}
+	c, err := db.Conn()
+	if err != nil {
+		panic(err)
+	}
+	if err := c.Exec("CREATE TABLE msg(text); INSERT INTO msg VALUES('hello')"); err != nil {
+		panic(err)
+	}
+	c.Close()
+	if err := db.Close(ctx); err != nil {
+		panic(err)
+	}
+	actor := frames.Actor{Namespace: frames.NamespaceID("", "chat"), Actor: frames.ActorKey([]byte("room-1"))}
+	dest := filepath.Join(tmp, "restored.db")
+
+	_, err = restore.Restore(ctx, b, actor, dest, restore.Options{Target: restore.ToFrame(99)})
+	var te *restore.TargetError
+	if errors.As(err, &te) {
+		fmt.Printf("frame 99: out of range: session %d holds frames %d..%d\n", te.Session, te.First, te.Last)
+	}
+	res, err := restore.Restore(ctx, b, actor, dest, restore.Options{Target: restore.ToFrame(99).OrNearest()})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("restored frame", res.Frame, "instead of", res.OutOfRange.Target)
+	// Output:
+	// frame 99: out of range: session 1 holds frames 0..2
+	// restored frame 2 instead of frame 99 or the nearest
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
@@ -29,6 +30,9 @@ type Plan struct {
 	// Own is the ownership record read while planning (nil: absent, or
 	// planned for an explicit session by PlanSession).
 	Own *fence.Record
+	// OutOfRange is set when the target asked for was outside the session
+	// and OrNearest asked for the nearest state: Target is then that state.
+	OutOfRange *TargetError
 }
 
 // check refuses a plan that NewPlan or PlanSession would not make: a plan
@@ -69,6 +73,9 @@ func (p Plan) check() error {
 //     over.
 //   - then the newest snapshot of that session at or before the target;
 //   - then every batch of the session ending after it.
+//
+// A target outside the session is a *TargetError, unless it was made by
+// OrNearest (see Target).
 func NewPlan(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target, lim frames.Limits) (Plan, error) {
 	fail := func(session uint64, key string, err error) (Plan, error) {
 		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Session: session, Key: key, Err: err}
@@ -171,7 +178,28 @@ func noSnapshotGap(s *Session) error {
 // planSession picks the snapshot and batches of session s for target.
 func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Session, target Target, lim frames.Limits) (Plan, error) {
 	p := Plan{Actor: a, Session: s.Epoch, Target: target}
+	if len(s.Snapshots) == 0 {
+		return Plan{}, fmt.Errorf("%w: the session has none", ErrNoSnapshot)
+	}
+	outOfRange := func() *TargetError {
+		e := &TargetError{Target: target, Session: s.Epoch, First: s.Snapshots[0].Frame, Last: s.Snapshots[len(s.Snapshots)-1].Frame}
+		if n := len(s.Batches); n > 0 {
+			e.Last = max(e.Last, s.Batches[n-1].Frame)
+		}
+		return e
+	}
+	if f, ok := target.Frame(); ok {
+		if e := outOfRange(); f > e.Last {
+			// The listing shows where the session ends: no frame past it
+			// can be restored, and the newest state is not frame f.
+			if !target.nearest {
+				return Plan{}, e
+			}
+			p.Target, p.OutOfRange = Latest(), e
+		}
+	}
 	found := false
+	var oldest frames.Snapshot // the oldest snapshot's header, for a time target
 	for i := len(s.Snapshots) - 1; i >= 0 && !found; i-- {
 		o := s.Snapshots[i]
 		switch {
@@ -181,19 +209,25 @@ func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Sessio
 			if err != nil {
 				return Plan{}, err
 			}
-			found = target.admitsSnapshot(hdr.Seq, hdr.CommitTime)
+			found, oldest = target.admitsSnapshot(hdr.Seq, hdr.CommitTime), hdr
 		default:
-			found = target.admitsSnapshot(o.Frame, 0)
+			found = p.Target.admitsSnapshot(o.Frame, 0)
 		}
 		if found {
 			p.Snapshot = o
 		}
 	}
 	if !found {
-		if len(s.Snapshots) == 0 {
-			return Plan{}, fmt.Errorf("%w: the session has none", ErrNoSnapshot)
+		// Before the oldest snapshot: the state asked for was compacted
+		// away, or is in a superseded session.
+		e := outOfRange()
+		if target.kind == targetTime {
+			e.EarliestFrame, e.EarliestTime = oldest.Seq, time.Unix(0, oldest.CommitTime)
 		}
-		return Plan{}, fmt.Errorf("%w: the oldest snapshot of the session (frame %d) is past %s", ErrNoSnapshot, s.Snapshots[0].Frame, target)
+		if !target.nearest {
+			return Plan{}, e
+		}
+		p.Snapshot, p.Target, p.OutOfRange = s.Snapshots[0], ToFrame(s.Snapshots[0].Frame), e
 	}
 	for _, o := range s.Batches {
 		if o.Frame > p.Snapshot.Frame {

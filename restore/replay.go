@@ -47,6 +47,9 @@ type Replayed struct {
 	// Replans is how many times the restore started over because an
 	// object vanished (ReplaySession and Restore).
 	Replans int
+	// OutOfRange is set when the target was outside the session and
+	// OrNearest asked for the nearest state instead (see Target).
+	OutOfRange *TargetError
 }
 
 // Close closes the Set and removes the scratch directory with everything
@@ -143,11 +146,19 @@ type replayer struct {
 	fetch   *fetcher
 	headers map[int]frames.BatchHeader // looked ahead at, by plan index
 	stopped bool                       // a frame past the target was seen
+	refused *mark                      // the first frame past the target
 	done    int                        // objects applied or skipped
 	extra   struct {                   // fetches outside the fetcher
 		objects int
 		bytes   int64
 	}
+}
+
+// mark is a frame boundary: the sequence number a frame ends at and its
+// commit time.
+type mark struct {
+	seq        uint64
+	commitTime int64
 }
 
 func replay(ctx context.Context, b bucket.Bucket, plan Plan, scratchDir string, opts Options, hooks *replayHooks) (*Replayed, error) {
@@ -223,9 +234,22 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 	}
 	r.fetch.close()
 
-	if r.plan.Target.kind == targetTime && r.set.Seq() == r.plan.Snapshot.Frame && unknownTime(r.set.Seq(), r.set.CommitTime()) {
-		return r.fail(r.plan.Snapshot.Key, fmt.Errorf("%w: %s is before the first frame of the session after its snapshot, "+
-			"which does not record when its state (frame %d) was committed", ErrNoSnapshot, r.plan.Target, r.set.Seq()))
+	r.res.OutOfRange = r.plan.OutOfRange
+	if r.plan.Target.kind == targetTime && r.set.Seq() == r.plan.Snapshot.Frame && unknownTime(r.set.CommitTime()) {
+		// The snapshot's state was committed at some time before the
+		// first frame after it, and the target is before that frame:
+		// nothing says the state existed yet at the target.
+		e := &TargetError{Target: r.plan.Target, Session: r.plan.Session, First: r.plan.Snapshot.Frame, Last: r.plan.Snapshot.Frame}
+		if n := len(r.plan.Batches); n > 0 {
+			e.Last = r.plan.Batches[n-1].Frame
+		}
+		if r.refused != nil {
+			e.EarliestFrame, e.EarliestTime = r.refused.seq, time.Unix(0, r.refused.commitTime)
+		}
+		if !r.plan.Target.nearest {
+			return r.fail(r.plan.Snapshot.Key, e)
+		}
+		r.res.OutOfRange = e
 	}
 	if err := r.verify(ctx); err != nil {
 		return err
@@ -348,6 +372,9 @@ func (r *replayer) batch(ctx context.Context, i int, o Object) error {
 		case r.stopped || !r.plan.Target.admitsFrame(f):
 			// Past the target: read the rest of the batch only to verify
 			// what was applied from it.
+			if !r.stopped {
+				r.refused = &mark{f.LastSeq, f.CommitTime}
+			}
 			r.stopped = true
 			r.fetch.release(s, it)
 			continue

@@ -42,9 +42,16 @@ type Result struct {
 	// vanished under it.
 	Replans  int
 	Duration time.Duration
+	// OutOfRange is set when the target was outside what the session
+	// holds and OrNearest restored the nearest state instead: it says
+	// what was asked and the range available; Frame and CommitTime say
+	// what was restored.
+	OutOfRange *TargetError
 }
 
 // Restore writes actor a's database, as of opts.Target, to the file dest.
+// A target outside what the chosen session holds is a *TargetError
+// (ErrTargetOutOfRange) naming the range, unless it was made by OrNearest.
 //
 // It lists the actor, chooses a session, snapshot and batches (NewPlan),
 // fetches them in parallel, applies them in order through package lanes,
@@ -104,7 +111,7 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 		BatchesApplied: len(rep.Applied) - 1, BatchesSkipped: len(rep.Skipped),
 		Frame: rep.Frame, Bytes: main.Bytes(), Checksum: main.Checksum,
 		ObjectsFetched: rep.ObjectsFetched, BytesFetched: rep.BytesFetched, Replans: rep.Replans,
-		Duration: time.Since(start),
+		Duration: time.Since(start), OutOfRange: rep.OutOfRange,
 	}
 	if rep.CommitTime != 0 {
 		res.CommitTime = time.Unix(0, rep.CommitTime)

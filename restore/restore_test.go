@@ -72,12 +72,16 @@ func TestRestoreTargets(t *testing.T) {
 					}
 				}
 
-				// Targets never reach into a superseded session.
+				// Targets never reach into a superseded session: its frames
+				// are before the current session's oldest snapshot.
 				for _, p := range session1[:len(session1)-1] {
 					_, err := restore.Restore(t.Context(), b, w.actor, filepath.Join(t.TempDir(), "x.db"),
 						restore.Options{Target: restore.ToFrame(p.frame)})
-					if !errors.Is(err, restore.ErrNoSnapshot) {
-						t.Fatalf("frame %d of session 1: got %v, want ErrNoSnapshot", p.frame, err)
+					var te *restore.TargetError
+					if !errors.As(err, &te) || !errors.Is(err, restore.ErrTargetOutOfRange) ||
+						te.Session != 2 || te.First != session2[0].frame || te.Last != last.frame {
+						t.Fatalf("frame %d of session 1: got %v, want a *TargetError: session 2 holds %d..%d",
+							p.frame, err, session2[0].frame, last.frame)
 					}
 				}
 			})
@@ -256,5 +260,108 @@ func TestRestoreBudgets(t *testing.T) {
 	}
 	if es := dirEntries(t, dir); len(es) != 0 {
 		t.Fatalf("left behind: %v", es)
+	}
+}
+
+// TestRestoreTargetOutOfRange: a target the session cannot reach is a
+// *TargetError naming the range it can, never another state restored in
+// its place, and OrNearest restores the nearest state instead, saying so.
+// A time after the newest commit is in range: the newest state.
+func TestRestoreTargetOutOfRange(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			b := be.New(t)
+			before := time.Now() // before the actor exists
+			for !time.Now().After(before) {
+			}
+			w := newWorkload(t, b, "range", 11, 1024)
+			for range 3 {
+				w.ops(4)
+				w.durable()
+			}
+			session1 := w.points
+			w.newSession(2)
+			for range 3 {
+				w.ops(4)
+				w.durable()
+			}
+			w.closeDB()
+			session2 := w.points[len(session1):]
+			first, last := session2[0], session2[len(session2)-1]
+
+			outOfRange := func(target restore.Target) *restore.TargetError {
+				t.Helper()
+				dir := t.TempDir()
+				_, err := restore.Restore(t.Context(), b, w.actor, filepath.Join(dir, "r.db"), restore.Options{Target: target})
+				var te *restore.TargetError
+				if !errors.As(err, &te) || !errors.Is(err, restore.ErrTargetOutOfRange) {
+					t.Fatalf("%s: got %v, want a *TargetError", target, err)
+				}
+				if te.Session != 2 || te.First != first.frame || te.Last != last.frame {
+					t.Fatalf("%s: %+v, want session 2 holding frames %d..%d", target, te, first.frame, last.frame)
+				}
+				if es := dirEntries(t, dir); len(es) != 0 {
+					t.Fatalf("%s: left behind %v", target, es)
+				}
+				return te
+			}
+			nearest := func(target restore.Target, want point) {
+				t.Helper()
+				res, got := restoreTo(t, b, w.actor, target.OrNearest())
+				sameBytes(t, target.String()+" or the nearest", got, want.data)
+				if res.Frame != want.frame || res.OutOfRange == nil || res.OutOfRange.Target.Nearest() != true {
+					t.Fatalf("%s or the nearest: frame %d, out of range %+v; want frame %d, out of range set", target, res.Frame, res.OutOfRange, want.frame)
+				}
+			}
+
+			// Past the newest frame.
+			outOfRange(restore.ToFrame(last.frame + 1))
+			nearest(restore.ToFrame(last.frame+1), last)
+			// Before the oldest snapshot (in the superseded session).
+			outOfRange(restore.ToFrame(first.frame - 1))
+			nearest(restore.ToFrame(first.frame-1), first)
+			// Before the commit time of session 2's first snapshot: the
+			// state of the last point of session 1, committed in session 1.
+			te := outOfRange(restore.AtTime(session1[0].time))
+			if te.EarliestFrame != first.frame || !te.EarliestTime.After(session1[0].time) || te.EarliestTime.After(first.time) {
+				t.Fatalf("before the oldest snapshot: earliest frame %d at %v, want frame %d committed before %v", te.EarliestFrame, te.EarliestTime, first.frame, first.time)
+			}
+			nearest(restore.AtTime(session1[0].time), first)
+
+			// In range: no OutOfRange, whether or not OrNearest was asked.
+			for _, target := range []restore.Target{restore.ToFrame(last.frame), restore.ToFrame(first.frame),
+				restore.AtTime(first.time), restore.AtTime(time.Now().Add(time.Hour))} {
+				for _, tg := range []restore.Target{target, target.OrNearest()} {
+					res, _ := restoreTo(t, b, w.actor, tg)
+					if res.OutOfRange != nil {
+						t.Fatalf("%s: out of range %v", tg, res.OutOfRange)
+					}
+				}
+			}
+			res, got := restoreTo(t, b, w.actor, restore.AtTime(time.Now().Add(time.Hour)))
+			sameBytes(t, "an hour from now", got, last.data)
+			if res.Frame != last.frame {
+				t.Fatalf("an hour from now: frame %d, want %d", res.Frame, last.frame)
+			}
+
+			// A new actor's first snapshot (frame 0) records no commit
+			// time: a time before its first commit is out of range, with
+			// the first frame after it as the earliest state in time.
+			a1 := newWorkload(t, b, "range-fresh", 12, 1024)
+			a1.ops(4)
+			p1 := a1.durable()
+			a1.closeDB()
+			_, err := restore.Restore(t.Context(), b, a1.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{Target: restore.AtTime(before)})
+			te = nil
+			if !errors.As(err, &te) || te.Session != 1 || te.First != 0 || te.Last != p1.frame ||
+				te.EarliestFrame == 0 || te.EarliestFrame > p1.frame || !te.EarliestTime.After(before) {
+				t.Fatalf("before the first commit: got %v (%+v), want a *TargetError with the first frame as the earliest", err, te)
+			}
+			res, got = restoreTo(t, b, a1.actor, restore.AtTime(before).OrNearest())
+			sameBytes(t, "before the first commit, or the nearest", got, a1.points[0].data)
+			if res.Frame != 0 || res.OutOfRange == nil {
+				t.Fatalf("before the first commit, or the nearest: frame %d, out of range %v", res.Frame, res.OutOfRange)
+			}
+		})
 	}
 }

@@ -22,19 +22,26 @@ import (
 //     at or before t. A frame carries the commit time of its last commit
 //     only, so the restore stops before the first frame whose commit time
 //     is after t, even when some of the commits merged into it were made
-//     before t. Result.CommitTime says which state was reached. A
-//     session's first snapshot does not record when its state was
-//     committed (vfs.Open writes none), so a time before the session's
-//     first frame cannot be restored from it: ErrNoSnapshot, rather than
-//     a state that may be later than the time asked for.
+//     before t. Result.CommitTime says which state was reached.
 //   - Latest() restores everything the chosen session holds.
 //
 // Targets pick a point inside the chosen session (see Restore); they never
-// reach back into a superseded session.
+// reach back into a superseded session. A target the session cannot reach
+// is an error, a *TargetError (ErrTargetOutOfRange) naming the range it
+// can, rather than another state restored in its place: a frame past the
+// newest frame the session holds, a frame before its oldest snapshot, a
+// time before the oldest state it can place in time. A snapshot that does
+// not record when its state was committed (the first snapshot of a new
+// actor, at frame 0) is placed in time by the first frame after it only,
+// so a time before that frame is out of range too. A time after the newest
+// commit is not: it restores the newest state, as it was then.
+//
+// OrNearest asks for the nearest state instead of the error.
 type Target struct {
-	kind  targetKind
-	frame uint64
-	time  int64 // Unix nanoseconds
+	kind    targetKind
+	frame   uint64
+	time    int64 // Unix nanoseconds
+	nearest bool
 }
 
 type targetKind uint8
@@ -55,6 +62,20 @@ func ToFrame(n uint64) Target { return Target{kind: targetFrame, frame: n} }
 // AtTime is the state after the last frame committed at or before t.
 func AtTime(t time.Time) Target { return Target{kind: targetTime, time: t.UnixNano()} }
 
+// OrNearest is t, except that a target outside the range the session can
+// restore restores the nearest state in it instead of failing: the newest
+// state for a frame past the newest, the oldest snapshot for a frame or a
+// time before the oldest state. Result.OutOfRange then says what was asked
+// and what the session holds; Result.Frame and CommitTime say what was
+// restored.
+func (t Target) OrNearest() Target {
+	t.nearest = true
+	return t
+}
+
+// Nearest reports whether t was made by OrNearest.
+func (t Target) Nearest() bool { return t.nearest }
+
 // IsLatest reports whether t is Latest().
 func (t Target) IsLatest() bool { return t.kind == targetLatest }
 
@@ -65,25 +86,34 @@ func (t Target) Frame() (uint64, bool) { return t.frame, t.kind == targetFrame }
 func (t Target) Time() (time.Time, bool) { return time.Unix(0, t.time), t.kind == targetTime }
 
 func (t Target) String() string {
+	s := "latest"
 	switch t.kind {
 	case targetFrame:
-		return fmt.Sprintf("frame %d", t.frame)
+		s = fmt.Sprintf("frame %d", t.frame)
 	case targetTime:
-		return "time " + time.Unix(0, t.time).UTC().Format(time.RFC3339Nano)
+		s = "time " + time.Unix(0, t.time).UTC().Format(time.RFC3339Nano)
 	}
-	return "latest"
+	if t.nearest && t.kind != targetLatest {
+		s += " or the nearest"
+	}
+	return s
+}
+
+// exact is t without OrNearest, for messages.
+func (t Target) exact() Target {
+	t.nearest = false
+	return t
 }
 
 // admitsSnapshot reports whether a snapshot at frame seq, committed at
 // commitTime, may be at or before the target.
 //
-// A snapshot written when a session starts (vfs.Open) carries no commit
-// time (0) although its state was committed earlier, in the session
-// before. For a time target it is admitted as a starting point, but the
-// replay refuses to stop at it (see unknownTime): the state it holds was
-// committed at some time before the session's first frame, and only a
-// frame of the session at or before the target proves that the target is
-// not earlier than that state.
+// A snapshot without a commit time (0: a new actor's first snapshot, or a
+// session started from a state whose time was not known) is admitted as a
+// starting point for a time target, but the replay refuses to stop at it
+// (see unknownTime): the state it holds was committed at some time before
+// the session's first frame, and only a frame of the session at or before
+// the target proves that the target is not earlier than that state.
 func (t Target) admitsSnapshot(seq uint64, commitTime int64) bool {
 	switch t.kind {
 	case targetFrame:
@@ -94,10 +124,11 @@ func (t Target) admitsSnapshot(seq uint64, commitTime int64) bool {
 	return true
 }
 
-// unknownTime reports whether a state at seq with commitTime cannot be
-// placed in time: a snapshot's state past frame 0 without a commit time.
-// Frame 0 is the state before any frame, earlier than every time.
-func unknownTime(seq uint64, commitTime int64) bool { return seq > 0 && commitTime == 0 }
+// unknownTime reports whether a state with commitTime cannot be placed in
+// time. Frame 0, the empty database before any frame, is no exception:
+// nothing says when the actor was created, and a time before its first
+// commit may be before it existed.
+func unknownTime(commitTime int64) bool { return commitTime == 0 }
 
 // admitsFrame reports whether a frame can be applied without passing the
 // target. Frames arrive in sequence order, so the first one refused ends

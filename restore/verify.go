@@ -41,9 +41,15 @@ import (
 //	                     or frames of a superseded session are missing
 //	own        damage    own.json does not parse, is not the bytes fence
 //	                     writes for the record it holds, names an epoch
-//	                     older than a session in the bucket or a session
-//	                     with no objects, or names a node without a lease
-//	own        warning   the actor has no own.json (written without fence)
+//	                     older than a session in the bucket, names a
+//	                     node whose lease disagrees on the address, or
+//	                     is held by a node with a lease at an epoch with
+//	                     no objects
+//	own        warning   the actor has no own.json (written without fence);
+//	                     it is released at an epoch with no objects (a
+//	                     claim whose open failed before its first
+//	                     snapshot); its holder has no lease (swept, or
+//	                     deregistered without releasing)
 //	stray      warning   objects of superseded sessions awaiting the tier
 //	                     pass, and keys under the actor that framectl does
 //	                     not write

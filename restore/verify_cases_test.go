@@ -3,6 +3,7 @@ package restore_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,10 @@ func verify(t testing.TB, b bucket.Bucket, a frames.Actor) restore.Report {
 }
 
 // TestVerifyOwnCrossChecks: own.json that parses but disagrees with the
-// bucket is damage, named; without own.json there is only a warning.
+// bucket is damage, named. The states a healthy cluster leaves behind are
+// warnings naming own.json: no own.json, a release after an open that
+// failed before its first snapshot (an epoch with no objects), and a
+// holder whose lease is gone (swept, or deregistered without releasing).
 func TestVerifyOwnCrossChecks(t *testing.T) {
 	o := newOwned(t, buckettest.Dir(t))
 	own := o.w.actor.OwnKey()
@@ -46,15 +50,20 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 		name    string
 		record  []byte // nil: delete own.json
 		noLease bool
-		damage  string // in the message; "" for no damage
-		restore error  // Restore's error, nil for success with the latest state
+		damage  string   // in the message; "" for no damage
+		warn    []string // each in the message of a warning about own.json
+		restore error    // Restore's error, nil for success with the latest state
 	}{
-		{name: "absent", record: nil},
-		{name: "lease missing", record: orig, noLease: true, damage: "has no lease"},
+		{name: "absent", record: nil, warn: []string{"absent"}},
+		{name: "lease missing", record: orig, noLease: true, warn: []string{`held by node "node-a", whose lease nodes/node-a.json is gone`}},
 		{name: "older epoch", record: fence.Record{Epoch: 1, Node: ownedNode, Address: "h:1"}.Marshal(),
 			damage: "session 2 exists", restore: restore.ErrOwnMismatch},
-		{name: "epoch without a session", record: fence.Record{Epoch: 9, Node: ownedNode, Address: "h:1"}.Marshal(),
+		{name: "epoch without a session", record: fence.Record{Epoch: 9, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal(),
 			damage: "has no objects"},
+		{name: "released epoch without a session", record: fence.Record{Epoch: 9}.Marshal(), noLease: true,
+			warn: []string{"released at epoch 9, which has no objects: a claim whose open failed before its first snapshot"}},
+		{name: "epoch without a session, lease missing", record: fence.Record{Epoch: 9, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal(),
+			noLease: true, warn: []string{"whose lease nodes/node-a.json is gone", "held at epoch 9, which has no objects, by a node whose lease is gone"}},
 		{name: "not canonical", record: []byte(`{"epoch": 2, "node": "node-a", "address": "10.0.0.5:8080"}`), damage: "altered"},
 		{name: "unparsable", record: []byte(`{"epoch":2}`), damage: "unreadable", restore: fence.ErrBadRecord},
 		{name: "released", record: fence.Record{Epoch: 2}.Marshal(), noLease: true},
@@ -79,13 +88,18 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 			case c.damage != "" && (len(d) != 1 || d[0].Key != own || d[0].Kind != restore.KindOwn || !strings.Contains(d[0].Message, c.damage)):
 				t.Fatalf("damage %v, want one own problem saying %q", d, c.damage)
 			}
-			if c.record == nil {
-				found := false
-				for _, p := range rep.Problems {
-					found = found || p.Key == own && p.Kind == restore.KindOwn && p.Severity == restore.Warning
+			var warnings []restore.Problem
+			for _, p := range rep.Problems {
+				if p.Key == own && p.Severity == restore.Warning {
+					warnings = append(warnings, p)
 				}
-				if !found {
-					t.Fatalf("no warning for a missing own.json: %v", rep.Problems)
+			}
+			if len(warnings) != len(c.warn) {
+				t.Fatalf("warnings about %s: %v, want %d", own, warnings, len(c.warn))
+			}
+			for i, w := range c.warn {
+				if warnings[i].Kind != restore.KindOwn || !strings.Contains(warnings[i].Message, w) {
+					t.Errorf("warning %v, want one saying %q", warnings[i], w)
 				}
 			}
 			dest := filepath.Join(t.TempDir(), "r.db")
@@ -241,4 +255,73 @@ func TestIntegrityCheckFails(t *testing.T) {
 	if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindIntegrity {
 		t.Fatalf("damage %v, want integrity at %s", d, key)
 	}
+}
+
+// TestVerifyHeaderDisagreesWithKey: a batch whose header decodes but
+// disagrees with its key is read again to its end to say which it is: a
+// corrupt header (a flipped bit; the seal proves the bytes were altered),
+// or a whole object stored under a wrong key. Both are damage named at the
+// key, on the replayed path and off it; Restore fails with a
+// *frames.KeyMismatchError.
+func TestVerifyHeaderDisagreesWithKey(t *testing.T) {
+	o := newOwned(t, buckettest.Dir(t))
+	// flipped returns a copy of the batch at key with one bit flipped so
+	// that its header still decodes but disagrees with the key.
+	flipped := func(key string) []byte {
+		data := o.objects[key]
+		for i := 10; i < len(data); i++ {
+			for bit := 0; bit < 8; bit++ {
+				d := bytes.Clone(data)
+				d[i] ^= 1 << bit
+				var mm *frames.KeyMismatchError
+				if _, _, err := frames.ReadBatch(bytes.NewReader(d), key, frames.Limits{}); errors.As(err, &mm) {
+					return d
+				}
+			}
+		}
+		t.Fatalf("no single bit flip of %s decodes to another header", key)
+		return nil
+	}
+	var superseded string
+	for k, s := range o.session {
+		if s == 1 && strings.Contains(k, "/log/") {
+			superseded = k
+		}
+	}
+	check := func(t *testing.T, key string, want ...string) {
+		t.Helper()
+		d := damage(verify(t, o.b, o.w.actor))
+		if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindCorrupt {
+			t.Fatalf("damage %v, want one corrupt object %s", d, key)
+		}
+		for _, w := range want {
+			if !strings.Contains(d[0].Message, w) {
+				t.Errorf("message %q does not say %q", d[0].Message, w)
+			}
+		}
+	}
+	for _, key := range []string{o.batches[1], superseded} {
+		t.Run("flipped "+key, func(t *testing.T) {
+			put(t, o.b, key, flipped(key))
+			defer put(t, o.b, key, o.objects[key])
+			check(t, key, "corrupt header: it says epoch ", ", the key says session ", "the rest of the object confirms the damage")
+			if o.onPath[key] {
+				_, err := restore.Restore(t.Context(), o.b, o.w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{})
+				var mm *frames.KeyMismatchError
+				if !errors.As(err, &mm) || !errors.Is(err, frames.ErrCorrupt) || !strings.Contains(err.Error(), key) {
+					t.Fatalf("restore: %v, want a *frames.KeyMismatchError naming %s", err, key)
+				}
+			}
+		})
+	}
+	t.Run("wrong key", func(t *testing.T) {
+		// The newest batch of session 2, whole, also under a later end frame.
+		src := o.batches[len(o.batches)-1]
+		r := o.ranges[src]
+		key := o.w.actor.LogKey(2, r[1]+5)
+		put(t, o.b, key, o.objects[src])
+		defer o.b.Delete(t.Context(), key)
+		check(t, key, "stored under a wrong key: the object reads whole",
+			fmt.Sprintf("header says epoch 2, frames %d..%d, the key says session 2, end frame %d", r[0], r[1], r[1]+5))
+	})
 }

@@ -67,7 +67,7 @@ func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 		case errors.As(err, &gap):
 			next = gap.To // findGaps reports it
 		case e != nil && e.Key != "":
-			v.add(Problem{Key: e.Key, Kind: kind, Severity: Damage, Session: s.Epoch, Message: cause(err)})
+			v.add(Problem{Key: e.Key, Kind: kind, Severity: Damage, Session: s.Epoch, Message: v.describe(ctx, e.Key, err)})
 			if k, err := frames.ParseKey(e.Key); err == nil && k.Kind == frames.KeyLog {
 				next = k.Frame
 			}

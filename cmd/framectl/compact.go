@@ -65,6 +65,7 @@ type compactReport struct {
 	Retention   string          `json:"retention"`
 	Actors      []compactResult `json:"actors"`
 	SweptLeases []string        `json:"sweptLeases,omitempty"`
+	Error       *jsonError      `json:"error,omitempty"` // some actor failed, or the sweep
 }
 
 func newCompactResult(r compact.Result) compactResult {
@@ -146,8 +147,11 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		rep.SweptLeases = swept
 		failed = errors.Join(failed, err)
 	}
+	if failed != nil {
+		rep.Error = newJSONError(exitCode(failed), failed)
+	}
 	if out.json {
-		if err := writeJSON(stdout, rep); err != nil {
+		if err := c.emit(rep); err != nil {
 			return c.fail(err)
 		}
 	} else {

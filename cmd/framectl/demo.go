@@ -125,6 +125,7 @@ type demoReport struct {
 	Restore     demoRestore     `json:"restore"`
 	Verify      demoVerify      `json:"verify"`
 	OK          bool            `json:"ok"`
+	Error       *jsonError      `json:"error,omitempty"` // not OK
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -241,16 +242,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.fail(err)
 	}
 	rep.OK = rep.Restore.Identical && rep.Verify.OK && st.Commits == int64(wl.Commits)
+	if !rep.OK {
+		rep.Error = newJSONError(exitDamage, errors.New(demoFailure(rep)))
+	}
 
 	if out.json {
-		if err := writeJSON(stdout, rep); err != nil {
+		if err := c.emit(rep); err != nil {
 			return c.fail(err)
 		}
 	} else {
 		printDemo(stdout, rep)
 	}
 	if !rep.OK {
-		fmt.Fprintf(stderr, "framectl demo: FAILED: %s\n", demoFailure(rep))
+		fmt.Fprintf(stderr, "framectl demo: FAILED: %s\n", rep.Error.Message)
 		return exitDamage
 	}
 	return exitOK

@@ -18,19 +18,28 @@ const (
 	exitDamage   = 1   // damage found (verify), or an operation failed on bad data
 	exitUsage    = 2   // the command line is wrong
 	exitIO       = 3   // the bucket is unreachable, or an I/O error
-	exitNotFound = 4   // the actor, session or object does not exist
+	exitNotFound = 4   // the actor, session or object does not exist, or a restore target is out of range
 	exitSignal   = 130 // interrupted (SIGINT/SIGTERM); 128 + SIGINT, as shells report it
 )
 
 // exitCodesHelp documents the exit codes in `framectl help`.
 const exitCodesHelp = `Exit codes:
-  0    success; verify: no damage found
-  1    damage found (verify, inspect), or the operation failed on bad data
-       in the bucket (restore: a gap, a checksum mismatch, a corrupt object)
-  2    usage error: a flag or argument is wrong or missing
-  3    the bucket is unreachable, or an I/O error (network, disk, permissions)
-  4    not found: no such actor, session, snapshot or object
-  130  interrupted (SIGINT or SIGTERM)`
+  0    success; verify: no damage found (warnings allowed)
+  1    damage: found by verify or inspect, or the operation failed on bad
+       data in the bucket (restore: a gap, a checksum mismatch, a corrupt
+       object)
+  2    usage: a flag or argument is wrong or missing
+  3    io: the bucket is unreachable, or an I/O error (network, disk,
+       permissions)
+  4    not-found: no such actor, session, snapshot or object, or a restore
+       target outside what the session holds (restore --nearest)
+  130  interrupted: SIGINT or SIGTERM
+
+With --json, stdout holds exactly one JSON document whatever the outcome.
+When the exit code is not 0 it has a member
+  "error": {"code": 4, "kind": "not-found", "message": "..."}
+whose kind is the word after the code above, beside the command's report
+when it has one (verify's damage, restore --all's failed actors).`
 
 // errNotFound marks "the thing asked for does not exist" errors made here
 // (an actor without objects, a namespace without actors).
@@ -65,7 +74,8 @@ func exitCode(err error) int {
 		return exitUsage // --out names something restore will not replace
 	case errors.Is(err, restore.ErrReplans), errors.Is(err, compact.ErrRaced):
 		return exitIO // objects kept vanishing: transient, try again
-	case errors.Is(err, errNotFound), errors.Is(err, bucket.ErrNotFound), errors.Is(err, restore.ErrNoSnapshot):
+	case errors.Is(err, errNotFound), errors.Is(err, bucket.ErrNotFound), errors.Is(err, restore.ErrNoSnapshot),
+		errors.Is(err, restore.ErrTargetOutOfRange):
 		return exitNotFound
 	}
 	return exitIO

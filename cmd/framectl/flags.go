@@ -25,6 +25,9 @@ type cmdFlags struct {
 	hint   string // one example command line
 	stdout io.Writer
 	stderr io.Writer
+	out    *outputFlags // nil: the command prints no JSON
+	// emitted: the command's JSON document is printed (jsonerror.go).
+	emitted bool
 }
 
 func newFlags(name, help, hint string, stdout, stderr io.Writer) *cmdFlags {
@@ -42,6 +45,9 @@ func (c *cmdFlags) parse(args []string) (positional []string, code int, ok bool)
 			if errors.Is(err, flag.ErrHelp) {
 				c.printHelp(c.stdout)
 				return nil, exitOK, false
+			}
+			if c.out != nil && jsonAsked(args) {
+				c.out.json = true // not parsed yet: it comes after the flag that failed
 			}
 			return nil, c.usageError("%v", err), false
 		}
@@ -78,8 +84,10 @@ func (c *cmdFlags) printHelp(w io.Writer) {
 
 // usageError reports a usage error and returns exitUsage.
 func (c *cmdFlags) usageError(format string, args ...any) int {
-	fmt.Fprintf(c.stderr, "framectl %s: %s\n", c.name, oneLine(fmt.Sprintf(format, args...)))
+	msg := oneLine(fmt.Sprintf(format, args...))
+	fmt.Fprintf(c.stderr, "framectl %s: %s\n", c.name, msg)
 	fmt.Fprintf(c.stderr, "  try: %s\n  (framectl %s -h for help)\n", c.hint, c.name)
+	c.emitFailure(exitUsage, errors.New(msg))
 	return exitUsage
 }
 
@@ -91,6 +99,7 @@ func (c *cmdFlags) fail(err error) int {
 		what = "interrupted: "
 	}
 	fmt.Fprintf(c.stderr, "framectl %s: %s%s\n", c.name, what, oneLine(err.Error()))
+	c.emitFailure(code, err)
 	return code
 }
 
@@ -107,8 +116,9 @@ type outputFlags struct {
 
 func (c *cmdFlags) outputFlags() *outputFlags {
 	o := &outputFlags{}
-	c.fs.BoolVar(&o.json, "json", false, "print one JSON document on stdout instead of text")
+	c.fs.BoolVar(&o.json, "json", false, "print one JSON document on stdout instead of text, with an \"error\" member when the exit code is not 0")
 	c.fs.BoolVar(&o.verbose, "v", false, "verbose: progress on stderr even with --json")
+	c.out = o
 	return o
 }
 

@@ -62,8 +62,8 @@ type inspectReport struct {
 	Own      *fence.Record    `json:"own,omitempty"`
 	Node     *fence.Lease     `json:"node,omitempty"`
 	// Verified: the whole object was read and every check passed.
-	Verified bool   `json:"verified"`
-	Error    string `json:"error,omitempty"`
+	Verified bool       `json:"verified"`
+	Error    *jsonError `json:"error,omitempty"` // the damage
 }
 
 type inspectBatch struct {
@@ -213,9 +213,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return c.fail(err) // the bucket or the disk, not the object
 	}
 	rep.Verified = err == nil
-	rep.Error = errString(err)
+	if err != nil {
+		rep.Error = newJSONError(exitDamage, err)
+	}
 	if out.json {
-		if werr := writeJSON(stdout, rep); werr != nil {
+		if werr := c.emit(rep); werr != nil {
 			return c.fail(werr)
 		}
 	} else if err == nil {

@@ -143,7 +143,7 @@ func TestInspectDamaged(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Verified || !strings.Contains(rep.Error, key) {
+	if rep.Verified || rep.Error == nil || rep.Error.Code != exitDamage || rep.Error.Kind != "damage" || !strings.Contains(rep.Error.Message, key) {
 		t.Errorf("damaged batch reported %+v", rep)
 	}
 }

@@ -149,7 +149,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	if out.json {
-		if err := writeJSON(stdout, rep); err != nil {
+		if err := c.emit(rep); err != nil {
 			return c.fail(err)
 		}
 		return exitOK

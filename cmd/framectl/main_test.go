@@ -69,13 +69,22 @@ func Example() {
 	// Start with: go run ./cmd/framectl demo
 	//
 	// Exit codes:
-	//   0    success; verify: no damage found
-	//   1    damage found (verify, inspect), or the operation failed on bad data
-	//        in the bucket (restore: a gap, a checksum mismatch, a corrupt object)
-	//   2    usage error: a flag or argument is wrong or missing
-	//   3    the bucket is unreachable, or an I/O error (network, disk, permissions)
-	//   4    not found: no such actor, session, snapshot or object
-	//   130  interrupted (SIGINT or SIGTERM)
+	//   0    success; verify: no damage found (warnings allowed)
+	//   1    damage: found by verify or inspect, or the operation failed on bad
+	//        data in the bucket (restore: a gap, a checksum mismatch, a corrupt
+	//        object)
+	//   2    usage: a flag or argument is wrong or missing
+	//   3    io: the bucket is unreachable, or an I/O error (network, disk,
+	//        permissions)
+	//   4    not-found: no such actor, session, snapshot or object, or a restore
+	//        target outside what the session holds (restore --nearest)
+	//   130  interrupted: SIGINT or SIGTERM
+	//
+	// With --json, stdout holds exactly one JSON document whatever the outcome.
+	// When the exit code is not 0 it has a member
+	//   "error": {"code": 4, "kind": "not-found", "message": "..."}
+	// whose kind is the word after the code above, beside the command's report
+	// when it has one (verify's damage, restore --all's failed actors).
 }
 
 // A usage error says what is wrong and what to type, and exits 2.

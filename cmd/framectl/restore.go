@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,13 +33,24 @@ Targets (default: the latest state):
   --to-frame N   the state after the last frame ending at or before N
   --at TIME      the state after the last frame committed at or before TIME
                  (RFC 3339, e.g. 2025-06-01T12:00:00Z)
+  --nearest      with --to-frame or --at: a target outside what the session
+                 holds restores the nearest state instead of failing
 Frames in a batch merge runs of commits, so a restore stops at a frame
 boundary: the output says which frame and commit time it reached.
+
+A target the session cannot reach fails with exit 4 and names the range it
+can: a frame past its newest frame or before its oldest snapshot, a time
+before the oldest state it can place in time (a new actor's first commit,
+or the oldest snapshot kept). A time after the newest commit restores the
+newest state. Restore reads the current session only: frames of a
+superseded session are before its oldest snapshot. With --nearest the
+output says the target was out of range and which state was restored.
 
 Examples:
   framectl restore --bucket file:///var/lib/framectl/bucket --namespace chat --actor 726f6f6d2d31 --out room-1.db
   framectl restore --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat --all --out ./restored/
   framectl restore --bucket file:///tmp/b --namespace-id Sx1CEZLQgCtH3lmtBp0oqA --actor 64656d6f --out old.db --at 2025-06-01T12:00:00Z
+  framectl restore --bucket file:///tmp/b --namespace chat --actor 726f6f6d2d31 --out first.db --to-frame 1 --nearest
 `
 
 // restoreResult is one restored actor, for output.
@@ -58,6 +70,40 @@ type restoreResult struct {
 	BytesFetched   int64      `json:"bytesFetched"`
 	Replans        int        `json:"replans"`
 	DurationNs     int64      `json:"durationNs"`
+	// OutOfRange: the target was outside the session and --nearest
+	// restored Frame instead.
+	OutOfRange *targetRange `json:"outOfRange,omitempty"`
+}
+
+// targetRange is what a session can restore, for a target outside it.
+type targetRange struct {
+	Requested  string `json:"requested"` // the target as asked
+	Message    string `json:"message"`
+	Session    uint64 `json:"session"`
+	FirstFrame uint64 `json:"firstFrame"` // the oldest snapshot
+	LastFrame  uint64 `json:"lastFrame"`  // the newest frame
+	// For a time target: the oldest state the session can place in time.
+	EarliestFrame uint64     `json:"earliestFrame,omitempty"`
+	EarliestTime  *time.Time `json:"earliestTime,omitempty"`
+}
+
+func newTargetRange(e *restore.TargetError) *targetRange {
+	r := &targetRange{Requested: e.Target.String(), Message: e.Error(), Session: e.Session,
+		FirstFrame: e.First, LastFrame: e.Last, EarliestFrame: e.EarliestFrame}
+	if !e.EarliestTime.IsZero() {
+		t := e.EarliestTime.UTC()
+		r.EarliestTime = &t
+	}
+	return r
+}
+
+// targetRangeOf returns the range of a *restore.TargetError in err, if any.
+func targetRangeOf(err error) *targetRange {
+	var e *restore.TargetError
+	if !errors.As(err, &e) {
+		return nil
+	}
+	return newTargetRange(e)
 }
 
 func newRestoreResult(r restore.Result) restoreResult {
@@ -69,6 +115,9 @@ func newRestoreResult(r restore.Result) restoreResult {
 		t := r.CommitTime.UTC()
 		out.CommitTime = &t
 	}
+	if r.OutOfRange != nil {
+		out.OutOfRange = newTargetRange(r.OutOfRange)
+	}
 	return out
 }
 
@@ -78,10 +127,14 @@ func (r restoreResult) summary() string {
 		committed = " (committed " + r.CommitTime.Format(time.RFC3339Nano) + ")"
 	}
 	d := time.Duration(r.DurationNs)
-	return fmt.Sprintf("%s: session %d, frame %d%s, %s from a snapshot and %d batches (%d skipped as covered), "+
+	s := fmt.Sprintf("%s: session %d, frame %d%s, %s from a snapshot and %d batches (%d skipped as covered), "+
 		"%d objects / %s fetched in %s (%s)",
 		r.Path, r.Session, r.Frame, committed, fmtBytes(r.Bytes), r.BatchesApplied, r.BatchesSkipped,
 		r.ObjectsFetched, fmtBytes(r.BytesFetched), fmtDuration(d), fmtRate(r.BytesFetched, d))
+	if r.OutOfRange != nil {
+		s += fmt.Sprintf("; OUT OF RANGE: %s: restored the nearest state, frame %d", r.OutOfRange.Message, r.Frame)
+	}
+	return s
 }
 
 type restoreReport struct {
@@ -89,6 +142,7 @@ type restoreReport struct {
 	Target   string          `json:"target"`
 	Restored []restoreResult `json:"restored"`
 	Failed   []string        `json:"failed,omitempty"`
+	Error    *jsonError      `json:"error,omitempty"`
 }
 
 func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -100,6 +154,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	dest := c.fs.String("out", "", "the database `FILE` to write (with --all: the DIRECTORY)")
 	toFrame := c.fs.String("to-frame", "", "restore the state after the last frame ending at or before `N`")
 	at := c.fs.String("at", "", "restore the state after the last frame committed at or before `TIME` (RFC 3339)")
+	nearest := c.fs.Bool("nearest", false, "with --to-frame or --at: restore the nearest state when the target is outside what the session holds")
 	parallel := c.fs.Int("parallel", 0, "batches fetched ahead of the replay (default 4); with --all also actors at once")
 	out := c.outputFlags()
 	if code, ok := c.parseFlags(args); !ok {
@@ -119,6 +174,8 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return c.usageError("--out is required: the file to write (with --all, a directory)")
 	case *toFrame != "" && *at != "":
 		return c.usageError("--to-frame and --at exclude each other")
+	case *nearest && *toFrame == "" && *at == "":
+		return c.usageError("--nearest applies to a target: give --to-frame N or --at TIME")
 	case *parallel < 0:
 		return c.usageError("--parallel %d: must be positive", *parallel)
 	}
@@ -136,6 +193,9 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return c.usageError("--at %q: not an RFC 3339 time like 2025-06-01T12:00:00Z", *at)
 		}
 		opts.Target = restore.AtTime(t)
+	}
+	if *nearest {
+		opts.Target = opts.Target.OrNearest()
 	}
 	st, statErr := os.Stat(*dest)
 	switch {
@@ -175,9 +235,13 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 				rep.Failed = append(rep.Failed, errString(e))
 				fmt.Fprintf(stderr, "framectl restore: %s\n", oneLine(e.Error()))
 			}
+			rep.Error = newJSONError(code, err)
+			if len(rep.Failed) > 1 || len(results) > 0 {
+				rep.Error.Message = fmt.Sprintf("%d actors failed, %d restored; the first failure: %s", len(rep.Failed), len(results), rep.Failed[0])
+			}
 		}
 		if out.json {
-			if err := writeJSON(stdout, rep); err != nil {
+			if err := c.emit(rep); err != nil {
 				return c.fail(err)
 			}
 		} else {
@@ -195,13 +259,17 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	r, err := restore.Restore(ctx, b, a, *dest, opts)
 	if err != nil {
 		p.clear()
-		return c.fail(err)
+		code := c.fail(err)
+		if errors.Is(err, restore.ErrTargetOutOfRange) {
+			fmt.Fprintln(stderr, "  try: a target in that range, or --nearest to restore the nearest state")
+		}
+		return code
 	}
 	p.finish()
 	res := newRestoreResult(r)
 	rep.Restored = append(rep.Restored, res)
 	if out.json {
-		if err := writeJSON(stdout, rep); err != nil {
+		if err := c.emit(rep); err != nil {
 			return c.fail(err)
 		}
 		return exitOK

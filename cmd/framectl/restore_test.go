@@ -110,6 +110,57 @@ func TestRestoreToFrame(t *testing.T) {
 	}
 }
 
+// A target outside what the session holds fails with exit 4 naming the
+// range, leaving nothing behind; --nearest restores the nearest state and
+// says so. A time after the newest commit is the newest state.
+func TestRestoreOutOfRange(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 8)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.db")
+	restoreTo := func(code int, args ...string) result {
+		t.Helper()
+		return framectl(t, append(append([]string{"restore", "--out", out}, args...), f.actorFlags()...)...).want(t, code)
+	}
+
+	r := restoreTo(exitNotFound, "--to-frame", "99")
+	contains(t, "stderr", r.stderr, "frame 99 is past the newest frame: session 1 holds frames 0..8", "--nearest")
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Fatalf("a failed restore left %v", es)
+	}
+	rep := restoreJSON(t, restoreTo(exitOK, "--to-frame", "99", "--nearest", "--json"))
+	got := rep.Restored[0]
+	if got.Frame != 8 || got.OutOfRange == nil || got.OutOfRange.Requested != "frame 99 or the nearest" ||
+		got.OutOfRange.FirstFrame != 0 || got.OutOfRange.LastFrame != 8 || rep.Target != "frame 99 or the nearest" {
+		t.Fatalf("--to-frame 99 --nearest: %+v (out of range %+v)", got, got.OutOfRange)
+	}
+	sameBytes(t, f.source, out)
+	r = restoreTo(exitOK, "--to-frame", "99", "--nearest")
+	contains(t, "restore --nearest", r.stdout, "OUT OF RANGE: frame 99 is past the newest frame", "restored the nearest state, frame 8")
+
+	// Before the first commit: the first snapshot (frame 0, the empty
+	// database) does not say when it was made.
+	r = framectl(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 1), "--json").want(t, exitOK)
+	var ins inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &ins); err != nil {
+		t.Fatal(err)
+	}
+	first := *ins.Batch.Frames[0].CommitTime
+	before := first.Add(-time.Nanosecond).Format(time.RFC3339Nano)
+	r = restoreTo(exitNotFound, "--at", before)
+	contains(t, "stderr", r.stderr, "is before the oldest state the session can place in time, frame 1 committed at "+first.Format(time.RFC3339Nano))
+	got = restoreJSON(t, restoreTo(exitOK, "--at", before, "--nearest", "--json")).Restored[0]
+	if got.Frame != 0 || got.OutOfRange == nil || got.OutOfRange.EarliestFrame != 1 || !got.OutOfRange.EarliestTime.Equal(first) {
+		t.Fatalf("--at %s --nearest: %+v (out of range %+v)", before, got, got.OutOfRange)
+	}
+
+	// After the newest commit: the newest state, in range.
+	got = restoreJSON(t, restoreTo(exitOK, "--at", time.Now().Add(time.Hour).Format(time.RFC3339), "--json")).Restored[0]
+	if got.Frame != 8 || got.OutOfRange != nil {
+		t.Fatalf("--at an hour from now: %+v", got)
+	}
+	sameBytes(t, f.source, out)
+}
+
 func TestRestoreAll(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 5)
 	dir := filepath.Join(t.TempDir(), "restored")
@@ -172,12 +223,13 @@ func TestRestoreUsage(t *testing.T) {
 		{append(base, "--actor", "00", "--out", dir), "is a directory"},
 		{append(base, "--all", "--out", file), "is a file"},
 		{append(base, "--actor", "00", "--out", file, "--parallel", "x"), "invalid value"},
+		{append(base, "--actor", "00", "--out", file, "--nearest"), "--nearest applies to a target"},
 	} {
 		r := framectl(t, tc.args...).want(t, exitUsage)
 		contains(t, "stderr", r.stderr, tc.want, "try: framectl restore --bucket")
 	}
 	r := framectl(t, "restore", "--help").want(t, exitOK)
-	contains(t, "restore --help", r.stdout, "Examples:", "-to-frame", "-at")
+	contains(t, "restore --help", r.stdout, "Examples:", "-to-frame", "-at", "-nearest")
 }
 
 func TestRestoreUnreachable(t *testing.T) {

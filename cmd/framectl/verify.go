@@ -21,9 +21,11 @@ checksums and PRAGMA integrity_check on the result, the log searched for
 gaps, own.json checked against the sessions, and stray keys listed.
 
 Every problem is printed with the object key and what is wrong. Damage
-(the bucket cannot give back what was acknowledged) exits 1; warnings (a
-missing own.json, superseded sessions awaiting the tier pass, keys framectl
-does not write) are printed but exit 0.
+(the bucket cannot give back what was acknowledged) exits 1; warnings are
+printed but exit 0: states a working cluster leaves behind (a missing
+own.json, own.json released at an epoch with no objects after an open that
+failed, a holder whose node lease is gone, superseded sessions awaiting the
+tier pass) and keys framectl does not write.
 
 Examples:
   framectl verify --bucket file:///var/lib/framectl/bucket
@@ -61,6 +63,7 @@ type verifyReport struct {
 	Damage   int           `json:"damage"`
 	Warnings int           `json:"warnings"`
 	Actors   []verifyActor `json:"actors"`
+	Error    *jsonError    `json:"error,omitempty"` // damage found
 }
 
 func newVerifyReport(bucketURL, prefix string, reports []restore.Report) verifyReport {
@@ -141,15 +144,20 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		prefix = "" // VerifyPrefix("") covers node leases and strays too
 	}
 	rep := newVerifyReport(b.String(), prefix, reports)
+	var damage error
+	if !rep.Clean {
+		damage = fmt.Errorf("damage found: %d problems in %s", rep.Damage, rep.Bucket)
+		rep.Error = newJSONError(exitDamage, damage)
+	}
 	if out.json {
-		if err := writeJSON(stdout, rep); err != nil {
+		if err := c.emit(rep); err != nil {
 			return c.fail(err)
 		}
 	} else {
 		printVerify(stdout, &rep)
 	}
-	if !rep.Clean {
-		fmt.Fprintf(stderr, "framectl verify: damage found: %d problems in %s\n", rep.Damage, rep.Bucket)
+	if damage != nil {
+		fmt.Fprintf(stderr, "framectl verify: %v\n", damage)
 		return exitDamage
 	}
 	return exitOK

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
 )
 
 func verifyJSON(t *testing.T, r result) verifyReport {
@@ -109,4 +112,32 @@ func TestVerifyUnreachable(t *testing.T) {
 	t.Parallel()
 	r := framectl(t, "verify", "--bucket", unreachable).want(t, exitIO)
 	contains(t, "stderr", r.stderr, "framectl verify: ")
+}
+
+// States a healthy cluster leaves behind are warnings: printed, in the
+// JSON, and exit 0. An own.json released at an epoch with no objects (an
+// open that failed before its first snapshot) and one held by a node
+// whose lease is gone (swept).
+func TestVerifyWarnings(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 3)
+	own := f.actor.OwnKey()
+	for _, tc := range []struct {
+		record fence.Record
+		want   string
+	}{
+		{fence.Record{Epoch: 5}, "released at epoch 5, which has no objects"},
+		{fence.Record{Epoch: 1, Node: "node-x", Address: "10.0.0.9:80"}, `held by node "node-x", whose lease nodes/node-x.json is gone`},
+	} {
+		body := tc.record.Marshal()
+		if _, err := f.b.Put(t.Context(), own, bytes.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+		r := framectl(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitOK)
+		contains(t, "verify", r.stdout, "warning", own, tc.want, ": clean, 1 warnings")
+		rep := verifyJSON(t, framectl(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+		if !rep.Clean || rep.Warnings != 1 || len(rep.Actors[0].Problems) != 1 ||
+			rep.Actors[0].Problems[0].Severity != "warning" || !strings.Contains(rep.Actors[0].Problems[0].Message, tc.want) {
+			t.Errorf("verify --json: %+v", rep)
+		}
+	}
 }
