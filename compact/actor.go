@@ -85,6 +85,10 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 	if err != nil {
 		return &Error{Op: "list", Key: a.Prefix(), Err: err}
 	}
+	res.Retention = opts.Retention
+	if own != nil && own.Retention > opts.Retention && !opts.ShortenRetention {
+		opts.Retention, res.Retention, res.RetentionRecorded = own.Retention, own.Retention, true
+	}
 	current, ok := currentSession(inv, own)
 	if !ok {
 		return nil

@@ -13,8 +13,15 @@ import (
 type Options struct {
 	// Retention keeps covered objects, and superseded sessions, while they
 	// may be needed to restore to a time less than Retention ago (see
-	// retention.go). 0 deletes them as soon as they are covered.
+	// retention.go). 0 deletes them as soon as they are covered. A longer
+	// retention recorded in the actor's own.json (the writer's,
+	// fence.Record.Retention) wins, unless ShortenRetention is set: a
+	// compaction run by someone else never cuts the history the writer
+	// keeps without saying so.
 	Retention time.Duration
+	// ShortenRetention applies Retention even when own.json records a
+	// longer one (framectl compact --shorten-retention).
+	ShortenRetention bool
 	// Now is the clock Retention is measured on, against the modification
 	// times the bucket lists (nil: time.Now). Tests move it instead of
 	// sleeping.
@@ -98,6 +105,10 @@ type Result struct {
 	// covered or superseded objects kept for the retention window.
 	Deleted  []string
 	Retained int
+	// Retention is the window the pass applied: Options.Retention, or the
+	// longer one own.json records (RetentionRecorded).
+	Retention         time.Duration
+	RetentionRecorded bool
 	// Attempts is 1, or more when objects vanished while the pass read
 	// them and it started over.
 	Attempts int

@@ -1,14 +1,17 @@
 package compact_test
 
 import (
+	"bytes"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/fence"
 )
 
 // TestRetention: with a window, the objects a new snapshot covers survive
@@ -70,5 +73,43 @@ func TestRetention(t *testing.T) {
 			got, _ := mustReplay(t, b, a, 1)
 			sameBytes(t, "replay after retention", got, img)
 		})
+	}
+}
+
+// A retention the writer recorded in own.json is kept by a pass asked for
+// less, unless the pass is told to shorten it.
+func TestRecordedRetention(t *testing.T) {
+	b := buckettest.Dir(t)
+	d := openDB(t, b, t.TempDir(), newActorID(), 1)
+	a := d.actor
+	rng := mrand.New(mrand.NewPCG(4, 4))
+	for range 3 {
+		d.work(rng, 8)
+	}
+	d.durable()
+	rec := fence.Record{Epoch: 1, Retention: time.Hour}.Marshal()
+	if _, err := b.Put(t.Context(), a.OwnKey(), bytes.NewReader(rec), int64(len(rec)), bucket.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	before := stateOf(t, b, a, 1)
+	covered := len(before.snapshots) + len(before.batches)
+
+	opts := testOptions(t)
+	opts.Force = true
+	res, err := compact.Actor(t.Context(), b, a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Deleted) != 0 || res.Retained != covered || res.Retention != time.Hour || !res.RetentionRecorded {
+		t.Fatalf("pass with no retention over a recorded hour: deleted %v, retained %d, retention %v (recorded %v); want nothing deleted, %d retained, an hour",
+			res.Deleted, res.Retained, res.Retention, res.RetentionRecorded, covered)
+	}
+	opts.ShortenRetention = true
+	res, err = compact.Actor(t.Context(), b, a, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Deleted) != covered || res.Retention != 0 || res.RetentionRecorded {
+		t.Fatalf("pass told to shorten: deleted %d, retention %v; want %d deleted, no retention", len(res.Deleted), res.Retention, covered)
 	}
 }

@@ -40,19 +40,12 @@ import (
 
 // readOwner reads and parses own.json; nil when it does not exist.
 func readOwner(ctx context.Context, b bucket.Bucket, a frames.Actor) (*fence.Record, error) {
-	key := a.OwnKey()
-	// One byte over the record limit, so ParseRecord names an oversized
-	// record rather than the bucket refusing to read it.
-	data, _, err := bucket.ReadAll(ctx, b, key, fence.MaxRecordBytes+1)
+	rec, _, err := fence.ReadRecord(ctx, b, a)
 	if errors.Is(err, bucket.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &Error{Op: "read own.json", Key: key, Err: err}
-	}
-	rec, err := fence.ParseRecord(key, data)
-	if err != nil {
-		return nil, &Error{Op: "read own.json", Key: key, Err: err}
+		return nil, &Error{Op: "read own.json", Key: a.OwnKey(), Err: err}
 	}
 	return &rec, nil
 }

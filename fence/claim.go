@@ -42,7 +42,20 @@ var ErrHolderUnseen = errors.New("fence: actor's holder has no lease; not yet cl
 type Ownership struct {
 	Actor frames.Actor
 	Epoch uint64
-	etag  string // own.json as we wrote it
+	// Prev is the record the claim replaced (zero Epoch: there was none).
+	// A released one may say where its session ended (Record.Seq): what
+	// the new session restores must reach it.
+	Prev      Record
+	retention time.Duration
+	etag      string // own.json as we wrote it
+}
+
+// ClaimOptions is what a claim records beside the owner.
+type ClaimOptions struct {
+	// Retention is the claimant's retention window, recorded in own.json
+	// (Record.Retention) so that compaction by anyone keeps covered
+	// objects that long.
+	Retention time.Duration
 }
 
 // maxClaimRounds bounds the retries of a claim that keeps losing races.
@@ -67,34 +80,37 @@ const maxClaimRounds = 8
 // Node IDs are random per Register, so a restarted process never takes its
 // predecessor's record (at the same address) for its own: it waits for the
 // predecessor's lease like any other claimant.
-func (n *Node) Claim(ctx context.Context, a frames.Actor) (Ownership, error) {
+func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ownership, error) {
 	key := a.OwnKey()
+	if opts.Retention < 0 || opts.Retention > MaxRetention {
+		return Ownership{}, fmt.Errorf("fence: claiming %s: retention %v is not from 0 to %v", key, opts.Retention, MaxRetention)
+	}
 	floor, err := newestSession(ctx, n.b, a)
 	if err != nil {
 		return Ownership{}, err
 	}
-	var attempted *Record // what the previous round tried to write
+	var attempted *Record    // what the previous round tried to write
+	var attemptedPrev Record // and the record it meant to replace
 	for round := 0; round < maxClaimRounds; round++ {
 		if err := n.Valid(); err != nil {
 			return Ownership{}, err
 		}
-		data, info, err := bucket.ReadAll(ctx, n.b, key, MaxRecordBytes)
-		var next Record
+		cur, info, err := ReadRecord(ctx, n.b, a)
+		var next, prev Record
 		var cond bucket.Condition
 		switch {
 		case errors.Is(err, bucket.ErrNotFound):
 			next, cond = Record{Epoch: floor}, bucket.Condition{IfAbsent: true}
+		case errors.Is(err, ErrBadRecord):
+			return Ownership{}, err // never treat a damaged record as absent
 		case err != nil:
 			return Ownership{}, fmt.Errorf("fence: reading %s: %w", key, err)
 		default:
-			cur, err := ParseRecord(key, data)
-			if err != nil {
-				return Ownership{}, err // never treat a damaged record as absent
-			}
 			if attempted != nil && cur == *attempted {
 				// Our PUT landed though it answered 412 (a retry).
-				return Ownership{Actor: a, Epoch: cur.Epoch, etag: info.ETag}, nil
+				return Ownership{Actor: a, Epoch: cur.Epoch, Prev: attemptedPrev, retention: opts.Retention, etag: info.ETag}, nil
 			}
+			prev = cur
 			if !cur.Released() && cur.Node != n.id {
 				live, err := n.Observer.Fence(ctx, cur.Node)
 				if err != nil {
@@ -114,21 +130,22 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor) (Ownership, error) {
 			return Ownership{}, fmt.Errorf("fence: claiming %s: epoch %d is the last there is", key, next.Epoch)
 		}
 		next.Epoch++
-		next.Node, next.Address = n.id, n.address
-		attempted = &next
+		next.Node, next.Address, next.Retention = n.id, n.address, opts.Retention
+		attempted, attemptedPrev = &next, prev
 		body := next.Marshal()
+		won := func(etag string) Ownership {
+			return Ownership{Actor: a, Epoch: next.Epoch, Prev: prev, retention: opts.Retention, etag: etag}
+		}
 		put, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), cond)
 		if err == nil {
 			n.log.Info("claimed actor", "key", key, "epoch", next.Epoch)
-			return Ownership{Actor: a, Epoch: next.Epoch, etag: put.ETag}, nil
+			return won(put.ETag), nil
 		}
 		if !errors.Is(err, bucket.ErrPrecondition) {
 			// The answer is unknown (a lost response, a timeout): the
 			// PUT may have landed. Read it back before giving up.
-			if data, info, rerr := bucket.ReadAll(ctx, n.b, key, MaxRecordBytes); rerr == nil {
-				if cur, perr := ParseRecord(key, data); perr == nil && cur == next {
-					return Ownership{Actor: a, Epoch: next.Epoch, etag: info.ETag}, nil
-				}
+			if cur, info, rerr := ReadRecord(ctx, n.b, a); rerr == nil && cur == next {
+				return won(info.ETag), nil
 			}
 			return Ownership{}, fmt.Errorf("fence: claiming %s: %w", key, err)
 		}
@@ -170,27 +187,69 @@ func newestSession(ctx context.Context, b bucket.Bucket, a frames.Actor) (uint64
 }
 
 // Release marks the actor released (node "", epoch kept), after its final
-// flush, with If-Match on the record this claim wrote. If the record changed
-// (a peer fenced this node and took over), it returns ErrFenced: the caller
-// no longer owned the actor.
-func (n *Node) Release(ctx context.Context, o Ownership) error {
+// flush, with If-Match on the record this claim wrote. seq is the last
+// sequence number the session made durable (0 if unknown): recorded, it lets
+// verify and restore tell a session whose newest objects were lost from one
+// that ended there. If the record changed (a peer fenced this node and took
+// over), it returns ErrFenced: the caller no longer owned the actor.
+func (n *Node) Release(ctx context.Context, o Ownership, seq uint64) error {
 	key := o.Actor.OwnKey()
-	body := Record{Epoch: o.Epoch}.Marshal()
+	body := Record{Epoch: o.Epoch, Seq: seq, Retention: o.retention}.Marshal()
 	_, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: o.etag})
 	if err == nil {
-		n.log.Info("released actor", "key", key, "epoch", o.Epoch)
+		n.log.Info("released actor", "key", key, "epoch", o.Epoch, "seq", seq)
 		return nil
 	}
 	// A 412, or no answer at all: read it back. Released at our epoch
 	// means our PUT landed (a retry, or a lost response).
-	data, _, rerr := bucket.ReadAll(ctx, n.b, key, MaxRecordBytes)
-	if rerr == nil {
-		if cur, perr := ParseRecord(key, data); perr == nil && cur.Epoch == o.Epoch && cur.Released() {
-			return nil
-		}
+	if cur, _, rerr := ReadRecord(ctx, n.b, o.Actor); rerr == nil && cur.Epoch == o.Epoch && cur.Released() {
+		return nil
 	}
 	if !errors.Is(err, bucket.ErrPrecondition) {
 		return fmt.Errorf("fence: releasing %s: %w", key, err)
 	}
 	return fmt.Errorf("%w: %s changed while this node held epoch %d", ErrFenced, key, o.Epoch)
+}
+
+// ReleaseUnclaimed records a session that runs without a claim (a writer
+// without a node, whose caller guarantees it is the only one): own.json
+// becomes released at epoch, with seq (0 while the session runs: its end is
+// not known yet) and retention, as a claim and Release would leave it. So
+// own.json names the newest session for restore and compaction, and once
+// the session closed, verify and restore can tell a lost tail from an end.
+// It never replaces a record of a newer epoch, nor one a node holds
+// (ErrFenced: someone else owns the actor); a lost race is read back.
+func ReleaseUnclaimed(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch, seq uint64, retention time.Duration) error {
+	key := a.OwnKey()
+	next := Record{Epoch: epoch, Seq: seq, Retention: retention}
+	body := next.Marshal()
+	for round := 0; round < maxClaimRounds; round++ {
+		cur, info, err := ReadRecord(ctx, b, a)
+		var cond bucket.Condition
+		switch {
+		case errors.Is(err, bucket.ErrNotFound):
+			cond = bucket.Condition{IfAbsent: true}
+		case err != nil:
+			return err
+		case cur == next:
+			return nil
+		case cur.Epoch > epoch || (!cur.Released() && cur.Epoch == epoch):
+			return fmt.Errorf("%w: %s names epoch %d (node %q), newer than or holding session %d", ErrFenced, key, cur.Epoch, cur.Node, epoch)
+		case !cur.Released():
+			return fmt.Errorf("%w: %s is held by node %s (epoch %d)", ErrFenced, key, cur.Node, cur.Epoch)
+		default:
+			cond = bucket.Condition{IfMatch: info.ETag}
+		}
+		_, err = b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), cond)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, bucket.ErrPrecondition) {
+			if cur, _, rerr := ReadRecord(ctx, b, a); rerr == nil && cur == next {
+				return nil
+			}
+			return fmt.Errorf("fence: recording the end of session %d in %s: %w", epoch, key, err)
+		}
+	}
+	return fmt.Errorf("fence: recording the end of session %d in %s: lost %d races in a row", epoch, key, maxClaimRounds)
 }

@@ -49,7 +49,7 @@ func TestSuspendedNodeLosesItsLease(t *testing.T) {
 		if err := n2.Err(); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("stopped with %v, want ErrLeaseLost", err)
 		}
-		l, _, err := readLease(t.Context(), b, n2.ID())
+		l, _, err := ReadLease(t.Context(), b, n2.ID())
 		if err != nil || l.Heartbeat != 1 {
 			t.Fatalf("lease after the suspension: %+v %v (renewed after its lease ran out?)", l, err)
 		}

@@ -49,7 +49,7 @@ func TestClaimAboveNewestSession(t *testing.T) {
 				if c.own != nil {
 					putBytes(t, b, a.OwnKey(), c.own.Marshal())
 				}
-				o, err := n.Claim(ctx, a)
+				o, err := n.Claim(ctx, a, ClaimOptions{})
 				if err != nil || o.Epoch != c.want {
 					t.Fatalf("claimed %+v, %v; want epoch %d", o, err, c.want)
 				}

@@ -25,17 +25,17 @@ func Example() {
 	defer c.Close(ctx)
 
 	actor := frames.Actor{Namespace: frames.NamespaceID("", "chat"), Actor: frames.ActorKey([]byte("room-1"))}
-	own, err := a.Claim(ctx, actor)
+	own, err := a.Claim(ctx, actor, fence.ClaimOptions{})
 	fmt.Println("a claims:", own.Epoch, err)
 
-	_, err = c.Claim(ctx, actor)
+	_, err = c.Claim(ctx, actor, fence.ClaimOptions{})
 	var held *fence.HeldError
 	if errors.As(err, &held) {
 		fmt.Println("c forwards to", held.Address)
 	}
 
-	a.Release(ctx, own)
-	own, err = c.Claim(ctx, actor)
+	a.Release(ctx, own, 0)
+	own, err = c.Claim(ctx, actor, fence.ClaimOptions{})
 	fmt.Println("c claims:", own.Epoch, err)
 	// Output:
 	// a claims: 1 <nil>

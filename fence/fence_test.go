@@ -117,7 +117,7 @@ func register(t *testing.T, b bucket.Bucket, addr string, clock Clock) *Node {
 func waitHeartbeat(t *testing.T, b bucket.Bucket, n *Node, hb uint64) {
 	t.Helper()
 	for range 2000 {
-		l, _, err := readLease(t.Context(), b, n.ID())
+		l, _, err := ReadLease(t.Context(), b, n.ID())
 		if err == nil && l.Heartbeat >= hb {
 			return
 		}
@@ -225,33 +225,33 @@ func TestClaimReleaseTakeover(t *testing.T) {
 		ca, cb := newFakeClock(), newFakeClock()
 		a := register(t, b, "127.0.0.1:9001", ca)
 		bn := register(t, b, "127.0.0.1:9002", cb)
-		oa, err := a.Claim(ctx, testActor)
+		oa, err := a.Claim(ctx, testActor, ClaimOptions{})
 		if err != nil || oa.Epoch != 1 {
 			t.Fatalf("first claim: %+v %v", oa, err)
 		}
 		// A claims again: every claim opens a new session.
-		again, err := a.Claim(ctx, testActor)
+		again, err := a.Claim(ctx, testActor, ClaimOptions{})
 		if err != nil || again.Epoch != 2 {
 			t.Fatalf("repeat claim: %+v %v", again, err)
 		}
 		oa = again
 		// B is told who holds it.
-		_, err = bn.Claim(ctx, testActor)
+		_, err = bn.Claim(ctx, testActor, ClaimOptions{})
 		var held *HeldError
 		if !errors.As(err, &held) || held.Node != a.ID() || held.Address != "127.0.0.1:9001" || !errors.Is(err, ErrHeld) {
 			t.Fatalf("claim of a held actor: %v", err)
 		}
 		// A releases; B claims epoch 2.
-		if err := a.Release(ctx, oa); err != nil {
+		if err := a.Release(ctx, oa, 0); err != nil {
 			t.Fatal(err)
 		}
-		ob, err := bn.Claim(ctx, testActor)
+		ob, err := bn.Claim(ctx, testActor, ClaimOptions{})
 		if err != nil || ob.Epoch != 3 {
 			t.Fatalf("claim after release: %+v %v", ob, err)
 		}
 		// B dies (stops renewing); after lease+grace on A's clock, A fences
 		// B and takes epoch 3.
-		if _, err := a.Claim(ctx, testActor); !errors.Is(err, ErrHeld) {
+		if _, err := a.Claim(ctx, testActor, ClaimOptions{}); !errors.Is(err, ErrHeld) {
 			t.Fatalf("claim of a live holder: %v", err)
 		}
 		// A renews in the meantime so that its own lease stays valid.
@@ -259,17 +259,51 @@ func TestClaimReleaseTakeover(t *testing.T) {
 			ca.Step(a.opts.RenewEvery)
 			waitHeartbeat(t, b, a, i)
 		}
-		oa3, err := a.Claim(ctx, testActor)
+		oa3, err := a.Claim(ctx, testActor, ClaimOptions{})
 		if err != nil || oa3.Epoch != 4 {
 			t.Fatalf("takeover: %+v %v", oa3, err)
 		}
 		// B's release of its stale claim fails: it was fenced.
-		if err := bn.Release(ctx, ob); !errors.Is(err, ErrFenced) {
+		if err := bn.Release(ctx, ob, 0); !errors.Is(err, ErrFenced) {
 			t.Fatalf("stale release: %v", err)
 		}
 		rec := readRecord(t, b)
 		if rec.Epoch != 4 || rec.Node != a.ID() {
 			t.Fatalf("own.json %+v", rec)
+		}
+	})
+}
+
+// A claim records the claimant's retention and returns the record it
+// replaced; a release records where the session ended, keeping the
+// retention.
+func TestClaimRecordsRetentionReleaseRecordsEnd(t *testing.T) {
+	backends(t, func(t *testing.T, b bucket.Bucket) {
+		ctx := t.Context()
+		a := register(t, b, "127.0.0.1:9001", newFakeClock())
+		o, err := a.Claim(ctx, testActor, ClaimOptions{Retention: time.Hour})
+		if err != nil || o.Prev != (Record{}) {
+			t.Fatalf("first claim: %+v %v", o, err)
+		}
+		if rec := readRecord(t, b); rec.Retention != time.Hour || rec.Seq != 0 || rec.Node != a.ID() {
+			t.Fatalf("own.json after the claim: %+v", rec)
+		}
+		if err := a.Release(ctx, o, 42); err != nil {
+			t.Fatal(err)
+		}
+		want := Record{Epoch: o.Epoch, Seq: 42, Retention: time.Hour}
+		if rec := readRecord(t, b); rec != want {
+			t.Fatalf("own.json after the release: %+v, want %+v", rec, want)
+		}
+		o2, err := a.Claim(ctx, testActor, ClaimOptions{Retention: 2 * time.Hour})
+		if err != nil || o2.Prev != want {
+			t.Fatalf("second claim: %+v (prev %+v) %v, want prev %+v", o2, o2.Prev, err, want)
+		}
+		if rec := readRecord(t, b); rec.Retention != 2*time.Hour || rec.Seq != 0 {
+			t.Fatalf("own.json after the second claim: %+v", rec)
+		}
+		if _, err := a.Claim(ctx, testActor, ClaimOptions{Retention: -time.Second}); err == nil {
+			t.Error("claim with a negative retention succeeded")
 		}
 	})
 }
@@ -294,12 +328,12 @@ func TestRestartedNodeIsNotItsPredecessor(t *testing.T) {
 	b := buckettest.Dir(t)
 	ctx := t.Context()
 	old := register(t, b, "127.0.0.1:9001", newFakeClock())
-	if _, err := old.Claim(ctx, testActor); err != nil {
+	if _, err := old.Claim(ctx, testActor, ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	clock := newFakeClock()
 	restarted := register(t, b, "127.0.0.1:9001", clock)
-	if _, err := restarted.Claim(ctx, testActor); !errors.Is(err, ErrHeld) {
+	if _, err := restarted.Claim(ctx, testActor, ClaimOptions{}); !errors.Is(err, ErrHeld) {
 		t.Fatalf("restarted node took its predecessor's record: %v", err)
 	}
 }
@@ -323,7 +357,7 @@ func TestClaimRace(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					o, err := n.Claim(ctx, testActor)
+					o, err := n.Claim(ctx, testActor, ClaimOptions{})
 					switch {
 					case err == nil:
 						wins.Add(1)
@@ -342,7 +376,7 @@ func TestClaimRace(t *testing.T) {
 			// The winner releases for the next round.
 			for _, n := range nodes {
 				if rec := readRecord(t, b); rec.Node == n.ID() {
-					if err := n.Release(ctx, *o); err != nil {
+					if err := n.Release(ctx, *o, 0); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -368,11 +402,11 @@ func TestClaimWithLostResponses(t *testing.T) {
 	}
 	defer n.Close(context.Background())
 	for i := range 10 {
-		o, err := n.Claim(ctx, testActor)
+		o, err := n.Claim(ctx, testActor, ClaimOptions{})
 		if err != nil {
 			t.Fatalf("claim %d: %v", i, err)
 		}
-		if err := n.Release(ctx, o); err != nil {
+		if err := n.Release(ctx, o, 0); err != nil {
 			t.Fatalf("release %d: %v", i, err)
 		}
 	}
@@ -387,7 +421,7 @@ func TestDamagedRecordIsNotAbsent(t *testing.T) {
 	if _, err := b.Put(t.Context(), testActor.OwnKey(), strings.NewReader("{oops"), 5, bucket.Condition{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Claim(t.Context(), testActor); !errors.Is(err, ErrBadRecord) {
+	if _, err := n.Claim(t.Context(), testActor, ClaimOptions{}); !errors.Is(err, ErrBadRecord) {
 		t.Fatalf("got %v, want ErrBadRecord", err)
 	}
 }

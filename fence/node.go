@@ -112,7 +112,7 @@ func Register(ctx context.Context, b bucket.Bucket, address string, opts Options
 	if err != nil {
 		// No answer may still mean it landed: the ID is fresh, so a lease
 		// under it with our address and heartbeat 0 is ours.
-		cur, curInfo, rerr := readLease(ctx, b, n.id)
+		cur, curInfo, rerr := ReadLease(ctx, b, n.id)
 		if rerr != nil || cur != lease {
 			return nil, fmt.Errorf("fence: registering node %s: %w", n.id, err)
 		}
@@ -239,7 +239,7 @@ func (n *Node) renew(ctx context.Context) bool {
 		n.log.Warn("lease renewal failed", "err", err)
 		return false // retried soon; Valid turns false after Lease
 	}
-	cur, curInfo, rerr := readLease(ctx, n.b, n.id)
+	cur, curInfo, rerr := ReadLease(ctx, n.b, n.id)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
@@ -259,16 +259,6 @@ func (n *Node) renew(ctx context.Context) bool {
 		n.stopLocked(fmt.Errorf("%w: lease %s changed by someone else (heartbeat %d)", ErrFenced, key, cur.Heartbeat))
 	}
 	return false
-}
-
-func readLease(ctx context.Context, b bucket.Bucket, id string) (Lease, bucket.Info, error) {
-	key := frames.NodeKey(id)
-	data, info, err := bucket.ReadAll(ctx, b, key, MaxRecordBytes)
-	if err != nil {
-		return Lease{}, info, err
-	}
-	l, err := ParseLease(key, data)
-	return l, info, err
 }
 
 // Close stops renewing and deregisters (deletes the lease). Call it after

@@ -88,7 +88,7 @@ func NewObserver(b bucket.Bucket, opts Options) *Observer {
 // lease is Unseen until it has been missing for Lease+Grace on this
 // observer's clock, then Gone; a lease that reappears starts over.
 func (o *Observer) Judge(ctx context.Context, id string) (Liveness, Lease, error) {
-	l, info, err := readLease(ctx, o.b, id)
+	l, info, err := ReadLease(ctx, o.b, id)
 	absent := errors.Is(err, bucket.ErrNotFound)
 	if err != nil && !absent {
 		return 0, Lease{}, err

@@ -2,14 +2,31 @@ package fence
 
 // own.json, the ownership record of one actor. Part of the bucket format.
 //
-//	{"epoch":7,"node":"4f1c...","address":"10.0.0.5:8080"}
+//	{"epoch":7,"node":"4f1c...","address":"10.0.0.5:8080","retention":"24h0m0s"}
+//	{"epoch":7,"node":"","address":"","seq":1234,"retention":"24h0m0s"}
 //
 // epoch is the ownership epoch of the newest claim (1 or more); node is the
 // holder's node ID, "" once released (the epoch is kept, so the next claim
 // writes epoch+1, or more if the bucket holds a newer session); address is
-// where the holder serves requests, "" when released. Exactly these three
-// fields, nothing else: a record that does not parse is reported as
-// damaged, never taken for an absent one.
+// where the holder serves requests, "" when released. These three are
+// required. Two fields are optional (records written before them parse as
+// if they were 0):
+//
+//   - seq, only on a released record: the last sequence number of the
+//     actor's history when it was released (what the released session made
+//     durable; a claim released after a failed open, whose session wrote
+//     nothing, keeps its predecessor's). If the newest session at or below
+//     the record's epoch does not reach it, that session lost its tail
+//     (verify and restore say which frames are missing); 0 or absent means
+//     unknown, as after a crash, where nothing is released.
+//   - retention, a Go duration (time.ParseDuration, 0 or more, at most
+//     MaxRetention): how long the writer keeps covered objects for
+//     point-in-time restore, so that a compaction run by anyone else keeps
+//     them as long (compact.Options).
+//
+// Nothing else, in exactly the encoding Marshal writes (fields in this
+// order, no spaces): a record that does not parse is reported as damaged,
+// never taken for an absent one.
 
 import (
 	"bytes"
@@ -18,6 +35,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/framectl/framectl/frames"
 )
@@ -28,19 +46,44 @@ const MaxRecordBytes = 4 << 10
 // ErrBadRecord: own.json does not parse or breaks a rule above.
 var ErrBadRecord = errors.New("fence: bad ownership record")
 
+// MaxRetention bounds a record's retention: a hundred years.
+const MaxRetention = 100 * 365 * 24 * time.Hour
+
 // Record is an actor's ownership record.
 type Record struct {
-	Epoch   uint64 `json:"epoch"`
-	Node    string `json:"node"`
-	Address string `json:"address"`
+	Epoch   uint64
+	Node    string
+	Address string
+	// Seq, on a released record, is the last sequence number of the
+	// actor's history at the release (0: unknown).
+	Seq uint64
+	// Retention is the writer's retention window (see the format above).
+	Retention time.Duration
 }
 
 // Released reports whether nobody holds the actor.
 func (r Record) Released() bool { return r.Node == "" }
 
+// recordJSON is the record as stored.
+type recordJSON struct {
+	Epoch     uint64 `json:"epoch"`
+	Node      string `json:"node"`
+	Address   string `json:"address"`
+	Seq       uint64 `json:"seq,omitempty"`
+	Retention string `json:"retention,omitempty"`
+}
+
+// MarshalJSON encodes the record as own.json holds it (Marshal), so that
+// a Record inside another JSON document reads the same.
+func (r Record) MarshalJSON() ([]byte, error) { return r.Marshal(), nil }
+
 // Marshal encodes the record.
 func (r Record) Marshal() []byte {
-	b, _ := json.Marshal(r) // three plain fields cannot fail
+	j := recordJSON{Epoch: r.Epoch, Node: r.Node, Address: r.Address, Seq: r.Seq}
+	if r.Retention != 0 {
+		j.Retention = r.Retention.String()
+	}
+	b, _ := json.Marshal(j) // plain fields cannot fail
 	return b
 }
 
@@ -86,9 +129,11 @@ func ParseRecord(key string, data []byte) (Record, error) {
 		return Record{}, fmt.Errorf("%w %s: %s", ErrBadRecord, key, msg)
 	}
 	var raw struct {
-		Epoch   json.RawMessage `json:"epoch"`
-		Node    *string         `json:"node"`
-		Address *string         `json:"address"`
+		Epoch     json.RawMessage `json:"epoch"`
+		Node      *string         `json:"node"`
+		Address   *string         `json:"address"`
+		Seq       json.RawMessage `json:"seq"`
+		Retention *string         `json:"retention"`
 	}
 	if msg := decodeStrict(data, &raw); msg != "" {
 		return fail(msg)
@@ -101,7 +146,27 @@ func ParseRecord(key string, data []byte) (Record, error) {
 		return fail(fmt.Sprintf("epoch %s is not a whole number of 1 or more", raw.Epoch))
 	}
 	r := Record{Epoch: epoch, Node: *raw.Node, Address: *raw.Address}
+	if raw.Seq != nil {
+		if r.Seq, err = parseCount(raw.Seq); err != nil {
+			return fail("seq " + err.Error())
+		}
+		if r.Node != "" {
+			return fail("seq belongs on a released record only")
+		}
+	}
+	if raw.Retention != nil {
+		d, err := time.ParseDuration(*raw.Retention)
+		if err != nil || d < 0 || d > MaxRetention {
+			return fail(fmt.Sprintf("retention %q is not a duration from 0 to %v", *raw.Retention, MaxRetention))
+		}
+		r.Retention = d
+	}
 	switch {
+	case !bytes.Equal(data, r.Marshal()):
+		// fence writes exactly Marshal's bytes, so any other bytes that
+		// parse (JSON matches keys case-insensitively, for one) are a
+		// record altered into another valid one.
+		return fail(fmt.Sprintf("altered: the bytes are not the encoding fence writes for the record they parse to (%s)", r.Marshal()))
 	case r.Node == "" && r.Address != "":
 		return fail("a released record has no address")
 	case r.Node != "" && !frames.ValidNodeID(r.Node):

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -11,6 +12,9 @@ func TestRecordRoundTrip(t *testing.T) {
 		{Epoch: 1, Node: "n1", Address: "127.0.0.1:8080"},
 		{Epoch: 18446744073709551615, Node: "abc-def", Address: "[::1]:1"},
 		{Epoch: 7},
+		{Epoch: 7, Seq: 1234, Retention: 24 * time.Hour},
+		{Epoch: 8, Node: "n1", Address: "h:1", Retention: 90 * time.Second},
+		{Epoch: 9, Seq: 18446744073709551615},
 	} {
 		got, err := ParseRecord("k", r.Marshal())
 		if err != nil || got != r {
@@ -39,6 +43,14 @@ func TestBadRecordsRejected(t *testing.T) {
 		`{"epoch":1,"node":"","address":""`,
 		`{"epoch":"1","node":"","address":""}`,
 		`{"epoch":1,"node":"","address":""}` + strings.Repeat(" ", MaxRecordBytes),
+		`{"epoch":1,"node":"a","address":"h:1","seq":5}`,
+		`{"epoch":1,"node":"","address":"","seq":-5}`,
+		`{"epoch":1,"node":"","address":"","seq":"5"}`,
+		`{"epoch":1,"node":"","address":"","seq":05}`,
+		`{"epoch":1,"node":"","address":"","retention":"-1s"}`,
+		`{"epoch":1,"node":"","address":"","retention":"forever"}`,
+		`{"epoch":1,"node":"","address":"","retention":"1000000h"}`,
+		`{"epoch":1,"node":"","address":"","retention":86400}`,
 	} {
 		r, err := ParseRecord("do/x/own.json", []byte(s))
 		if err == nil {
@@ -48,5 +60,16 @@ func TestBadRecordsRejected(t *testing.T) {
 		if !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), "do/x/own.json") {
 			t.Errorf("%q: %v", s, err)
 		}
+	}
+}
+
+// Records written before seq and retention existed still parse, as 0.
+func TestRecordOptionalFields(t *testing.T) {
+	r, err := ParseRecord("k", []byte(`{"epoch":3,"node":"","address":""}`))
+	if err != nil || r != (Record{Epoch: 3}) {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if got := string((Record{Epoch: 3}).Marshal()); got != `{"epoch":3,"node":"","address":""}` {
+		t.Errorf("a record without the optional fields marshals as %s", got)
 	}
 }

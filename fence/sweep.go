@@ -95,17 +95,15 @@ func holders(ctx context.Context, b bucket.Bucket, pageSize int) (map[string]boo
 			if err != nil || k.Kind != frames.KeyOwn {
 				continue // not an own.json: no claim ever reads it
 			}
-			data, _, err := bucket.ReadAll(ctx, b, info.Key, MaxRecordBytes+1)
+			rec, _, err := ReadRecord(ctx, b, k.ActorOf())
 			switch {
 			case errors.Is(err, bucket.ErrNotFound):
 				continue // deleted since the listing: names nobody
+			case errors.Is(err, ErrBadRecord):
+				errs = append(errs, err)
+				continue
 			case err != nil:
 				errs = append(errs, fmt.Errorf("fence: reading %s: %w", info.Key, err))
-				continue
-			}
-			rec, err := ParseRecord(info.Key, data)
-			if err != nil {
-				errs = append(errs, err)
 				continue
 			}
 			if !rec.Released() {

@@ -73,7 +73,7 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 		idle := register(t, b, "127.0.0.1:9004", newFakeClock())
 		claim := func(n *Node, a frames.Actor) Ownership {
 			t.Helper()
-			o, err := n.Claim(ctx, a)
+			o, err := n.Claim(ctx, a, ClaimOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -89,7 +89,7 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 		}
 		// Actor 2 released, actor 3 has batches and no own.json, actor 4
 		// held.
-		if err := released.Release(ctx, claim(released, sweepActor(2))); err != nil {
+		if err := released.Release(ctx, claim(released, sweepActor(2)), 0); err != nil {
 			t.Fatal(err)
 		}
 		for f := uint64(1); f <= 4; f++ {

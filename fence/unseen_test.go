@@ -36,7 +36,7 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 		ca, cb := newFakeClock(), newFakeClock()
 		holder := register(t, b, "127.0.0.1:9001", ca)
 		claimant := register(t, b, "127.0.0.1:9002", cb)
-		if _, err := holder.Claim(ctx, testActor); err != nil {
+		if _, err := holder.Claim(ctx, testActor, ClaimOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		leaseKey := frames.NodeKey(holder.ID())
@@ -52,7 +52,7 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 		}
 		notYet := func(when string) {
 			t.Helper()
-			_, err := claimant.Claim(ctx, testActor)
+			_, err := claimant.Claim(ctx, testActor, ClaimOptions{})
 			if !errors.Is(err, ErrHolderUnseen) || errors.Is(err, ErrHeld) {
 				t.Fatalf("%s: got %v, want ErrHolderUnseen (and not ErrHeld)", when, err)
 			}
@@ -69,7 +69,7 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 		if _, err := b.Put(ctx, leaseKey, bytes.NewReader(data), int64(len(data)), bucket.Condition{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := claimant.Claim(ctx, testActor); !errors.Is(err, ErrHeld) {
+		if _, err := claimant.Claim(ctx, testActor, ClaimOptions{}); !errors.Is(err, ErrHeld) {
 			t.Fatalf("holder with its lease back: %v", err)
 		}
 		if err := b.Delete(ctx, leaseKey); err != nil {
@@ -79,7 +79,7 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 		renewFor(t, b, claimant, cb, 10*time.Second)
 		notYet("10 s into the second absence")
 		renewFor(t, b, claimant, cb, 5*time.Second)
-		o, err := claimant.Claim(ctx, testActor)
+		o, err := claimant.Claim(ctx, testActor, ClaimOptions{})
 		if err != nil || o.Epoch != 2 {
 			t.Fatalf("after lease+grace without a lease: %+v %v", o, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/lanes"
 )
 
 // Sentinels for errors.Is. Damage found while restoring matches the
@@ -40,7 +41,31 @@ var (
 	// ErrTargetOutOfRange: the target is outside what the chosen session
 	// can restore (see Target). A *TargetError says what it can.
 	ErrTargetOutOfRange = errors.New("target out of range")
+	// ErrTailMissing: own.json records that a released session ended at a
+	// frame its objects do not reach: its newest objects were lost. A
+	// *TailError names the range; it also matches lanes.ErrGap.
+	ErrTailMissing = errors.New("the session's newest frames are missing")
 )
+
+// TailError is a released session whose objects end before the frame its
+// release recorded (fence.Record.Seq).
+type TailError struct {
+	Key     string // own.json
+	Session uint64
+	Reached uint64 // the newest frame the session's objects reach
+	End     uint64 // where own.json says the session ended
+}
+
+func (e *TailError) Error() string {
+	return fmt.Sprintf("session %d ends at frame %d in the bucket, but %s records it released at frame %d: %v (its newest objects were lost)",
+		e.Session, e.Reached, e.Key, e.End, e.Gap())
+}
+
+// Gap is the missing range.
+func (e *TailError) Gap() *lanes.GapError { return &lanes.GapError{From: e.Reached + 1, To: e.End} }
+
+// Unwrap makes a *TailError match ErrTailMissing and lanes.ErrGap.
+func (e *TailError) Unwrap() []error { return []error{ErrTailMissing, e.Gap()} }
 
 // TargetError is a target outside what the chosen session can restore. It
 // matches ErrTargetOutOfRange.

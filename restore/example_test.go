@@ -62,7 +62,6 @@ func Example() {
 	// Output:
 	// session 1 frame 2
 	// damaged: false
-	// warning own
 }
 
 // A target past what the bucket holds is an error naming the range, not

@@ -38,6 +38,19 @@ func (s *Session) NewestSnapshotAtOrBefore(frame uint64) (Object, bool) {
 	return Object{}, false
 }
 
+// LastFrame is the newest frame the session's objects reach (0 when it
+// has none).
+func (s *Session) LastFrame() uint64 {
+	var last uint64
+	if n := len(s.Snapshots); n > 0 {
+		last = s.Snapshots[n-1].Frame
+	}
+	if n := len(s.Batches); n > 0 {
+		last = max(last, s.Batches[n-1].Frame)
+	}
+	return last
+}
+
 // Inventory is what a bucket holds for one actor.
 type Inventory struct {
 	Actor frames.Actor

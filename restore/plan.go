@@ -33,6 +33,11 @@ type Plan struct {
 	// OutOfRange is set when the target asked for was outside the session
 	// and OrNearest asked for the nearest state: Target is then that state.
 	OutOfRange *TargetError
+	// End is where own.json says the session ended when it was released
+	// (fence.Record.Seq; 0: not released, or unknown). A replay that wants
+	// frames past what the objects reach fails with a *TailError then,
+	// rather than return an older state.
+	End uint64
 }
 
 // check refuses a plan that NewPlan or PlanSession would not make: a plan
@@ -88,11 +93,26 @@ func NewPlan(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target
 	if err != nil {
 		return fail(0, "", err)
 	}
+	// A released own.json names where the actor's history ended; the
+	// session chosen is the newest with objects at or below its epoch
+	// (chooseSession refuses newer sessions with batches).
+	var end uint64
+	if own != nil && own.Released() && own.Epoch >= s.Epoch {
+		end = own.Seq
+	}
+	// A tail lost is known from the listing for a target that wants it;
+	// for a time target, once the replay runs out of frames (replay.go).
+	if last := s.LastFrame(); last < end {
+		n, isFrame := target.Frame()
+		if target.IsLatest() || (isFrame && n > last) {
+			return fail(s.Epoch, inv.Actor.OwnKey(), &TailError{Key: inv.Actor.OwnKey(), Session: s.Epoch, Reached: last, End: end})
+		}
+	}
 	p, err := planSession(ctx, b, inv.Actor, s, target, lim)
 	if err != nil {
 		return fail(s.Epoch, "", err)
 	}
-	p.Own = own
+	p.Own, p.End = own, end
 	return p, nil
 }
 
@@ -112,25 +132,20 @@ func PlanSession(ctx context.Context, b bucket.Bucket, inv *Inventory, session u
 	return p, nil
 }
 
-// ReadOwn reads and parses the actor's own.json: nil when the inventory
-// listed none (or it vanished since). A record that does not parse, or is
-// larger than any record, is an error matching fence.ErrBadRecord or
-// bucket.ErrTooLarge.
+// ReadOwn reads and parses the actor's own.json (fence.ReadRecord): nil
+// when the inventory listed none (or it vanished since). A record that does
+// not parse, or is larger than any record, is an error matching
+// fence.ErrBadRecord.
 func ReadOwn(ctx context.Context, b bucket.Bucket, inv *Inventory) (*fence.Record, error) {
 	if inv.Own == nil {
 		return nil, nil
 	}
-	key := inv.Actor.OwnKey()
-	data, _, err := bucket.ReadAll(ctx, b, key, fence.MaxRecordBytes)
+	rec, _, err := fence.ReadRecord(ctx, b, inv.Actor)
 	if errors.Is(err, bucket.ErrNotFound) {
 		// Deleted between the listing and now: nothing deletes own.json
 		// but an operator, and the listing is the snapshot we plan from.
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	rec, err := fence.ParseRecord(key, data)
 	if err != nil {
 		return nil, err
 	}

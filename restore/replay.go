@@ -234,6 +234,12 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 	}
 	r.fetch.close()
 
+	if seq := r.set.Seq(); seq < r.plan.End && !r.stopped {
+		if n, isFrame := r.plan.Target.Frame(); !isFrame || n > seq {
+			key := r.plan.Actor.OwnKey()
+			return r.fail(key, &TailError{Key: key, Session: r.plan.Session, Reached: seq, End: r.plan.End})
+		}
+	}
 	r.res.OutOfRange = r.plan.OutOfRange
 	if r.plan.Target.kind == targetTime && r.set.Seq() == r.plan.Snapshot.Frame && unknownTime(r.set.CommitTime()) {
 		// The snapshot's state was committed at some time before the

@@ -64,7 +64,7 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 			warn: []string{"released at epoch 9, which has no objects: a claim whose open failed before its first snapshot"}},
 		{name: "epoch without a session, lease missing", record: fence.Record{Epoch: 9, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal(),
 			noLease: true, warn: []string{"whose lease nodes/node-a.json is gone", "held at epoch 9, which has no objects, by a node whose lease is gone"}},
-		{name: "not canonical", record: []byte(`{"epoch": 2, "node": "node-a", "address": "10.0.0.5:8080"}`), damage: "altered"},
+		{name: "not canonical", record: []byte(`{"epoch": 2, "node": "node-a", "address": "10.0.0.5:8080"}`), damage: "altered", restore: fence.ErrBadRecord},
 		{name: "unparsable", record: []byte(`{"epoch":2}`), damage: "unreadable", restore: fence.ErrBadRecord},
 		{name: "released", record: fence.Record{Epoch: 2}.Marshal(), noLease: true},
 	}
@@ -242,6 +242,7 @@ func TestIntegrityCheckFails(t *testing.T) {
 	}
 	key := w.actor.SnapshotKey(2, p.frame)
 	put(t, b, key, buf.Bytes())
+	put(t, b, w.actor.OwnKey(), fence.Record{Epoch: 2}.Marshal()) // as session 2's writer leaves it
 
 	dir := t.TempDir()
 	_, err = restore.Restore(t.Context(), b, w.actor, filepath.Join(dir, "r.db"), restore.Options{})

@@ -1,7 +1,6 @@
 package restore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,31 +20,19 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 		problem(Warning, "absent: the actor has no ownership record (its sessions were written without package fence)")
 		return nil, nil
 	}
-	data, _, err := bucket.ReadAll(ctx, v.b, key, fence.MaxRecordBytes)
+	rec, info, err := fence.ReadRecord(ctx, v.b, v.a)
 	switch {
 	case errors.Is(err, bucket.ErrNotFound):
 		problem(Warning, "absent: deleted since the listing")
 		return nil, nil
-	case errors.Is(err, bucket.ErrTooLarge):
+	case errors.Is(err, fence.ErrBadRecord):
 		problem(Damage, "unreadable: %v", err)
 		return nil, nil
 	case err != nil:
 		return nil, err
 	}
 	v.rep.Objects++
-	v.rep.Bytes += int64(len(data))
-	rec, err := fence.ParseRecord(key, data)
-	if err != nil {
-		problem(Damage, "unreadable: %v", err)
-		return nil, nil
-	}
-	// A record that parses can still have been altered into another valid
-	// one (JSON matches keys case-insensitively, for one). fence writes
-	// exactly Record.Marshal, so any other bytes are damage.
-	if !bytes.Equal(data, rec.Marshal()) {
-		problem(Damage, "altered: the bytes are not the encoding fence writes for the record they parse to (%s)", rec.Marshal())
-		return nil, nil
-	}
+	v.rep.Bytes += info.Size
 	if len(v.inv.Sessions) > 0 {
 		if newest := v.inv.Sessions[0].Epoch; rec.Epoch < newest {
 			problem(Damage, "names epoch %d, but session %d exists: nothing writes a session newer than its claim", rec.Epoch, newest)
@@ -59,7 +46,7 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 		// record altered into another valid one (a flipped bit in the
 		// address) is caught here.
 		leaseKey := frames.NodeKey(rec.Node)
-		data, _, err := bucket.ReadAll(ctx, v.b, leaseKey, fence.MaxRecordBytes)
+		lease, _, err := fence.ReadLease(ctx, v.b, rec.Node)
 		switch {
 		case errors.Is(err, bucket.ErrNotFound):
 			// A node that stopped without releasing leaves its record
@@ -70,18 +57,19 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 			problem(Warning, "held by node %q, whose lease %s is gone (swept after the node stopped, or the node deregistered "+
 				"without releasing): the actor stays held by a node whose lease is gone until another node claims it; "+
 				"if a node is still writing session %d, own.json is damaged", rec.Node, leaseKey, rec.Epoch)
-		case err != nil && !errors.Is(err, bucket.ErrTooLarge):
+		case errors.Is(err, fence.ErrBadLease):
+			v.add(Problem{Key: leaseKey, Kind: KindOwn, Severity: Damage,
+				Message: fmt.Sprintf("the lease of the node %s names is unreadable: %v", key, err)})
+		case err != nil:
 			return nil, err
-		default:
-			lease, perr := fence.ParseLease(leaseKey, data)
-			switch {
-			case err != nil || perr != nil:
-				v.add(Problem{Key: leaseKey, Kind: KindOwn, Severity: Damage,
-					Message: fmt.Sprintf("the lease of the node %s names is unreadable: %v", key, errors.Join(err, perr))})
-			case lease.Address != rec.Address:
-				problem(Damage, "names node %q at %s, but its lease says %s", rec.Node, rec.Address, lease.Address)
-			}
+		case lease.Address != rec.Address:
+			problem(Damage, "names node %q at %s, but its lease says %s", rec.Node, rec.Address, lease.Address)
 		}
+	}
+	if s, ok := v.inv.NewestWithSnapshot(); ok && rec.Released() && s.Epoch <= rec.Epoch && s.LastFrame() < rec.Seq {
+		e := &TailError{Key: key, Session: s.Epoch, Reached: s.LastFrame(), End: rec.Seq}
+		gap := e.Gap()
+		v.add(Problem{Key: key, Kind: KindGap, Severity: Damage, Session: rec.Epoch, From: gap.From, To: gap.To, Message: e.Error()})
 	}
 	switch {
 	case hasSession:

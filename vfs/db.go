@@ -88,7 +88,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	var own *fence.Ownership
 	if cfg.Node != nil {
-		o, err := cfg.Node.Claim(ctx, actor)
+		o, err := cfg.Node.Claim(ctx, actor, fence.ClaimOptions{Retention: cfg.Retention})
 		if err != nil {
 			return nil, err
 		}
@@ -105,14 +105,19 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 			return nil
 		}
 	}
-	db, err := open(ctx, cfg, actor, path)
+	db, err := open(ctx, cfg, actor, path, own)
 	if err != nil {
 		if own != nil {
 			// Give the claim back (epoch kept) so the next claimant does
-			// not wait for this node's lease to run out.
+			// not wait for this node's lease to run out. The actor's
+			// history still ends where the replaced record said.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			defer cancel()
-			if rerr := cfg.Node.Release(rctx, *own); rerr != nil {
+			var end uint64
+			if own.Prev.Released() {
+				end = own.Prev.Seq
+			}
+			if rerr := cfg.Node.Release(rctx, *own, end); rerr != nil {
 				cfg.Logger.Warn("releasing a claim after a failed open", logActor, actor.Actor, logErr, rerr)
 			}
 		}
@@ -155,8 +160,8 @@ func (db *DB) Reopen(ctx context.Context, node *fence.Node) (*DB, error) {
 	return Open(ctx, cfg)
 }
 
-func open(ctx context.Context, cfg Config, actor frames.Actor, path string) (*DB, error) {
-	start, err := bringUpToDate(ctx, cfg, actor, path)
+func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own *fence.Ownership) (*DB, error) {
+	start, err := bringUpToDate(ctx, cfg, actor, path, own)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +172,13 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string) (*DB
 	if track == nil {
 		if track, err = trackDatabase(ctx, path); err != nil {
 			return nil, err
+		}
+	}
+	if own == nil {
+		// Without a claim, own.json still names the newest session (its
+		// end once Close records it).
+		if err := fence.ReleaseUnclaimed(ctx, cfg.Bucket, actor, cfg.Epoch, 0, cfg.Retention); err != nil {
+			return nil, fmt.Errorf("vfs: %w", err)
 		}
 	}
 	first := stateRecord{Epoch: cfg.Epoch, Seq: start.pos.seq, CommitTime: start.pos.commitTime,
@@ -362,9 +374,17 @@ func (db *DB) Close(ctx context.Context) error {
 			db.closeErr = fmt.Errorf("vfs: %w", err)
 		}
 		// Release only after a clean flush: otherwise a peer must wait
-		// for the lease and restore what did reach the bucket.
-		if db.own != nil && db.closeErr == nil {
-			db.closeErr = db.cfg.Node.Release(ctx, *db.own)
+		// for the lease and restore what did reach the bucket. The
+		// release records where the session ended, so that a lost tail
+		// is an error, not an older state (fence.Record.Seq).
+		if db.closeErr != nil {
+			return
+		}
+		end := db.rep.durable.Load()
+		if db.own != nil {
+			db.closeErr = db.cfg.Node.Release(ctx, *db.own, end)
+		} else {
+			db.closeErr = fence.ReleaseUnclaimed(ctx, db.cfg.Bucket, db.actor, db.cfg.Epoch, end, db.cfg.Retention)
 		}
 	})
 	return db.closeErr

@@ -91,7 +91,7 @@ func killChild(url string) error {
 	} else if cfg.Epoch, err = strconv.ParseUint(e, 10, 64); err != nil {
 		return err
 	}
-	db, err := killOpen(ctx, func() (*DB, error) { return Open(ctx, cfg) })
+	db, err := killOpen(ctx, &cfg, func() (*DB, error) { return Open(ctx, cfg) })
 	if err != nil {
 		return err
 	}
@@ -105,14 +105,9 @@ func killChild(url string) error {
 			// The node lost its lease (a slow machine, a stalled bucket):
 			// recover without a restart, as a runtime would.
 			c.Close()
-			node := cfg.Node
-			for {
-				if cfg.Node, err = node.Restart(ctx); err == nil {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if db, err = killOpen(ctx, func() (*DB, error) { return db.Reopen(ctx, cfg.Node) }); err != nil {
+			restartNode(ctx, &cfg)
+			old := db
+			if db, err = killOpen(ctx, &cfg, func() (*DB, error) { return old.Reopen(ctx, cfg.Node) }); err != nil {
 				return err
 			}
 			if c, err = db.Conn(); err != nil {
@@ -146,13 +141,32 @@ func killChild(url string) error {
 	}
 }
 
+// restartNode registers a new node in place of cfg.Node, which stopped,
+// retrying while the bucket does not answer.
+func restartNode(ctx context.Context, cfg *Config) {
+	for {
+		n, err := cfg.Node.Restart(ctx)
+		if err == nil {
+			cfg.Node = n
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // killOpen opens (or reopens) the child's database, waiting out the lease
-// of a killed predecessor, prepares the schema and prints OPENED.
-func killOpen(ctx context.Context, open func() (*DB, error)) (*DB, error) {
+// of a killed predecessor (and, should its own node lose its lease while it
+// waits, registering a new one), prepares the schema and prints OPENED.
+func killOpen(ctx context.Context, cfg *Config, open func() (*DB, error)) (*DB, error) {
 	for {
 		db, err := open()
 		if errors.Is(err, fence.ErrHeld) || errors.Is(err, fence.ErrHolderUnseen) {
 			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if cfg.Node != nil && (errors.Is(err, fence.ErrLeaseLost) || errors.Is(err, fence.ErrFenced)) {
+			restartNode(ctx, cfg)
+			open = func() (*DB, error) { return Open(ctx, *cfg) }
 			continue
 		}
 		if err != nil {

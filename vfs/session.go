@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/fsync"
 	"github.com/framectl/framectl/lanes"
@@ -57,7 +58,7 @@ type sessionStart struct {
 //     any other case (another owner wrote since, the machine restarted, no
 //     readable state) the local copy is moved aside (Start.Diverged), then
 //     the bucket's newest state is restored.
-func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string) (sessionStart, error) {
+func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string, own *fence.Ownership) (sessionStart, error) {
 	var how Start
 	freed, err := restore.RemoveScratch(cfg.Dir)
 	if err != nil {
@@ -79,7 +80,14 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string)
 		st.Inflight = stateRecord{} // never reached the bucket
 	}
 	if expect := newer(st.Durable, st.Inflight); expect.valid() {
-		if inv, err = awaitListing(ctx, cfg, a, inv, expect); err != nil {
+		if inv, err = awaitListing(ctx, cfg, a, inv, expect, filepath.Join(cfg.Dir, stateFile)); err != nil {
+			return sessionStart{}, err
+		}
+	}
+	if end, ok, err := releasedEnd(ctx, cfg, a, inv, own); err != nil {
+		return sessionStart{}, err
+	} else if ok {
+		if inv, err = awaitListing(ctx, cfg, a, inv, end, a.OwnKey()); err != nil {
 			return sessionStart{}, err
 		}
 	}
@@ -95,7 +103,7 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string)
 		how.From = StartNew
 		return sessionStart{how: how}, nil
 	}
-	last := lastFrame(newest)
+	last := newest.LastFrame()
 
 	local, err := inspectLocal(ctx, cfg, path)
 	if err != nil {
@@ -158,25 +166,18 @@ func newer(a, b stateRecord) stateRecord {
 	return a
 }
 
-// lastFrame is the newest frame a session's objects reach.
-func lastFrame(s *restore.Session) uint64 {
-	last := s.Snapshots[len(s.Snapshots)-1].Frame
-	if n := len(s.Batches); n > 0 {
-		last = max(last, s.Batches[n-1].Frame)
-	}
-	return last
-}
-
-// reaches reports whether an inventory shows at least r: the session of r
-// up to its frame, or a newer session (another owner took over since).
+// reaches reports whether an inventory shows at least r: a newer session
+// (another owner took over since), or the newest session at or below r's
+// epoch reaching r's frame (sequence numbers grow across sessions, and
+// own.json's epoch may be a claim that wrote nothing).
 func reaches(inv *restore.Inventory, r stateRecord) bool {
 	for i := range inv.Sessions {
 		s := &inv.Sessions[i]
 		switch {
 		case s.Epoch > r.Epoch && (len(s.Snapshots) > 0 || len(s.Batches) > 0):
 			return true
-		case s.Epoch == r.Epoch && len(s.Snapshots) > 0 && lastFrame(s) >= r.Seq:
-			return true
+		case s.Epoch <= r.Epoch && len(s.Snapshots) > 0:
+			return s.LastFrame() >= r.Seq
 		}
 	}
 	return false
@@ -190,15 +191,41 @@ func landed(ctx context.Context, b bucket.Bucket, key string) bool {
 	return err == nil
 }
 
+// releasedEnd is where the actor's last released session ended, as
+// own.json recorded it at release (fence.Record.Seq): the record the claim
+// replaced, or without a node own.json itself. ok is false when nothing
+// recorded an end.
+func releasedEnd(ctx context.Context, cfg Config, a frames.Actor, inv *restore.Inventory, own *fence.Ownership) (stateRecord, bool, error) {
+	var rec fence.Record
+	switch {
+	case own != nil:
+		rec = own.Prev
+	case inv.Own != nil:
+		r, _, err := fence.ReadRecord(ctx, cfg.Bucket, a)
+		if errors.Is(err, bucket.ErrNotFound) {
+			return stateRecord{}, false, nil
+		}
+		if err != nil {
+			return stateRecord{}, false, fmt.Errorf("vfs: %w", err)
+		}
+		rec = r
+	}
+	if !rec.Released() || rec.Seq == 0 {
+		return stateRecord{}, false, nil
+	}
+	return stateRecord{Epoch: rec.Epoch, Seq: rec.Seq}, true, nil
+}
+
 // awaitListing lists the actor again, with backoff, until the listing
-// reaches expect, for up to cfg.ListingWait.
-func awaitListing(ctx context.Context, cfg Config, a frames.Actor, inv *restore.Inventory, expect stateRecord) (*restore.Inventory, error) {
+// reaches expect (which source says was uploaded), for up to
+// cfg.ListingWait.
+func awaitListing(ctx context.Context, cfg Config, a frames.Actor, inv *restore.Inventory, expect stateRecord, source string) (*restore.Inventory, error) {
 	deadline := time.Now().Add(cfg.ListingWait)
 	wait := 50 * time.Millisecond
 	for attempt := 1; !reaches(inv, expect); attempt++ {
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("%w: %s lists nothing past %s, but %s records session %d up to frame %d as uploaded (waited %v): the listing is stale or objects were deleted; the local copy is left as it is",
-				ErrListingBehind, cfg.Bucket, describeNewest(inv), filepath.Join(cfg.Dir, stateFile), expect.Epoch, expect.Seq, cfg.ListingWait)
+				ErrListingBehind, cfg.Bucket, describeNewest(inv), source, expect.Epoch, expect.Seq, cfg.ListingWait)
 		}
 		if attempt == 1 {
 			cfg.Logger.Warn("the bucket's listing is behind the local state; listing again", logActor, a.Actor,
@@ -221,7 +248,7 @@ func awaitListing(ctx context.Context, cfg Config, a frames.Actor, inv *restore.
 
 func describeNewest(inv *restore.Inventory) string {
 	if s, ok := inv.NewestWithSnapshot(); ok {
-		return fmt.Sprintf("session %d frame %d", s.Epoch, lastFrame(s))
+		return fmt.Sprintf("session %d frame %d", s.Epoch, s.LastFrame())
 	}
 	return "no session"
 }

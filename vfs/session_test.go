@@ -16,6 +16,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 )
 
 // crash stops a database as a killed process would: no flush, no final
@@ -75,21 +76,24 @@ func TestReopenReusesLocalCopy(t *testing.T) {
 		t.Errorf("reopen after Close started from %v, want %v", from, StartReused)
 	}
 	if n := counting.n.Load() - gets; n != 0 {
-		t.Errorf("reopen of a current local copy made %d GETs", n)
+		t.Errorf("reopen of a current local copy downloaded %d objects", n)
 	}
 	if n := countRows(t, c2); n != 50 {
 		t.Errorf("%d rows after reopen, want 50", n)
 	}
 }
 
-// getCounter counts Gets.
+// getCounter counts Gets of batches and snapshots: the database's data,
+// not own.json.
 type getCounter struct {
 	bucket.Bucket
 	n atomic.Int64
 }
 
 func (g *getCounter) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
-	g.n.Add(1)
+	if k, err := frames.ParseKey(key); err == nil && (k.Kind == frames.KeyLog || k.Kind == frames.KeySnapshot) {
+		g.n.Add(1)
+	}
 	return g.Bucket.Get(ctx, key)
 }
 
@@ -286,5 +290,54 @@ func TestOpenRemovesRestoreScratch(t *testing.T) {
 	}
 	if got := db.Stats().Start.ScratchBytes; got != 8192 {
 		t.Errorf("Start.ScratchBytes %d, want 8192", got)
+	}
+}
+
+// A closed session whose newest batch was lost: a new directory's Open
+// (it has no state file of its own) learns the session's end from
+// own.json and refuses to start from an older state; with a node, from the
+// record its claim replaced.
+func TestOpenRefusesLostTail(t *testing.T) {
+	for _, withNode := range []bool{false, true} {
+		t.Run(fmt.Sprintf("node=%v", withNode), func(t *testing.T) {
+			b := buckettest.Dir(t)
+			cfg := replTestConfig(t, b)
+			if withNode {
+				cfg.Epoch, cfg.Node = 0, registerNode(t, b, "127.0.0.1:7200")
+			}
+			db, c := reopen(t, cfg, cfg.Epoch)
+			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+			for i := 1; i <= 5; i++ {
+				insertRows(t, c, i, i)
+				if err := db.Durable(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.Close()
+			if err := db.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			epoch := db.Epoch()
+			last := db.Stats().Durable
+			if err := b.Delete(t.Context(), db.actor.LogKey(epoch, last)); err != nil {
+				t.Fatal(err)
+			}
+			other := cfg
+			other.Dir, other.ListingWait = t.TempDir(), 50*time.Millisecond
+			if !withNode {
+				other.Epoch = epoch + 1
+			}
+			// Twice: a failed Open gives its claim back with the end it
+			// learned, so the next claim still knows it.
+			for attempt := 1; attempt <= 2; attempt++ {
+				_, err := Open(t.Context(), other)
+				if !errors.Is(err, ErrListingBehind) {
+					t.Fatalf("open %d after the session's newest batch was lost: %v, want ErrListingBehind", attempt, err)
+				}
+				if !withNode {
+					other.Epoch++
+				}
+			}
+		})
 	}
 }

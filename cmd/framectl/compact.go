@@ -15,7 +15,7 @@ import (
 )
 
 const compactHelp = `
-Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION] [--force] [--sweep-leases AGE] [--json]
+Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION [--shorten-retention]] [--force] [--sweep-leases AGE] [--json]
 
 Runs one compaction pass over an actor, or over every actor of a namespace:
   - the size rule: once the log of the current session since its newest
@@ -23,7 +23,11 @@ Runs one compaction pass over an actor, or over every actor of a namespace:
     that snapshot and the batches after it (--force writes one whenever
     there are batches after it);
   - retention: what the newest snapshot covers is deleted, unless a
-    point-in-time restore to less than --retention ago may need it;
+    point-in-time restore to less than the retention window ago may need
+    it. The window is the longer of --retention and the one the actor's
+    writer recorded in own.json (its vfs.Config.Retention), so compact never
+    cuts the history a writer keeps; --shorten-retention applies
+    --retention even when it is shorter;
   - the tier pass: sessions older than the current one are deleted once the
     current one has a snapshot.
 Nothing is deleted before what replaces it is in the bucket, and a pass is
@@ -53,11 +57,15 @@ type compactResult struct {
 	Frame        uint64   `json:"frame,omitempty"`
 	Deleted      []string `json:"deleted"`
 	Retained     int      `json:"retained"`
-	BytesRead    int64    `json:"bytesRead"`
-	BytesWritten int64    `json:"bytesWritten"`
-	Attempts     int      `json:"attempts"`
-	DurationNs   int64    `json:"durationNs"`
-	Error        string   `json:"error,omitempty"`
+	// RetentionNs is the window applied; RetentionRecorded says it is the
+	// longer one own.json records, not --retention.
+	RetentionNs       int64  `json:"retentionNs"`
+	RetentionRecorded bool   `json:"retentionRecorded,omitempty"`
+	BytesRead         int64  `json:"bytesRead"`
+	BytesWritten      int64  `json:"bytesWritten"`
+	Attempts          int    `json:"attempts"`
+	DurationNs        int64  `json:"durationNs"`
+	Error             string `json:"error,omitempty"`
 }
 
 type compactReport struct {
@@ -75,7 +83,8 @@ func newCompactResult(r compact.Result) compactResult {
 	}
 	return compactResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Session: r.Session,
 		RuleLogBytes: r.RuleLogBytes, RuleDBBytes: r.RuleDBBytes, Due: r.Due, Snapshot: r.Snapshot, Frame: r.Frame,
-		Deleted: deleted, Retained: r.Retained, BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
+		Deleted: deleted, Retained: r.Retained, RetentionNs: r.Retention.Nanoseconds(), RetentionRecorded: r.RetentionRecorded,
+		BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
 		Attempts: r.Attempts, DurationNs: r.Duration.Nanoseconds()}
 }
 
@@ -85,6 +94,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	ns := c.namespaceFlags()
 	actor := c.fs.String("actor", "", "compact only this actor (its `HEX` key)")
 	retention := c.fs.Duration("retention", 0, "keep covered objects needed to restore to any time less than `DURATION` ago (e.g. 168h)")
+	shorten := c.fs.Bool("shorten-retention", false, "apply --retention even where own.json records a longer retention")
 	force := c.fs.Bool("force", false, "write a snapshot whenever batches follow the newest one, due or not")
 	scratch := c.fs.String("scratch", "", "`DIR` to rebuild the database in before upload (default the system's temporary directory)")
 	sweep := c.fs.Duration("sweep-leases", 0, "also delete node leases last written more than `AGE` ago (an hour or more)")
@@ -108,7 +118,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 
-	opts := compact.Options{Retention: *retention, Force: *force, ScratchDir: *scratch}
+	opts := compact.Options{Retention: *retention, ShortenRetention: *shorten, Force: *force, ScratchDir: *scratch}
 	var (
 		results []compact.Result
 		failed  error
@@ -204,8 +214,12 @@ func printCompact(w io.Writer, r compactResult) {
 			fmt.Fprintf(w, "  wrote snapshot %s through frame %d (%s read, %s written)\n",
 				r.Snapshot, r.Frame, fmtBytes(r.BytesRead), fmtBytes(r.BytesWritten))
 		}
-		fmt.Fprintf(w, "  deleted %d objects, kept %d for retention, in %s\n",
-			len(r.Deleted), r.Retained, fmtDuration(time.Duration(r.DurationNs)))
+		recorded := ""
+		if r.RetentionRecorded {
+			recorded = ", recorded in own.json"
+		}
+		fmt.Fprintf(w, "  deleted %d objects, kept %d for retention %v%s, in %s\n",
+			len(r.Deleted), r.Retained, time.Duration(r.RetentionNs), recorded, fmtDuration(time.Duration(r.DurationNs)))
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "  FAILED: %s\n", r.Error)

@@ -194,16 +194,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.fail(err)
 	}
 	defer node.Close(closeCtx)
-	own, err := node.Claim(ctx, actor)
+	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: demoNamespace, Actor: id, Node: node, Dir: sourceDir})
 	if err != nil {
 		return c.fail(err)
 	}
-	rep.Owner = demoOwner{Node: node.ID(), Address: node.Address(), Epoch: own.Epoch}
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: demoNamespace, Actor: id, Epoch: own.Epoch,
-		Dir: sourceDir, Acknowledge: node.Valid})
-	if err != nil {
-		return c.fail(err)
-	}
+	rep.Owner = demoOwner{Node: node.ID(), Address: node.Address(), Epoch: db.Epoch()}
 	rep.Source = db.Path()
 	p := newProgress(stderr, out.progress(), "demo: commits", int64(*commits), false)
 	wl, werr := runWorkload(ctx, db, workload{commits: *commits, clients: *clients, seed: *seed}, p)
@@ -213,11 +208,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		p.clear()
 	}
 	t := time.Now()
-	cerr := db.Close(closeCtx)
+	cerr := db.Close(closeCtx) // flushes, then releases the actor
 	closeTime := time.Since(t)
-	if cerr == nil {
-		cerr = node.Release(closeCtx, own)
-	}
 	if cerr == nil {
 		cerr = node.Close(closeCtx)
 	}

@@ -259,12 +259,8 @@ func readOwn(ctx context.Context, b bucket.Bucket, a frames.Actor, listed bool) 
 	if !listed {
 		return nil
 	}
-	data, info, err := bucket.ReadAll(ctx, b, a.OwnKey(), fence.MaxRecordBytes)
-	if err != nil {
-		return &lsOwn{Error: errString(err)}
-	}
+	r, info, err := fence.ReadRecord(ctx, b, a)
 	o := &lsOwn{Size: info.Size, ModTime: info.ModTime}
-	r, err := fence.ParseRecord(a.OwnKey(), data)
 	if err != nil {
 		o.Error = errString(err)
 	} else {
@@ -404,6 +400,14 @@ func sessionFrames(s lsSession) string {
 	return fmt.Sprintf("%d..%d", s.FirstFrame, s.LastFrame)
 }
 
+// retentionNote describes a recorded retention window, "" when none.
+func retentionNote(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", retention %v", d)
+}
+
 func printActor(w io.Writer, a *lsActor, headers bool) {
 	fmt.Fprintf(w, "actor %s  namespace %s  (%s)\n", a.Actor, a.Namespace, a.Prefix)
 	switch o := a.Own; {
@@ -412,9 +416,13 @@ func printActor(w io.Writer, a *lsActor, headers bool) {
 	case o.Error != "":
 		fmt.Fprintf(w, "own.json: %s\n", o.Error)
 	case o.Record.Released():
-		fmt.Fprintf(w, "own.json: epoch %d, released\n", o.Record.Epoch)
+		end := ""
+		if o.Record.Seq > 0 {
+			end = fmt.Sprintf(" at frame %d", o.Record.Seq)
+		}
+		fmt.Fprintf(w, "own.json: epoch %d, released%s%s\n", o.Record.Epoch, end, retentionNote(o.Record.Retention))
 	default:
-		fmt.Fprintf(w, "own.json: epoch %d, held by node %s at %s\n", o.Record.Epoch, o.Record.Node, o.Record.Address)
+		fmt.Fprintf(w, "own.json: epoch %d, held by node %s at %s%s\n", o.Record.Epoch, o.Record.Node, o.Record.Address, retentionNote(o.Record.Retention))
 	}
 	fmt.Fprintf(w, "%d objects, %s\n", a.Objects, fmtBytes(a.Bytes))
 	for _, s := range a.Sessions {

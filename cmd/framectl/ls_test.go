@@ -43,7 +43,7 @@ func TestLs(t *testing.T) {
 			// One actor: every object's key.
 			r = framectl(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "ls --actor", r.stdout, batches...)
-			contains(t, "ls --actor", r.stdout, f.snapshot(t), "own.json: absent", "session 1")
+			contains(t, "ls --actor", r.stdout, f.snapshot(t), "own.json: epoch 1, released at frame 6", "session 1")
 
 			// With headers: first frames. Each batch holds one frame.
 			r = framectl(t, append([]string{"ls", "--headers", "--json"}, f.actorFlags()...)...).want(t, exitOK)

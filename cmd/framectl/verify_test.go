@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,9 +38,8 @@ func TestVerifyClean(t *testing.T) {
 			if !rep.Clean || rep.Damage != 0 || len(rep.Actors) != 1 || rep.Actors[0].Frame != 6 {
 				t.Errorf("verify --json: %+v", rep)
 			}
-			// The fixture has no own.json: a warning, not damage.
-			if rep.Warnings != 1 || len(rep.Actors[0].Problems) != 1 || rep.Actors[0].Problems[0].Key != f.actor.OwnKey() {
-				t.Errorf("want one warning about %s, got %+v", f.actor.OwnKey(), rep.Actors[0].Problems)
+			if rep.Warnings != 0 || len(rep.Actors[0].Problems) != 0 {
+				t.Errorf("want no problem, got %+v", rep.Actors[0].Problems)
 			}
 		})
 	}
@@ -139,5 +139,34 @@ func TestVerifyWarnings(t *testing.T) {
 			rep.Actors[0].Problems[0].Severity != "warning" || !strings.Contains(rep.Actors[0].Problems[0].Message, tc.want) {
 			t.Errorf("verify --json: %+v", rep)
 		}
+	}
+}
+
+// The newest batch of a closed session deleted: the release recorded where
+// the session ended, so verify reports the missing frame and restore
+// refuses rather than return an older database.
+func TestTailLoss(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			f := replicate(t, be.New(t), 6)
+			batches := f.batches(t)
+			if err := f.b.Delete(t.Context(), batches[len(batches)-1]); err != nil { // frame 6
+				t.Fatal(err)
+			}
+			rep := verifyJSON(t, framectl(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
+			var gap *verifyProblem
+			for i, p := range rep.Actors[0].Problems {
+				if p.Kind == "gap" && p.Severity == "damage" {
+					gap = &rep.Actors[0].Problems[i]
+				}
+			}
+			if gap == nil || gap.From != 6 || gap.To != 6 || gap.Key != f.actor.OwnKey() {
+				t.Fatalf("want a gap of frame 6 named by %s, got %+v", f.actor.OwnKey(), rep.Actors[0].Problems)
+			}
+			r := framectl(t, append([]string{"restore", "--out", filepath.Join(t.TempDir(), "r.db")}, f.actorFlags()...)...).want(t, exitDamage)
+			contains(t, "restore", r.stderr, "frame 6 is missing", f.actor.OwnKey())
+			// A frame the log still reaches restores as before.
+			framectl(t, append([]string{"restore", "--to-frame", "5", "--out", filepath.Join(t.TempDir(), "r5.db")}, f.actorFlags()...)...).want(t, exitOK)
+		})
 	}
 }
