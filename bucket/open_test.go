@@ -95,6 +95,7 @@ func TestOpenBadURLs(t *testing.T) {
 		{"s3://bkt/p?region=us%20east", "region"},
 		{"s3://bkt/a//b", "prefix"},
 		{"s3://bkt/a/../b", "prefix"},
+		{`s3://bkt/a\b`, "prefix"},
 		{"s3://-bad-/p", "bucket name"},
 		{"s3://ab/p", "bucket name"},
 		{"s3://bkt/p#frag", "fragment"},
