@@ -81,22 +81,33 @@ const (
 )
 
 // NewDir returns the directory bucket rooted at root, which must exist (use
-// Open with a file:// URL to create it). Left-over temporary files of crashed
-// writers are removed.
+// Open with a file:// URL to create it). It prepares the bucket for
+// writing: the reserved directory is created and left-over temporary files
+// of crashed writers are removed. (OpenExisting opens a directory bucket
+// without writing anything.)
 func NewDir(root string) (*Dir, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("bucket: directory %q: %w", root, err)
 	}
+	return newDir(abs, true)
+}
+
+// newDir opens the bucket at abs; prepare makes NewDir's writes, without
+// which opening changes nothing on disk (the first Put creates tmp/).
+func newDir(abs string, prepare bool) (*Dir, error) {
 	d := &Dir{root: abs, sem: make(chan struct{}, 1)}
 	fi, err := os.Stat(abs)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 		return nil, &Error{Op: "open", Key: abs, Err: ErrNoBucket}
 	case err != nil:
 		return nil, &Error{Op: "open", Key: abs, Err: err}
 	case !fi.IsDir():
 		return nil, &Error{Op: "open", Key: abs, Err: errors.New("not a directory")}
+	}
+	if !prepare {
+		return d, nil
 	}
 	if err := os.MkdirAll(d.tmpDir(), 0o755); err != nil {
 		return nil, &Error{Op: "open", Key: abs, Err: err}

@@ -18,7 +18,7 @@ const (
 	exitDamage   = 1   // damage found (verify), or an operation failed on bad data
 	exitUsage    = 2   // the command line is wrong
 	exitIO       = 3   // the bucket is unreachable, or an I/O error
-	exitNotFound = 4   // the actor, session or object does not exist
+	exitNotFound = 4   // the bucket, actor, session or object does not exist
 	exitSignal   = 130 // interrupted (SIGINT/SIGTERM); 128 + SIGINT, as shells report it
 )
 
@@ -29,7 +29,7 @@ const exitCodesHelp = `Exit codes:
        in the bucket (restore: a gap, a checksum mismatch, a corrupt object)
   2    usage error: a flag or argument is wrong or missing
   3    the bucket is unreachable, or an I/O error (network, disk, permissions)
-  4    not found: no such actor, session, snapshot or object
+  4    not found: no such bucket, actor, session, snapshot or object
   130  interrupted (SIGINT or SIGTERM)`
 
 // errNotFound marks "the thing asked for does not exist" errors made here
@@ -65,7 +65,8 @@ func exitCode(err error) int {
 		return exitUsage // --out names something restore will not replace
 	case errors.Is(err, restore.ErrReplans), errors.Is(err, compact.ErrRaced):
 		return exitIO // objects kept vanishing: transient, try again
-	case errors.Is(err, errNotFound), errors.Is(err, bucket.ErrNotFound), errors.Is(err, restore.ErrNoSnapshot):
+	case errors.Is(err, errNotFound), errors.Is(err, bucket.ErrNotFound), errors.Is(err, bucket.ErrNoBucket),
+		errors.Is(err, restore.ErrNoSnapshot):
 		return exitNotFound
 	}
 	return exitIO

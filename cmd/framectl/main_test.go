@@ -74,7 +74,7 @@ func Example() {
 	//        in the bucket (restore: a gap, a checksum mismatch, a corrupt object)
 	//   2    usage error: a flag or argument is wrong or missing
 	//   3    the bucket is unreachable, or an I/O error (network, disk, permissions)
-	//   4    not found: no such actor, session, snapshot or object
+	//   4    not found: no such bucket, actor, session, snapshot or object
 	//   130  interrupted (SIGINT or SIGTERM)
 }
 
