@@ -36,7 +36,7 @@ var (
 	// files, so "p" and "p/q" cannot both exist.
 	ErrKeyConflict = errors.New("key conflicts with an existing key prefix")
 	// ErrInvalidKey: the key cannot be stored (empty, empty path component,
-	// "." or "..", NUL byte, too long, reserved name).
+	// "." or "..", NUL byte, backslash, too long, reserved name).
 	ErrInvalidKey = errors.New("invalid object key")
 	// ErrNoBucket: the bucket (or directory) does not exist.
 	ErrNoBucket = errors.New("bucket does not exist")

@@ -29,10 +29,12 @@ const (
 // CheckKey reports whether key can be stored: it returns nil or an error
 // wrapping ErrInvalidKey that says what is wrong (without repeating the key).
 //
-// A key is 1 to MaxKeyLen bytes of valid UTF-8 without NUL, made of
-// components separated by single slashes (none leading or trailing), each
-// component 1 to MaxKeyComponentLen bytes and neither "." nor "..", the first
-// one not ReservedName.
+// A key is 1 to MaxKeyLen bytes of valid UTF-8 without NUL or backslash,
+// made of components separated by single slashes (none leading or
+// trailing), each component 1 to MaxKeyComponentLen bytes and neither "."
+// nor "..", the first one not ReservedName. Backslash is out because Windows
+// reads it as a path separator: the directory bucket there would take
+// `..\..\x` for a path out of its root.
 func CheckKey(key string) error {
 	switch {
 	case key == "":
@@ -43,6 +45,8 @@ func CheckKey(key string) error {
 		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidKey)
 	case strings.IndexByte(key, 0) >= 0:
 		return fmt.Errorf("%w: contains a NUL byte", ErrInvalidKey)
+	case strings.IndexByte(key, '\\') >= 0:
+		return fmt.Errorf("%w: contains a backslash", ErrInvalidKey)
 	}
 	first := true
 	for rest := key; ; first = false {

@@ -26,19 +26,40 @@ import (
 // deleting the last one removes it, so "a/b" can become a key later (as on
 // versitygw, and for the same reason "a/b" and "a/b/c" cannot both exist:
 // ErrKeyConflict). <root>/.framectl is reserved: tmp/ holds bodies being
-// written, lock serialises commits.
+// written, lock is the file the key locks are taken on.
 //
 // Writes. The body is written to a file in .framectl/tmp (same filesystem as
-// the keys) and fsynced without any lock held. Then, under the commit lock,
+// the keys) and fsynced without any lock held. Then, under the key's lock,
 // the condition is checked against the current file, parent directories are
 // created and the file is renamed over the key. The parent directory is
 // fsynced before Put returns. Readers open the file, so they see the old
 // object or the new one, whole.
 //
-// Commit lock. A sync.Mutex orders this process's goroutines; flock(2) on
-// .framectl/lock orders processes. flock (not fcntl) is used because its
-// locks belong to the open file, so it also excludes another Dir opened on
-// the same root inside this process.
+// Locks. A commit (a Put's check and rename, a Delete's removal) holds the
+// lock of its key and of no other, so a process stopped (SIGSTOP, a
+// debugger) or hung inside one delays only that key: never other keys, nor
+// the lease renewals that let another node take over from it. On Linux a
+// key's lock is an open file description lock (fcntl F_OFD_SETLK) on one
+// byte of .framectl/lock, chosen by a hash of the key. Such a lock belongs
+// to the open file, and every commit opens the file anew, so it excludes
+// other processes and other Dirs of this process alike; it dies with its
+// process. Within a Dir, goroutines first take turns per key, so one
+// waiting for a key holds nothing another key needs and is handed the key
+// as soon as it is free. The file lock is polled, not waited for, so a
+// writer gives up when its context ends. Elsewhere on unix (macOS, the
+// BSDs: no OFD locks) the fallback is one flock(2) on the whole file: as
+// exclusive, but a stopped holder there stalls every writer of the bucket.
+// Where there is neither (Windows), writes fail.
+//
+// Directories. Keys with different locks share directories: a Delete of
+// the last key in d removes d while a Put of a sibling has created it and
+// not yet renamed into it, and a Put of "p" removes the empty directory p
+// that a Put of "p/q" has just made. A commit whose path changed under it
+// (a parent gone or now an object, a directory in its key's place) starts
+// its checks again, a bounded number of times; directories are only ever
+// removed by rmdir, which fails on anything not an empty directory. So "p"
+// and "p/q" never both exist: of two racing puts, one wins and the other
+// is ErrKeyConflict.
 //
 // ETags. An ETag is derived from the file's modification time in
 // nanoseconds, its inode number and its size, so Stat and List read no
@@ -48,25 +69,24 @@ import (
 // written on) and many filesystems reuse a replaced file's inode number, so
 // two versions written in one tick could share an ETag and a stale
 // compare-and-swap would succeed. Therefore every commit sets the new file's
-// modification time, under the lock, to the current time and strictly after
-// the modification time of the version it replaces; the ETag reported is
-// computed from what the filesystem then stores. Writing identical content
-// twice yields two ETags (S3 yields one): a caller can only see a spurious
-// ErrPrecondition, never a lost update. What is not covered: the wall
-// clock stepping back so far that a key deleted and re-created gets the
+// modification time, under the key's lock, to the current time and strictly
+// after the modification time of the version it replaces; the ETag reported
+// is computed from what the filesystem then stores. Writing identical
+// content twice yields two ETags (S3 yields one): a caller can only see a
+// spurious ErrPrecondition, never a lost update. What is not covered: the
+// wall clock stepping back so far that a key deleted and re-created gets the
 // timestamp, inode and size of a version from before the delete.
 //
 // Requirements: a case-sensitive filesystem (on a case-insensitive one "A"
-// and "a" would be one object) that supports flock and rename within a
-// directory tree. The root is trusted: the bucket never creates symbolic
-// links, and Get, Stat and List treat one at a key's path as no object, but
-// links planted in parent directories by someone who can already write the
-// root are followed.
+// and "a" would be one object) that supports OFD locks (Linux) or flock
+// (elsewhere) and rename within a directory tree; every process writing
+// the directory must use the same kind of lock. The root is trusted: the
+// bucket never creates symbolic links, and Get, Stat and List treat one at
+// a key's path as no object, but links planted in parent directories by
+// someone who can already write the root are followed.
 type Dir struct {
-	root string // absolute and clean
-	// sem is the in-process half of the commit lock (cap 1): a channel
-	// rather than a mutex so that waiting for it honours the context.
-	sem chan struct{}
+	root  string   // absolute and clean
+	locks keyLocks // the in-process half of the key locks
 }
 
 var _ Bucket = (*Dir)(nil)
@@ -81,22 +101,33 @@ const (
 )
 
 // NewDir returns the directory bucket rooted at root, which must exist (use
-// Open with a file:// URL to create it). Left-over temporary files of crashed
-// writers are removed.
+// Open with a file:// URL to create it). It prepares the bucket for
+// writing: the reserved directory is created and left-over temporary files
+// of crashed writers are removed. (OpenExisting opens a directory bucket
+// without writing anything.)
 func NewDir(root string) (*Dir, error) {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("bucket: directory %q: %w", root, err)
 	}
-	d := &Dir{root: abs, sem: make(chan struct{}, 1)}
+	return newDir(abs, true)
+}
+
+// newDir opens the bucket at abs; prepare makes NewDir's writes, without
+// which opening changes nothing on disk (the first Put creates tmp/).
+func newDir(abs string, prepare bool) (*Dir, error) {
+	d := &Dir{root: abs}
 	fi, err := os.Stat(abs)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 		return nil, &Error{Op: "open", Key: abs, Err: ErrNoBucket}
 	case err != nil:
 		return nil, &Error{Op: "open", Key: abs, Err: err}
 	case !fi.IsDir():
 		return nil, &Error{Op: "open", Key: abs, Err: errors.New("not a directory")}
+	}
+	if !prepare {
+		return d, nil
 	}
 	if err := os.MkdirAll(d.tmpDir(), 0o755); err != nil {
 		return nil, &Error{Op: "open", Key: abs, Err: err}
@@ -164,7 +195,8 @@ func (d *Dir) Stat(ctx context.Context, key string) (Info, error) {
 	return fileInfo(key, fi), nil
 }
 
-// Put writes the body to a temporary file, then commits it under the lock.
+// Put writes the body to a temporary file, then commits it under the key's
+// lock.
 func (d *Dir) Put(ctx context.Context, key string, body io.Reader, size int64, cond Condition) (Info, error) {
 	if err := checkPut(key, size, cond); err != nil {
 		return Info{}, &Error{Op: "put", Key: key, Err: err}
@@ -203,7 +235,7 @@ func (d *Dir) Put(ctx context.Context, key string, body io.Reader, size int64, c
 // is written: a create-only put of an existing key (the common case when
 // many nodes race to claim one) or a compare-and-swap on a stale ETag. The
 // answer is correct as of the check; a put that passes is checked again
-// under the lock.
+// under the key's lock.
 func (d *Dir) precheck(key string, cond Condition) error {
 	if !cond.IfAbsent && cond.IfMatch == "" {
 		return nil
@@ -262,12 +294,40 @@ func (d *Dir) writeTemp(ctx context.Context, body io.Reader, size int64) (*os.Fi
 // commit renames tmp over key if cond holds. It returns the directories to
 // fsync for the rename (and any directories it created) to be durable.
 func (d *Dir) commit(ctx context.Context, key string, tmp *os.File, cond Condition) (Info, []string, error) {
-	unlock, err := d.lock(ctx)
+	unlock, err := d.lock(ctx, key)
 	if err != nil {
 		return Info{}, nil, err
 	}
 	defer unlock()
+	if testHook != nil {
+		testHook("locked", key)
+	}
+	for attempt := 1; ; attempt++ {
+		info, syncDirs, err := d.commitLocked(key, tmp, cond)
+		if !errors.Is(err, errTreeChanged) {
+			return info, syncDirs, err
+		}
+		if attempt == maxTreeAttempts {
+			return Info{}, nil, fmt.Errorf("gave up after %d attempts: %w", attempt, err)
+		}
+	}
+}
 
+// errTreeChanged: a directory on the key's path was created or removed by
+// a commit of another key between two steps of this one (see Directories
+// on Dir); the commit starts again from its checks.
+var errTreeChanged = errors.New("the directories on the key's path kept changing")
+
+// maxTreeAttempts bounds the restarts of one commit. Each restart needs
+// another key's commit to change the tree inside the few system calls
+// between this one's mkdir and rename; a hundred in a row means something
+// else is wrong.
+const maxTreeAttempts = 100
+
+// commitLocked is one attempt of commit, under key's lock: the file at
+// key's path changes only under that lock, but the directories above it
+// and a directory in its place may change at any time.
+func (d *Dir) commitLocked(key string, tmp *os.File, cond Condition) (Info, []string, error) {
 	path := d.path(key)
 	cur, err := os.Lstat(path)
 	exists, isDir := false, false
@@ -292,8 +352,10 @@ func (d *Dir) commit(ctx context.Context, key string, tmp *os.File, cond Conditi
 	case cond.IfMatch != "" && etagOf(cur) != cond.IfMatch:
 		return Info{}, nil, ErrPrecondition
 	}
-	if isDir && !removeEmptyTree(path) {
-		return Info{}, nil, ErrKeyConflict // other keys live under this name
+	if isDir {
+		if err := removeEmptyTree(path); err != nil {
+			return Info{}, nil, err // ErrKeyConflict: other keys live under this name
+		}
 	}
 
 	created, err := d.mkdirParents(key)
@@ -311,8 +373,18 @@ func (d *Dir) commit(ctx context.Context, key string, tmp *os.File, cond Conditi
 		undo()
 		return Info{}, nil, err
 	}
+	if testHook != nil {
+		testHook("renaming", key)
+	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		undo()
+		// A parent was removed (ENOENT) or is an object now (ENOTDIR), or
+		// a directory took the key's name (EISDIR; ENOTEMPTY or EEXIST once
+		// it holds something).
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) ||
+			errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
+			return Info{}, nil, fmt.Errorf("rename %s: %w", path, errTreeChanged)
+		}
 		return Info{}, nil, err
 	}
 
@@ -325,7 +397,7 @@ func (d *Dir) commit(ctx context.Context, key string, tmp *os.File, cond Conditi
 
 // mkdirParents creates the missing directories above key, top down, and
 // returns the ones it created (outermost first). A component that exists as
-// an object is ErrKeyConflict.
+// an object is ErrKeyConflict; one removed while it worked, errTreeChanged.
 func (d *Dir) mkdirParents(key string) ([]string, error) {
 	var created []string
 	dir := d.root
@@ -338,12 +410,19 @@ func (d *Dir) mkdirParents(key string) ([]string, error) {
 			continue
 		}
 		if errors.Is(err, fs.ErrExist) {
-			if fi, serr := os.Lstat(dir); serr == nil && fi.IsDir() {
+			fi, serr := os.Lstat(dir)
+			if serr == nil && fi.IsDir() {
 				continue
+			}
+			if errors.Is(serr, fs.ErrNotExist) {
+				err = fs.ErrNotExist // removed between the mkdir and the lstat
 			}
 		}
 		removeEmptyDirs(created)
-		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTDIR) {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("mkdir %s: %w", dir, errTreeChanged)
+		case errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTDIR):
 			return nil, ErrKeyConflict
 		}
 		return nil, err
@@ -351,28 +430,54 @@ func (d *Dir) mkdirParents(key string) ([]string, error) {
 	return created, nil
 }
 
-// removeEmptyTree removes the directory tree at path if it holds no file,
-// and reports whether it did. Directories without keys are left by a crash
-// between creating a key's parents and renaming it into place; they are not
-// keys, so they must not block a put of their name. The walk stops at the
-// first file found.
-func removeEmptyTree(path string) bool {
+// removeEmptyTree removes the directory tree at path if it holds no file.
+// Directories without keys are left by a crash between creating a key's
+// parents and renaming it into place, and exist for a moment while another
+// key's commit is under way; they are not keys, so they must not block a
+// put of their name. It returns ErrKeyConflict at the first file it finds,
+// and errTreeChanged if a directory appeared in the tree as it emptied it.
+func removeEmptyTree(path string) error {
 	ents, err := os.ReadDir(path)
-	if err != nil {
-		return false
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil // removed already
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("read %s: %w", path, errTreeChanged)
+	case err != nil:
+		return err
 	}
 	for _, e := range ents {
-		if !e.IsDir() || !removeEmptyTree(filepath.Join(path, e.Name())) {
-			return false
+		if !e.IsDir() {
+			return ErrKeyConflict
+		}
+		if err := removeEmptyTree(filepath.Join(path, e.Name())); err != nil {
+			return err
 		}
 	}
-	return os.Remove(path) == nil
+	err = rmdir(path)
+	switch {
+	case err == nil || errors.Is(err, fs.ErrNotExist):
+		return nil
+	case errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("remove %s: %w", path, errTreeChanged)
+	}
+	return err
+}
+
+// rmdir removes an empty directory, and never a file: os.Remove would
+// unlink a file that another key's commit has just put where this one
+// saw a directory.
+func rmdir(path string) error {
+	if err := syscall.Rmdir(path); err != nil {
+		return &fs.PathError{Op: "rmdir", Path: path, Err: err}
+	}
+	return nil
 }
 
 // removeEmptyDirs removes dirs, innermost first, while they are empty.
 func removeEmptyDirs(dirs []string) {
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if os.Remove(dirs[i]) != nil {
+		if rmdir(dirs[i]) != nil {
 			return
 		}
 	}
@@ -461,10 +566,12 @@ func (d *Dir) DeleteMany(ctx context.Context, keys []string) error {
 }
 
 // remove deletes key's file and the directories it leaves empty, under the
-// commit lock. It returns the directory whose entry was removed last (to
-// fsync), or "" if there was nothing to delete.
+// key's lock. It returns the directory whose entry was removed last (to
+// fsync), or "" if there was nothing to delete. A directory another key's
+// commit has just created is empty too and may go: that commit starts
+// again (see Directories on Dir).
 func (d *Dir) remove(ctx context.Context, key string) (string, error) {
-	unlock, err := d.lock(ctx)
+	unlock, err := d.lock(ctx, key)
 	if err != nil {
 		return "", err
 	}
@@ -486,63 +593,16 @@ func (d *Dir) remove(ctx context.Context, key string) (string, error) {
 		return "", err
 	}
 	dir := filepath.Dir(path)
-	for dir != d.root && os.Remove(dir) == nil {
+	for dir != d.root && rmdir(dir) == nil {
 		dir = filepath.Dir(dir)
 	}
 	return dir, nil
 }
 
-// lock takes the commit lock: the in-process mutex, then flock on the lock
-// file. The lock file is opened per commit, so a bucket needs no Close.
-func (d *Dir) lock(ctx context.Context) (unlock func(), err error) {
-	select {
-	case d.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	release := func() { <-d.sem }
-	f, err := os.OpenFile(d.lockPath(), os.O_RDWR|os.O_CREATE, 0o644)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err = d.missing(err); !errors.Is(err, ErrNoBucket) {
-			if err = os.MkdirAll(d.tmpDir(), 0o755); err == nil {
-				f, err = os.OpenFile(d.lockPath(), os.O_RDWR|os.O_CREATE, 0o644)
-			}
-		}
-	}
-	if err != nil {
-		release()
-		return nil, err
-	}
-	// Poll rather than block: a process stopped (SIGSTOP) while it holds
-	// the lock would otherwise hang every writer on the machine, lease
-	// renewals included, past any deadline. The lock is held for a rename
-	// and two lstats, so a short poll finds it free almost at once.
-	wait := 100 * time.Microsecond
-	for {
-		busy, err := tryLockFile(f)
-		if err != nil {
-			f.Close()
-			release()
-			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
-		}
-		if !busy {
-			break
-		}
-		select {
-		case <-time.After(wait):
-			wait = min(2*wait, 20*time.Millisecond)
-		case <-ctx.Done():
-			f.Close()
-			release()
-			return nil, fmt.Errorf("lock %s: %w", f.Name(), ctx.Err())
-		}
-	}
-	return func() {
-		unlockFile(f)
-		f.Close()
-		release()
-	}, nil
-}
+// testHook, set only by tests (export_test.go), is called at named points
+// of a commit: "locked" just after the key's lock is taken, "renaming" just
+// before the rename into place.
+var testHook func(point, key string)
 
 // missing maps "no such file" to ErrNoBucket when the root itself is gone,
 // and to ErrNotFound otherwise (ENOTDIR: a parent of the key is an object).

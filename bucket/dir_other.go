@@ -8,13 +8,13 @@ import (
 	"os"
 )
 
-// The directory bucket's cross-process lock uses flock(2). Where there is no
-// flock, every write fails rather than silently losing the guarantee that
-// conditional writes are exclusive.
+// The directory bucket's cross-process lock uses open file description
+// locks or flock(2). Where there are neither, every write fails rather than
+// silently losing the guarantee that conditional writes are exclusive.
 var errNoFlock = errors.New("directory bucket: no flock(2) on this platform")
 
-func tryLockFile(*os.File) (bool, error) { return false, errNoFlock }
-func unlockFile(*os.File) error          { return errNoFlock }
+func tryLockFile(*os.File, string) (bool, error) { return false, errNoFlock }
+func unlockFile(*os.File, string) error          { return errNoFlock }
 
 func inode(fs.FileInfo) uint64 { return 0 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -11,7 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,31 +342,262 @@ func TestDirListRandom(t *testing.T) {
 	}
 }
 
-// A process stopped while it holds the commit lock must not hang other
-// writers past their deadline: they give up when their context ends, and
-// go on once the lock is free.
+// parkPut starts a Put of key through d that stops inside its commit at
+// point (see SetTestHook), holding the key's lock, until finish is called;
+// finish returns the put's result. The test hook is removed once the put
+// has returned.
+func parkPut(t *testing.T, d *bucket.Dir, key, point string) (parked <-chan struct{}, finish func() (bucket.Info, error)) {
+	t.Helper()
+	p, r := make(chan struct{}), make(chan struct{})
+	var parking atomic.Bool // only the first to lock parks: another may get in where exclusion is broken
+	bucket.SetTestHook(func(at, k string) {
+		if at == point && k == key && parking.CompareAndSwap(false, true) {
+			close(p)
+			<-r
+		}
+	})
+	type result struct {
+		info bucket.Info
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		info, err := d.Put(context.Background(), key, strings.NewReader("parked"), 6, bucket.Condition{})
+		done <- result{info, err}
+	}()
+	var res *result
+	finish = func() (bucket.Info, error) {
+		if res == nil {
+			close(r)
+			v := <-done
+			res = &v
+			bucket.SetTestHook(nil)
+		}
+		return res.info, res.err
+	}
+	t.Cleanup(func() { finish() })
+	return p, finish
+}
+
+// A writer that holds a key's lock and does not let go (a process stopped
+// mid-Put, here a goroutine parked in the commit) makes others wait for
+// that key only until their context ends; they go on once it is free.
+// Another Dir on the same root in this process is excluded too.
 func TestDirLockHonoursContext(t *testing.T) {
-	root := t.TempDir()
-	d, err := bucket.NewDir(root)
+	d, root := newDir(t)
+	other, err := bucket.NewDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(filepath.Join(root, bucket.ReservedName, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	parked, finish := parkPut(t, d, "k", "locked")
+	<-parked
+	for _, b := range []*bucket.Dir{d, other} {
+		for _, cond := range []bucket.Condition{{}, {IfAbsent: true}} {
+			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+			_, err := b.Put(ctx, "k", strings.NewReader("v"), 1, cond)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("put %+v under a held lock: %v, want the context's deadline", cond, err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		err := b.Delete(ctx, "k")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("delete under a held lock: %v, want the context's deadline", err)
+		}
+	}
+	if _, err := d.Stat(t.Context(), "k"); !errors.Is(err, bucket.ErrNotFound) {
+		t.Fatalf("k exists before the parked put went on: %v", err)
+	}
+	if info, err := finish(); err != nil {
+		t.Fatalf("the parked put: %v", err)
+	} else if got, gi := mustGet(t, d, "k"); got != "parked" || gi.ETag != info.ETag {
+		t.Fatalf("k after the parked put: %q %+v, put %+v", got, gi, info)
+	}
+	for _, b := range []*bucket.Dir{d, other} {
+		if _, err := b.Put(t.Context(), "k", strings.NewReader("v"), 1, bucket.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Keys share directories but not locks: deleting the last key of a
+// directory removes it while puts of its siblings are creating it or about
+// to rename into it. Each goroutine creates, checks and deletes keys of
+// its own in shared directories, at two depths, through two Dirs on one
+// root: every put succeeds and every object reads back until deleted.
+func TestDirSiblingCreateDelete(t *testing.T) {
+	d, root := newDir(t)
+	other, err := bucket.NewDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+	const goroutines, rounds = 8, 150
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		b := []*bucket.Dir{d, other}[g%2]
+		wg.Go(func() {
+			ctx := t.Context()
+			for r := range rounds {
+				key := fmt.Sprintf("s/%d", g)
+				if (g+r)%2 == 0 {
+					key = fmt.Sprintf("s/a/b/%d", g)
+				}
+				body := fmt.Sprintf("%d.%d", g, r)
+				cond := bucket.Condition{IfAbsent: r%3 != 0}
+				if _, err := b.Put(ctx, key, strings.NewReader(body), int64(len(body)), cond); err != nil {
+					errs <- fmt.Errorf("round %d: %w", r, err)
+					return
+				}
+				rc, _, err := b.Get(ctx, key)
+				if err == nil {
+					var sb strings.Builder
+					_, err = io.Copy(&sb, rc)
+					rc.Close()
+					if err == nil && sb.String() != body {
+						err = fmt.Errorf("%s holds %q, want %q", key, sb.String(), body)
+					}
+				}
+				if err == nil {
+					err = b.Delete(ctx, key)
+				}
+				if err == nil {
+					if _, serr := b.Stat(ctx, key); !errors.Is(serr, bucket.ErrNotFound) {
+						err = fmt.Errorf("stat %s after delete: %v", key, serr)
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("round %d: %w", r, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := files(t, root); !slices.Equal(got, []string{".framectl/lock"}) {
+		t.Fatalf("left behind: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(root, "s")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("empty directory s left behind: %v", err)
+	}
+}
+
+// "p" and "p/q" cannot both exist, and when puts of both race, exactly one
+// wins and the other is ErrKeyConflict; deletes of a third key beside
+// them remove and recreate their directories meanwhile.
+func TestDirKeyConflictRace(t *testing.T) {
+	d, root := newDir(t)
+	other, err := bucket.NewDir(root)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
-	_, err = d.Put(ctx, "k", strings.NewReader("v"), 1, bucket.Condition{})
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("put under a held lock: %v, want the context's deadline", err)
+	ctx := t.Context()
+	for _, pair := range [][2]string{{"p", "p/q"}, {"x/p", "x/p/q/r"}} {
+		wins := map[string]int{}
+		for r := range 150 {
+			keys := pair
+			if r%2 == 1 {
+				keys[0], keys[1] = keys[1], keys[0] // who starts first
+			}
+			start := make(chan struct{})
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for i, key := range keys {
+				b := []*bucket.Dir{d, other}[i]
+				cond := bucket.Condition{IfAbsent: r%3 != 0}
+				wg.Go(func() {
+					<-start
+					_, errs[i] = b.Put(ctx, key, strings.NewReader(key), int64(len(key)), cond)
+				})
+			}
+			wg.Go(func() { // a sibling's create and delete empty x/ and p/
+				<-start
+				for _, k := range []string{"x/sib", "p/sib"} {
+					if _, err := d.Put(ctx, k, strings.NewReader("s"), 1, bucket.Condition{}); err != nil && !errors.Is(err, bucket.ErrKeyConflict) {
+						t.Errorf("put %s: %v", k, err)
+					}
+					if err := d.Delete(ctx, k); err != nil {
+						t.Errorf("delete %s: %v", k, err)
+					}
+				}
+			})
+			close(start)
+			wg.Wait()
+			winner := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && winner < 0:
+					winner = i
+				case err == nil:
+					t.Fatalf("round %d: both %s and %s were stored: %q", r, keys[0], keys[1], keysOf(listAll(t, d, "", "", 0)))
+				case !errors.Is(err, bucket.ErrKeyConflict):
+					t.Fatalf("round %d: put %s: %v, want success or ErrKeyConflict", r, keys[i], err)
+				}
+			}
+			if winner < 0 {
+				t.Fatalf("round %d: neither %s nor %s was stored: %v", r, keys[0], keys[1], errs)
+			}
+			if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{keys[winner]}) {
+				t.Fatalf("round %d: %s won, the bucket holds %q", r, keys[winner], got)
+			}
+			wins[keys[winner]]++
+			del(t, d, keys[winner])
+		}
+		t.Logf("%v", wins)
 	}
-	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	if _, err := d.Put(t.Context(), "k", strings.NewReader("v"), 1, bucket.Condition{}); err != nil {
-		t.Fatal(err)
+}
+
+// A Delete removes the directory a Put of a sibling has created and is
+// about to rename into: the Put makes the directory again and succeeds.
+func TestDirDeleteRemovesSiblingsDirectory(t *testing.T) {
+	d, root := newDir(t)
+	put(t, d, "d/e/old", "old")
+	parked, finish := parkPut(t, d, "d/e/new", "renaming")
+	<-parked
+	del(t, d, "d/e/old") // the last file in d/e: d/e and d go
+	if _, err := os.Stat(filepath.Join(root, "d")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("d not removed under the parked put: %v", err)
+	}
+	info, err := finish()
+	if err != nil {
+		t.Fatalf("put of a sibling whose directory was removed: %v", err)
+	}
+	if got, gi := mustGet(t, d, "d/e/new"); got != "parked" || gi.ETag != info.ETag {
+		t.Fatalf("d/e/new: %q %+v, put %+v", got, gi, info)
+	}
+	if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{"d/e/new"}) {
+		t.Fatalf("list: %q", got)
+	}
+}
+
+// A Put of "p" removes the empty directory p that a Put of "p/q" has made
+// and is about to rename into: "p" wins, "p/q" is ErrKeyConflict, and the
+// loser, undoing its directories, removes none of the winner's files.
+func TestDirKeyConflictMidCommit(t *testing.T) {
+	for _, c := range []struct{ winner, loser string }{{"p", "p/q"}, {"x/p", "x/p/q/r"}} {
+		t.Run(c.winner, func(t *testing.T) {
+			d, _ := newDir(t)
+			parked, finish := parkPut(t, d, c.loser, "renaming")
+			<-parked
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			if _, err := d.Put(ctx, c.winner, strings.NewReader("won"), 3, bucket.Condition{IfAbsent: true}); err != nil {
+				t.Fatalf("put %s over the empty directory of a commit under way: %v", c.winner, err)
+			}
+			_, err := finish()
+			wantErr(t, err, bucket.ErrKeyConflict, "put", c.loser)
+			if got, _ := mustGet(t, d, c.winner); got != "won" {
+				t.Fatalf("%s: %q", c.winner, got)
+			}
+			if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{c.winner}) {
+				t.Fatalf("list: %q", got)
+			}
+		})
 	}
 }

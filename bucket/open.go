@@ -43,18 +43,35 @@ const (
 //
 // A directory bucket (see Dir). The directory is created (mode 0755, with
 // its parents) if missing: the directory bucket is the embedded default and
-// should work out of the box. A plain path is accepted too if it is
-// unmistakably one: absolute, or starting with ./ or ../; anything else
-// without a scheme ("mybucket/prefix") is an error rather than a directory
-// created by accident.
+// should work out of the box for a writer. A plain path is accepted too if
+// it is unmistakably one: absolute, or starting with ./ or ../; anything
+// else without a scheme ("mybucket/prefix") is an error rather than a
+// directory created by accident.
+//
+// Open is for writers. Code that only reads uses OpenExisting, so that a
+// mistyped URL is an error rather than a new, empty bucket.
 func Open(ctx context.Context, rawURL string) (Bucket, error) {
+	return open(ctx, rawURL, true)
+}
+
+// OpenExisting returns the bucket a URL names, as Open does, but creates
+// nothing: a file:// directory must exist (else an *Error wrapping
+// ErrNoBucket that names the directory), and opening it writes nothing in
+// it, not even the reserved directory or the removal of stale temporary
+// files that NewDir does. The bucket is still writable: the first Put
+// creates what it needs. For s3:// it is Open (which makes no request).
+func OpenExisting(ctx context.Context, rawURL string) (Bucket, error) {
+	return open(ctx, rawURL, false)
+}
+
+func open(ctx context.Context, rawURL string, create bool) (Bucket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	// Each case checks err itself: returning a nil *Dir or *S3 as a Bucket
 	// would make a non-nil interface.
 	if isPlainPath(rawURL) {
-		d, err := openDir(rawURL)
+		d, err := openDir(rawURL, create)
 		if err != nil {
 			return nil, err
 		}
@@ -72,7 +89,7 @@ func Open(ctx context.Context, rawURL string) (Bucket, error) {
 		}
 		return s, nil
 	case "file":
-		d, err := openFileURL(rawURL, u)
+		d, err := openFileURL(rawURL, u, create)
 		if err != nil {
 			return nil, err
 		}
@@ -208,7 +225,7 @@ func validRegion(r string) bool {
 	return true
 }
 
-func openFileURL(rawURL string, u *url.URL) (*Dir, error) {
+func openFileURL(rawURL string, u *url.URL, create bool) (*Dir, error) {
 	switch {
 	case u.Opaque != "":
 		return nil, badURL(rawURL, "a file URL needs an absolute path: file:///ABSOLUTE/DIR (three slashes)")
@@ -219,14 +236,18 @@ func openFileURL(rawURL string, u *url.URL) (*Dir, error) {
 	case u.Path == "" || u.Path == "/":
 		return nil, badURL(rawURL, "no directory (file:///ABSOLUTE/DIR)")
 	}
-	return openDir(filepath.FromSlash(u.Path))
+	return openDir(filepath.FromSlash(u.Path), create)
 }
 
-// openDir creates the directory if needed and opens it.
-func openDir(path string) (*Dir, error) {
+// openDir opens the directory bucket at path; with create, it first
+// creates the directory if needed, and opens it as NewDir does.
+func openDir(path string, create bool) (*Dir, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("bucket: directory %q: %w", path, err)
+	}
+	if !create {
+		return newDir(abs, false)
 	}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		var pe *os.PathError

@@ -2,10 +2,12 @@ package bucket_test
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/framectl/framectl/bucket"
 )
@@ -95,6 +97,7 @@ func TestOpenBadURLs(t *testing.T) {
 		{"s3://bkt/p?region=us%20east", "region"},
 		{"s3://bkt/a//b", "prefix"},
 		{"s3://bkt/a/../b", "prefix"},
+		{`s3://bkt/a\b`, "prefix"},
 		{"s3://-bad-/p", "bucket name"},
 		{"s3://ab/p", "bucket name"},
 		{"s3://bkt/p#frag", "fragment"},
@@ -117,5 +120,89 @@ func TestOpenBadURLs(t *testing.T) {
 	// A path that is a file cannot become a directory bucket.
 	if _, err := bucket.Open(t.Context(), "file://"+file); err == nil {
 		t.Error("a regular file opened as a directory bucket")
+	}
+}
+
+// OpenExisting never creates a bucket: a missing directory is ErrNoBucket
+// naming it, and opening one that exists writes nothing in it (no reserved
+// directory, no removal of stale temporary files) until the first Put.
+func TestOpenExisting(t *testing.T) {
+	ctx := t.Context()
+	parent := t.TempDir()
+	missing := filepath.Join(parent, "typo", "bucket")
+	file := filepath.Join(parent, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []string{"file://" + missing, missing, "file://" + filepath.Join(file, "sub")} {
+		_, err := bucket.OpenExisting(ctx, in)
+		var e *bucket.Error
+		if !errors.Is(err, bucket.ErrNoBucket) || !errors.As(err, &e) || e.Op != "open" || !strings.HasPrefix(e.Key, parent) {
+			t.Fatalf("%s: %v, want ErrNoBucket naming the directory", in, err)
+		}
+	}
+	if ents, err := os.ReadDir(parent); err != nil || len(ents) != 1 {
+		t.Fatalf("OpenExisting created something in %s: %v %v", parent, ents, err)
+	}
+	if _, err := bucket.OpenExisting(ctx, "file://"+file); err == nil || errors.Is(err, bucket.ErrNoBucket) {
+		t.Fatalf("a regular file: %v, want an error other than ErrNoBucket", err)
+	}
+	if _, err := bucket.OpenExisting(ctx, "mybucket/prefix"); !errors.Is(err, bucket.ErrBadURL) {
+		t.Fatalf("bad URL: %v", err)
+	}
+
+	// An existing directory that was never a bucket: readable, unchanged.
+	root := filepath.Join(parent, "empty")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := bucket.OpenExisting(ctx, "file://"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := listPage(t, b, "", "", 0); len(p.Objects) != 0 {
+		t.Fatalf("list: %+v", p.Objects)
+	}
+	_, err = b.Stat(ctx, "k")
+	wantErr(t, err, bucket.ErrNotFound, "stat", "k")
+	if ents, err := os.ReadDir(root); err != nil || len(ents) != 0 {
+		t.Fatalf("reading through OpenExisting wrote %v %v", ents, err)
+	}
+	// Writes still work: the first one creates the reserved directory.
+	put(t, b, "a/k", "v")
+	if got, _ := mustGet(t, b, "a/k"); got != "v" {
+		t.Fatalf("a/k: %q", got)
+	}
+
+	// A bucket with a stale temporary file: OpenExisting leaves it, NewDir
+	// (a writer) removes it.
+	stale := filepath.Join(root, bucket.ReservedName, "tmp", "put-old")
+	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(stale, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bucket.OpenExisting(ctx, root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); err != nil {
+		t.Fatalf("OpenExisting removed a temporary file: %v", err)
+	}
+	if _, err := bucket.NewDir(root); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("NewDir kept a stale temporary file: %v", err)
+	}
+
+	// s3:// is unchanged: no request, the same bucket as Open.
+	s, err := bucket.OpenExisting(ctx, "s3://bkt/p?endpoint=127.0.0.1:1&insecure=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.(*bucket.S3); !ok || s.String() != "s3://bkt/p?endpoint=127.0.0.1:1&insecure=1" {
+		t.Fatalf("s3: %T %s", s, s)
 	}
 }

@@ -113,7 +113,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case *sweep < 0 || *sweep > 0 && *sweep < time.Minute:
 		return c.usageError("--sweep-leases %s: use an age of an hour or more (a live node renews every few seconds)", *sweep)
 	}
-	b, code, ok := c.openBucket(ctx, *url)
+	b, code, ok := c.createBucket(ctx, *url)
 	if !ok {
 		return code
 	}

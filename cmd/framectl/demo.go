@@ -150,7 +150,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep := &demoReport{Namespace: demoNamespace, NamespaceID: frames.NamespaceID("", demoNamespace)}
 	var b bucket.Bucket
 	if *url != "" { // a bad URL is a usage error before anything is created
-		if b, code, ok = c.openBucket(ctx, *url); !ok {
+		if b, code, ok = c.createBucket(ctx, *url); !ok {
 			return code
 		}
 	}
@@ -162,7 +162,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.fail(err)
 	}
 	if b == nil {
-		if b, code, ok = c.openBucket(ctx, "file://"+filepath.Join(rep.Dir, "bucket")); !ok {
+		if b, code, ok = c.createBucket(ctx, "file://"+filepath.Join(rep.Dir, "bucket")); !ok {
 			return code
 		}
 	}

@@ -18,7 +18,7 @@ const (
 	exitDamage   = 1   // damage found (verify), or an operation failed on bad data
 	exitUsage    = 2   // the command line is wrong
 	exitIO       = 3   // the bucket is unreachable, or an I/O error
-	exitNotFound = 4   // the actor, session or object does not exist, or a restore target is out of range
+	exitNotFound = 4   // the bucket, actor, session or object does not exist, or a restore target is out of range
 	exitSignal   = 130 // interrupted (SIGINT/SIGTERM); 128 + SIGINT, as shells report it
 )
 
@@ -31,7 +31,7 @@ const exitCodesHelp = `Exit codes:
   2    usage: a flag or argument is wrong or missing
   3    io: the bucket is unreachable, or an I/O error (network, disk,
        permissions)
-  4    not-found: no such actor, session, snapshot or object, or a restore
+  4    not-found: no such bucket, actor, session, snapshot or object, or a restore
        target outside what the session holds (restore --nearest)
   130  interrupted: SIGINT or SIGTERM
 
@@ -74,8 +74,8 @@ func exitCode(err error) int {
 		return exitUsage // --out names something restore will not replace
 	case errors.Is(err, restore.ErrReplans), errors.Is(err, compact.ErrRaced):
 		return exitIO // objects kept vanishing: transient, try again
-	case errors.Is(err, errNotFound), errors.Is(err, bucket.ErrNotFound), errors.Is(err, restore.ErrNoSnapshot),
-		errors.Is(err, restore.ErrTargetOutOfRange):
+	case errors.Is(err, errNotFound), errors.Is(err, bucket.ErrNotFound), errors.Is(err, bucket.ErrNoBucket),
+		errors.Is(err, restore.ErrNoSnapshot), errors.Is(err, restore.ErrTargetOutOfRange):
 		return exitNotFound
 	}
 	return exitIO

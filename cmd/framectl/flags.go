@@ -131,18 +131,32 @@ func (c *cmdFlags) bucketFlag() *string {
 	return c.fs.String("bucket", "", "bucket `URL`: s3://BUCKET/PREFIX?endpoint=HOST:PORT or file:///DIR")
 }
 
-// openBucket opens the bucket named by --bucket. A missing or malformed
-// URL is a usage error (ok false, code exitUsage); Open makes no request,
-// so an unreachable bucket shows on first use.
+// openBucket opens the bucket named by --bucket for a command that only
+// reads it. It creates nothing: a mistyped file:// URL is "no such bucket"
+// (exit 4), not a new empty bucket reported clean. A missing or malformed
+// URL is a usage error (ok false, code exitUsage); no request is made, so
+// an unreachable bucket shows on first use.
 func (c *cmdFlags) openBucket(ctx context.Context, url string) (bucket.Bucket, int, bool) {
+	return c.open(ctx, url, bucket.OpenExisting)
+}
+
+// createBucket opens the bucket named by --bucket for a command that
+// writes it (demo, compact): a file:// directory is created if missing.
+func (c *cmdFlags) createBucket(ctx context.Context, url string) (bucket.Bucket, int, bool) {
+	return c.open(ctx, url, bucket.Open)
+}
+
+func (c *cmdFlags) open(ctx context.Context, url string, open func(context.Context, string) (bucket.Bucket, error)) (bucket.Bucket, int, bool) {
 	if url == "" {
 		return nil, c.usageError("--bucket is required (%s)", oneLine(bucket.URLSyntax)), false
 	}
-	b, err := bucket.Open(ctx, url)
-	if errors.Is(err, bucket.ErrBadURL) {
+	b, err := open(ctx, url)
+	switch {
+	case errors.Is(err, bucket.ErrBadURL):
 		return nil, c.usageError("%v", err), false
-	}
-	if err != nil {
+	case errors.Is(err, bucket.ErrNoBucket):
+		return nil, c.fail(fmt.Errorf("%w; %s only reads and never creates a bucket: check --bucket %s", err, c.name, url)), false
+	case err != nil:
 		return nil, c.fail(err), false
 	}
 	return b, 0, true

@@ -30,7 +30,7 @@
 //	     data in the bucket (restore: a gap, a checksum mismatch, a corrupt object)
 //	2    usage: a flag or argument is wrong or missing
 //	3    io: the bucket is unreachable, or an I/O error (network, disk, permissions)
-//	4    not-found: no such actor, session, snapshot or object, or a restore
+//	4    not-found: no such bucket, actor, session, snapshot or object, or a restore
 //	     target outside what the session holds
 //	130  interrupted: SIGINT or SIGTERM
 package main

@@ -76,7 +76,7 @@ func Example() {
 	//   2    usage: a flag or argument is wrong or missing
 	//   3    io: the bucket is unreachable, or an I/O error (network, disk,
 	//        permissions)
-	//   4    not-found: no such actor, session, snapshot or object, or a restore
+	//   4    not-found: no such bucket, actor, session, snapshot or object, or a restore
 	//        target outside what the session holds (restore --nearest)
 	//   130  interrupted: SIGINT or SIGTERM
 	//

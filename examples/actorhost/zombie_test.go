@@ -219,12 +219,14 @@ func sessionKeys(t testing.TB, b bucket.Bucket, ns, id string, epoch uint64) []s
 	return keys
 }
 
-// pauseOutsideCommitLock pauses p (SIGSTOP). The directory bucket
-// serializes commits across processes with flock(2) on .framectl/lock: a
-// process paused while it holds that lock stalls every other writer of the
-// bucket, lease renewals included, so every node would lose its lease
-// (reported as a limitation of bucket.Dir). On a directory bucket, p is
-// paused again until it is caught outside the lock.
+// pauseOutsideCommitLock pauses p (SIGSTOP). On Linux the directory bucket
+// locks each key on its own (see Locks on bucket.Dir): a process paused
+// inside a commit delays only that key, and the flock probe below succeeds
+// at once, so p is paused wherever it is. Where the bucket falls back to
+// one flock(2) on .framectl/lock (macOS, the BSDs), a process paused while
+// it holds that lock stalls every other writer, lease renewals included, so
+// every node would lose its lease: there p is paused again until it is
+// caught outside the lock.
 func pauseOutsideCommitLock(t *testing.T, b bucket.Bucket, p *proc) {
 	t.Helper()
 	u, err := url.Parse(b.String())
