@@ -229,6 +229,16 @@ func (d *damaged) nothingLost(h *history) bool {
 	return true
 }
 
+// recordsEnd reports whether own.json is present with its bytes: it then
+// says where the current session ended (fence.Record.Seq), and a restore
+// may not return an older state without an error. Without it the end is
+// unknowable, as after a crash.
+func (d *damaged) recordsEnd(h *history) bool {
+	k := h.actor.OwnKey()
+	got, ok := d.objects[k]
+	return ok && bytes.Equal(got, h.data[k])
+}
+
 // visiblyDamaged returns the keys framectl writes whose bytes differ from
 // the clean bucket's and are not a valid seal: flipped, cut, garbage, or
 // another object's bytes under the wrong key. Verification must name

@@ -46,13 +46,12 @@ import (
 //     seal over changed content excepted: only the checks behind the seal
 //     can see that), and reports damage whenever a latest restore fails.
 //
-// Not asserted yet: that a successful restore never returns a state older
-// than its target. Dropping the newest batches of the current session
-// today gives the state before them without an error (nothing records
-// where a session ended; see the note on the last batch in
-// restore/verify.go). Once restore can tell where a session ended, set
-// tailLossDetected: every successful restore must then reach its target,
-// whatever was removed.
+//   - a successful restore never returns a state older than its target
+//     while own.json is intact: the release recorded where the session
+//     ended (fence.Record.Seq), and losing the tail is an error
+//     (restore.ErrTailMissing). With own.json gone or altered that end is
+//     unknowable, as after a crash, and only the weaker property above
+//     holds.
 func FuzzRestore(f *testing.F) {
 	h := newHistory(f, f.TempDir())
 	scratch := fuzzScratch(f)
@@ -101,9 +100,6 @@ func FuzzRestore(f *testing.F) {
 	})
 }
 
-// tailLossDetected: see FuzzRestore.
-const tailLossDetected = false
-
 // restoreAllocBound is the most one execution may allocate. Restoring and
 // verifying the clean bucket allocate about 4 MiB together (SQLite's
 // memory for verification's integrity_check included); on top of that the
@@ -117,17 +113,18 @@ const restoreAllocBound = 32 << 20
 var restoreSentinels = []error{
 	frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind, frames.ErrInvalid,
 	lanes.ErrGap, lanes.ErrChecksum, fence.ErrBadRecord, bucket.ErrTooLarge,
-	restore.ErrNoSnapshot, restore.ErrIntegrity, restore.ErrOwnMismatch,
+	restore.ErrNoSnapshot, restore.ErrIntegrity, restore.ErrOwnMismatch, restore.ErrTargetOutOfRange, restore.ErrTailMissing,
 }
 
 // reachable is the frame a restore of the clean bucket to d's target
 // reaches, and whether it succeeds at all (a frame before session 2 has
-// no snapshot in the current session).
+// no snapshot in the current session, and one past the latest is out of
+// range).
 func (h *history) reachable(d *damaged) (uint64, bool) {
 	if !d.toFrame {
 		return h.latest, true
 	}
-	return min(d.frame, h.latest), d.frame >= h.sessionStart
+	return min(d.frame, h.latest), d.frame >= h.sessionStart && d.frame <= h.latest
 }
 
 func (h *history) checkRestore(t *testing.T, d *damaged, res restore.Result, err error, dest string) {
@@ -164,7 +161,7 @@ func (h *history) checkRestore(t *testing.T, d *damaged, res restore.Result, err
 	switch {
 	case res.Frame > want:
 		t.Fatalf("restore to %s reached frame %d, past %d", d.target, res.Frame, want)
-	case res.Frame < want && (d.nothingLost(h) || tailLossDetected):
+	case res.Frame < want && (d.nothingLost(h) || d.recordsEnd(h)):
 		t.Fatalf("restore to %s returned the state at frame %d without an error, want frame %d", d.target, res.Frame, want)
 	case res.Frame < want:
 		// The tail is gone, or restore passed over an object it should

@@ -51,12 +51,16 @@ var (
 // release recorded (fence.Record.Seq).
 type TailError struct {
 	Key     string // own.json
-	Session uint64
+	Session uint64 // 0: no session has a snapshot
 	Reached uint64 // the newest frame the session's objects reach
 	End     uint64 // where own.json says the session ended
 }
 
 func (e *TailError) Error() string {
+	if e.Session == 0 {
+		return fmt.Sprintf("no session holds a snapshot, but %s records the actor's history released at frame %d: %v (every object was lost)",
+			e.Key, e.End, e.Gap())
+	}
 	return fmt.Sprintf("session %d ends at frame %d in the bucket, but %s records it released at frame %d: %v (its newest objects were lost)",
 		e.Session, e.Reached, e.Key, e.End, e.Gap())
 }

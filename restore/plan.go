@@ -90,6 +90,11 @@ func NewPlan(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target
 		return fail(0, inv.Actor.OwnKey(), err)
 	}
 	s, err := chooseSession(inv, own)
+	if errors.Is(err, ErrNoSnapshot) && own != nil && own.Released() && own.Seq > 0 {
+		// own.json says the history reached a frame no object holds.
+		key := inv.Actor.OwnKey()
+		return fail(0, key, fmt.Errorf("%w: %w", &TailError{Key: key, End: own.Seq}, err))
+	}
 	if err != nil {
 		return fail(0, "", err)
 	}

@@ -66,13 +66,29 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 			problem(Damage, "names node %q at %s, but its lease says %s", rec.Node, rec.Address, lease.Address)
 		}
 	}
-	if s, ok := v.inv.NewestWithSnapshot(); ok && rec.Released() && s.Epoch <= rec.Epoch && s.LastFrame() < rec.Seq {
-		e := &TailError{Key: key, Session: s.Epoch, Reached: s.LastFrame(), End: rec.Seq}
-		gap := e.Gap()
-		v.add(Problem{Key: key, Kind: KindGap, Severity: Damage, Session: rec.Epoch, From: gap.From, To: gap.To, Message: e.Error()})
+	// A released record says where the actor's history ended: the newest
+	// session at or below its epoch must end exactly there. Short of it,
+	// its tail was lost; past it, the record is damaged (nothing writes a
+	// session after its release: Release follows the final flush).
+	tailLost := false
+	if s, ok := v.inv.NewestWithSnapshot(); rec.Released() && rec.Seq > 0 && (!ok || s.Epoch <= rec.Epoch) {
+		var last, session uint64
+		if ok {
+			last, session = s.LastFrame(), s.Epoch
+		}
+		switch {
+		case last < rec.Seq:
+			tailLost = true
+			e := &TailError{Key: key, Session: session, Reached: last, End: rec.Seq}
+			gap := e.Gap()
+			v.add(Problem{Key: key, Kind: KindGap, Severity: Damage, Session: session, From: gap.From, To: gap.To, Message: e.Error()})
+		case last > rec.Seq:
+			problem(Damage, "records the actor's history released at frame %d, but session %d reaches frame %d: the record is damaged, "+
+				"or objects were written after the release", rec.Seq, session, last)
+		}
 	}
 	switch {
-	case hasSession:
+	case hasSession, tailLost:
 	case rec.Released():
 		// vfs.Open claims, then restores and writes the session's first
 		// snapshot; when that fails it releases the claim, epoch kept.
