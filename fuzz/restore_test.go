@@ -26,21 +26,27 @@ import (
 //
 //   - nothing panics, and restore and verification together allocate
 //     less than restoreAllocBound, whatever sizes the objects claim;
+//
 //   - a restore that succeeds returns exactly the clean database at the
 //     frame it reports (Result.Frame), never past the target, with the
 //     size and checksum it reports; the clean states all pass
 //     integrity_check (checked when the history is built), so the
 //     restored file does too;
+//
 //   - when no object of the clean bucket was removed or changed (garbage
 //     added is allowed), a restore that succeeds reaches the target: the
 //     clean latest state, or the state at the frame asked for;
+//
 //   - a restore that succeeds short of its target (today, when the tail
 //     of the log is gone: see below) leaves no batch or snapshot of its
 //     session between the frame reached and the target in the bucket: it
 //     passed over nothing it should have applied or failed on;
+//
 //   - a restore that fails returns a *restore.Error matching one of the
 //     documented sentinels and leaves nothing beside its destination;
+//
 //   - an untouched bucket restores and verifies clean;
+//
 //   - verification never fails on a directory bucket, names every object
 //     whose bytes are not what the writer stored under that key (a valid
 //     seal over changed content excepted: only the checks behind the seal
