@@ -56,8 +56,9 @@ go test -race -timeout 30m -count=1 ./...
 # packages cut their tests (raceEnabled, capRace): restore's corruption
 # sweep keeps every third damaged version and its workloads shrink to a
 # third, compact's live-writer test runs 120 rounds instead of 200, vfs's
-# random workloads run a third of their operations and its zero-allocation
-# check is off. Run them again without -race, in full.
+# random workloads run a third of their operations, its zero-allocation
+# check is off and its SIGKILL test kills 20 times instead of 100. Run them
+# again without -race, in full.
 step "go test ./restore ./compact ./vfs (full, without -race)"
 go test -timeout 30m -count=1 ./restore ./compact ./vfs
 

@@ -1,0 +1,147 @@
+package vfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
+)
+
+// outage fails every operation while down: the bucket is unreachable.
+type outage struct {
+	bucket.Bucket
+	down atomic.Bool
+}
+
+var errOutage = errors.New("bucket unreachable")
+
+func (o *outage) check() error {
+	if o.down.Load() {
+		return errOutage
+	}
+	return nil
+}
+
+func (o *outage) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
+	if err := o.check(); err != nil {
+		return nil, bucket.Info{}, err
+	}
+	return o.Bucket.Get(ctx, key)
+}
+
+func (o *outage) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
+	if err := o.check(); err != nil {
+		return bucket.Info{}, err
+	}
+	return o.Bucket.Put(ctx, key, body, size, cond)
+}
+
+func (o *outage) Stat(ctx context.Context, key string) (bucket.Info, error) {
+	if err := o.check(); err != nil {
+		return bucket.Info{}, err
+	}
+	return o.Bucket.Stat(ctx, key)
+}
+
+func (o *outage) List(ctx context.Context, prefix, after string, limit int) (bucket.Page, error) {
+	if err := o.check(); err != nil {
+		return bucket.Page{}, err
+	}
+	return o.Bucket.List(ctx, prefix, after, limit)
+}
+
+// An outage longer than the lease stops the node and its database; once
+// the bucket answers again, a new node and Reopen bring the database back
+// in the same process, with what was acknowledged, and the commits made
+// during the outage kept or discarded as configured.
+func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
+	for _, policy := range []Unacknowledged{DiscardUnacknowledged, KeepUnacknowledged} {
+		t.Run(policy.String(), func(t *testing.T) {
+			ctx := t.Context()
+			b := &outage{Bucket: buckettest.Dir(t)}
+			// A lease long enough that a slow machine renews it while the
+			// bucket answers: only the outage may end it.
+			node, err := fence.Register(ctx, b, "127.0.0.1:7300", fence.Options{Lease: 2 * time.Second, Grace: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { node.Close(context.Background()) })
+			cfg := replTestConfig(t, b)
+			cfg.Epoch, cfg.Node, cfg.Unacknowledged = 0, node, policy
+			db := replOpen(t, cfg)
+			c := replConn(t, db)
+			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+			insertRows(t, c, 1, 20)
+			if err := db.Durable(ctx); err != nil {
+				t.Fatal(err)
+			}
+			b.down.Store(true)
+			insertRows(t, c, 21, 23) // captured, never uploaded
+			select {
+			case <-node.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the node outlived an outage longer than its lease")
+			}
+			if err := db.Durable(ctx); !errors.Is(err, ErrFenced) {
+				t.Fatalf("Durable after the lease ran out: %v, want ErrFenced", err)
+			}
+			c.Close()
+			b.down.Store(false)
+
+			var db2 *DB
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				n2, err := node.Restart(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { n2.Close(context.Background()) })
+				for {
+					db2, err = db.Reopen(ctx, n2)
+					if !errors.Is(err, fence.ErrHeld) && !errors.Is(err, fence.ErrHolderUnseen) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("still not claimable: %v", err)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if errors.Is(err, fence.ErrLeaseLost) && time.Now().Before(deadline) {
+					continue // the new node's lease lapsed while it waited (a slow machine)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			t.Cleanup(func() { db2.Close(context.Background()) })
+			c2 := replConn(t, db2)
+			want, st := 20, db2.Stats().Start
+			switch policy {
+			case KeepUnacknowledged:
+				want = 23
+				if st.From != StartKept || st.Kept != 3 {
+					t.Errorf("start %+v, want the 3 commits of the outage kept", st)
+				}
+			default:
+				if st.Discarded != 3 || st.Kept != 0 {
+					t.Errorf("start %+v, want the 3 commits of the outage discarded", st)
+				}
+			}
+			if n := countRows(t, c2); n != want {
+				t.Errorf("%d rows after Reopen, want %d", n, want)
+			}
+			execSQL(t, c2, fmt.Sprintf("INSERT INTO t VALUES(%d, 'after')", 100))
+			if err := db2.Durable(ctx); err != nil {
+				t.Fatalf("Durable after Reopen: %v", err)
+			}
+		})
+	}
+}
