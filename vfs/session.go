@@ -224,7 +224,8 @@ func awaitListing(ctx context.Context, cfg Config, a frames.Actor, inv *restore.
 	wait := 50 * time.Millisecond
 	for attempt := 1; !reaches(inv, expect); attempt++ {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: %s lists nothing past %s, but %s records session %d up to frame %d as uploaded (waited %v): the listing is stale or objects were deleted; the local copy is left as it is",
+			return nil, fmt.Errorf("%w: %s lists nothing past %s, but %s records session %d up to frame %d as uploaded (waited %v): "+
+				"the listing is stale or objects were deleted (framectl verify names what is missing); the local copy is left as it is",
 				ErrListingBehind, cfg.Bucket, describeNewest(inv), source, expect.Epoch, expect.Seq, cfg.ListingWait)
 		}
 		if attempt == 1 {
