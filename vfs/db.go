@@ -183,7 +183,12 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own 
 	}
 	first := stateRecord{Epoch: cfg.Epoch, Seq: start.pos.seq, CommitTime: start.pos.commitTime,
 		Checksum: track.Checksum(), Pages: track.Pages(), Object: frames.KeySnapshot}
-	if err := recordSessionStart(cfg.Dir, track.PageSize(), first); err != nil {
+	var base stateRecord
+	if start.inBucket != 0 {
+		base = stateRecord{Epoch: start.inBucket, Seq: start.pos.seq, CommitTime: start.pos.commitTime,
+			Checksum: track.Checksum(), Pages: track.Pages(), Object: frames.KeyLog}
+	}
+	if err := recordSessionStart(cfg.Dir, track.PageSize(), base, first); err != nil {
 		return nil, err
 	}
 	if err := uploadSnapshot(ctx, cfg, actor, path, start.pos, track); err != nil {

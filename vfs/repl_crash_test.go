@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -81,7 +82,9 @@ func killChild(url string) error {
 	seed, _ := strconv.ParseUint(os.Getenv(envKillSeed), 10, 64)
 	next, _ := strconv.Atoi(os.Getenv(envKillNext))
 	rng := rand.New(rand.NewPCG(seed, 7))
-	cfg := Config{Bucket: b, Namespace: "kill", Actor: actor, Dir: os.Getenv(envKillDir), RetryMin: 5e6, RetryMax: 100e6}
+	// Warnings go to stderr, which the test shows when a child fails.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := Config{Bucket: b, Namespace: "kill", Actor: actor, Dir: os.Getenv(envKillDir), RetryMin: 5e6, RetryMax: 100e6, Logger: logger}
 	if e := os.Getenv(envKillEpoch); e == "node" {
 		node, err := fence.Register(ctx, b, "127.0.0.1:9", killLease)
 		if err != nil {
@@ -289,7 +292,7 @@ func killActor(t *testing.T, b bucket.Bucket, mode string, seed uint64, kills in
 		if whileOpening {
 			deadline = time.After(time.Duration(rng.IntN(150)) * time.Millisecond)
 		}
-		opened, lastAck, lastCommit := false, 0, 0
+		opened, diverged, lastAck, lastCommit := false, false, 0, 0
 		exited := false
 	watch:
 		for {
@@ -302,6 +305,7 @@ func killActor(t *testing.T, b bucket.Bucket, mode string, seed uint64, kills in
 				switch f := strings.Fields(line); {
 				case len(f) >= 4 && f[0] == "OPENED":
 					opened = true
+					diverged = diverged || len(f) >= 5 && f[4] != `""`
 					stats.record(f, allDurable)
 					if !whileOpening {
 						deadline = time.After(time.Duration(50+rng.IntN(700)) * time.Millisecond)
@@ -327,12 +331,16 @@ func killActor(t *testing.T, b bucket.Bucket, mode string, seed uint64, kills in
 				lastCommit, _ = strconv.Atoi(f[1])
 			case len(f) >= 4 && f[0] == "OPENED":
 				opened = true
+				diverged = diverged || len(f) >= 5 && f[4] != `""`
 				stats.record(f, allDurable)
 			}
 		}
 		werr := cmd.Wait()
 		if exited {
 			t.Fatalf("kill %d: child exited on its own (%v):\n%s", k, werr, stderr.String())
+		}
+		if diverged {
+			t.Logf("kill %d: the child moved the local copy aside; it said:\n%s", k, stderr.String())
 		}
 		if lastAck != 0 {
 			acked = append(acked, lastAck)

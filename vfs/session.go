@@ -32,6 +32,11 @@ type sessionStart struct {
 	pos   position
 	track *lanes.Tracker
 	how   Start
+	// inBucket is the session whose objects hold exactly the state the
+	// local copy now is, at pos (reused or restored), for the state file;
+	// 0 when the local copy is ahead of the bucket (kept commits) or the
+	// actor is new.
+	inBucket uint64
 }
 
 // bringUpToDate makes the file at path the state the new session starts
@@ -76,13 +81,21 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 	if err != nil {
 		return sessionStart{}, err
 	}
-	if st.Inflight.valid() && !landed(ctx, cfg.Bucket, st.Inflight.key(a)) {
-		st.Inflight = stateRecord{} // never reached the bucket
+	// The object in flight when the last session stopped may have landed
+	// (its PUT completes on the server after the client is gone, maybe
+	// even after this Stat): a Stat that finds it makes it an expectation;
+	// the listing showing it, a known state all the same.
+	inflight := st.Inflight
+	if inflight.valid() && !landed(ctx, cfg.Bucket, inflight.key(a)) {
+		st.Inflight = stateRecord{}
 	}
 	if expect := newer(st.Durable, st.Inflight); expect.valid() {
 		if inv, err = awaitListing(ctx, cfg, a, inv, expect, filepath.Join(cfg.Dir, stateFile)); err != nil {
 			return sessionStart{}, err
 		}
+	}
+	if !st.Inflight.valid() && inflight.valid() && listed(inv, inflight) {
+		st.Inflight = inflight
 	}
 	if end, ok, err := releasedEnd(ctx, cfg, a, inv, own); err != nil {
 		return sessionStart{}, err
@@ -119,7 +132,7 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 	if known.valid() && local.is(known) {
 		cfg.Logger.Info("local copy is current", logActor, a.Actor, logEpoch, newest.Epoch, logSeq, last)
 		how.From = StartReused
-		return sessionStart{pos: known.position(), track: local.track, how: how}, nil
+		return sessionStart{pos: known.position(), track: local.track, how: how, inBucket: known.Epoch}, nil
 	}
 
 	// Step 3 and 4: is there anything in the local copy to lose?
@@ -147,15 +160,17 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 			}
 			how.Diverged = aside
 			cfg.Logger.Warn("local copy may hold commits the bucket does not; moved aside before restoring",
-				logActor, a.Actor, "path", aside, "newestSession", newest.Epoch, "localSession", st.Durable.Epoch)
+				logActor, a.Actor, "path", aside, "newestSession", newest.Epoch, "newestFrame", last,
+				"localSession", st.Durable.Epoch, "localDurable", st.Durable.Seq, "localCaptured", st.Captured,
+				"sameBoot", sameBoot(st.Boot), "readable", local.track != nil)
 		}
 	}
-	pos, err := restoreOver(ctx, cfg, a, path, newest.Epoch, last)
+	pos, session, err := restoreOver(ctx, cfg, a, path, newest.Epoch, last)
 	if err != nil {
 		return sessionStart{}, err
 	}
 	how.From = StartRestored
-	return sessionStart{pos: pos, how: how}, nil
+	return sessionStart{pos: pos, how: how, inBucket: session}, nil
 }
 
 // newer returns the later of two records (either may be absent).
@@ -178,6 +193,24 @@ func reaches(inv *restore.Inventory, r stateRecord) bool {
 			return true
 		case s.Epoch <= r.Epoch && len(s.Snapshots) > 0:
 			return s.LastFrame() >= r.Seq
+		}
+	}
+	return false
+}
+
+// listed reports whether the inventory holds the object r describes.
+func listed(inv *restore.Inventory, r stateRecord) bool {
+	s, ok := inv.Session(r.Epoch)
+	if !ok {
+		return false
+	}
+	objs := s.Batches
+	if r.Object == frames.KeySnapshot {
+		objs = s.Snapshots
+	}
+	for _, o := range objs {
+		if o.Frame == r.Seq {
+			return true
 		}
 	}
 	return false
@@ -315,11 +348,12 @@ const restoreFile = "restore.sqlite"
 // restoreOver restores the bucket's newest state to a file beside path,
 // checks that it reached at least frame last of session epoch (a restore
 // lists again, and a lagging listing must not make it stop short of what
-// Open decided on), and only then renames it over the local copy.
-func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch, last uint64) (position, error) {
+// Open decided on), and only then renames it over the local copy. It
+// returns the state's position and session.
+func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch, last uint64) (position, uint64, error) {
 	tmp := filepath.Join(cfg.Dir, restoreFile)
 	if err := removeWAL(tmp); err != nil {
-		return position{}, err
+		return position{}, 0, err
 	}
 	deadline := time.Now().Add(cfg.ListingWait)
 	wait := 50 * time.Millisecond
@@ -328,37 +362,37 @@ func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, e
 		var err error
 		res, err = restore.Restore(ctx, cfg.Bucket, a, tmp, restore.Options{Logger: cfg.Logger})
 		if err != nil {
-			return position{}, fmt.Errorf("vfs: restoring actor %s: %w", a.Prefix(), err)
+			return position{}, 0, fmt.Errorf("vfs: restoring actor %s: %w", a.Prefix(), err)
 		}
 		if res.Session > epoch || (res.Session == epoch && res.Frame >= last) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return position{}, fmt.Errorf("%w: a restore of actor %s reached session %d frame %d, but the listing before it showed session %d frame %d",
+			return position{}, 0, fmt.Errorf("%w: a restore of actor %s reached session %d frame %d, but the listing before it showed session %d frame %d",
 				ErrListingBehind, a.Prefix(), res.Session, res.Frame, epoch, last)
 		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return position{}, ctx.Err()
+			return position{}, 0, ctx.Err()
 		}
 		wait = min(2*wait, time.Second)
 	}
 	if err := removeWAL(path); err != nil {
-		return position{}, err
+		return position{}, 0, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return position{}, fmt.Errorf("vfs: %w", err)
+		return position{}, 0, fmt.Errorf("vfs: %w", err)
 	}
 	if err := fsync.Dir(cfg.Dir); err != nil {
-		return position{}, fmt.Errorf("vfs: %w", err)
+		return position{}, 0, fmt.Errorf("vfs: %w", err)
 	}
 	cfg.Logger.Info("restored from the bucket", logActor, a.Actor, "session", res.Session, logSeq, res.Frame, "bytes", res.Bytes)
 	var commitTime int64
 	if !res.CommitTime.IsZero() {
 		commitTime = res.CommitTime.UnixNano()
 	}
-	return position{res.Frame, commitTime}, nil
+	return position{res.Frame, commitTime}, res.Session, nil
 }
 
 // removeWAL deletes the WAL and shared-memory files beside path: a WAL left

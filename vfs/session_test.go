@@ -341,3 +341,63 @@ func TestOpenRefusesLostTail(t *testing.T) {
 		})
 	}
 }
+
+// failSnapshots fails every snapshot upload while set.
+type failSnapshots struct {
+	bucket.Bucket
+	on atomic.Bool
+}
+
+func (f *failSnapshots) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
+	if k, err := frames.ParseKey(key); err == nil && k.Kind == frames.KeySnapshot && f.on.Load() {
+		return bucket.Info{}, errors.New("snapshot upload failed")
+	}
+	return f.Bucket.Put(ctx, key, body, size, cond)
+}
+
+// A session that stopped with its last batch in flight (it landed, the
+// state file never recorded it durable) is reused through its in-flight
+// record; an Open that then dies uploading its first snapshot must not
+// lose that knowledge: the next Open reuses the local copy too, rather
+// than take it for one holding unknown commits and move it aside.
+func TestReuseSurvivesAFailedSessionStart(t *testing.T) {
+	b := &failSnapshots{Bucket: buckettest.Dir(t)}
+	cfg := replTestConfig(t, b)
+	db, c := reopen(t, cfg, 1)
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+	insertRows(t, c, 1, 10)
+	c.Close()
+	if err := db.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The state as a kill between the last upload and its durable record
+	// leaves it: the last batch in flight, the durable record one behind.
+	st, err := readState(cfg.Dir)
+	if err != nil || !st.Durable.valid() {
+		t.Fatalf("state %+v, %v", st, err)
+	}
+	raw := fileBytes(t, filepath.Join(cfg.Dir, stateFile))
+	behind := st.Durable
+	behind.Seq--
+	behind.Checksum++
+	behind.encode(raw[offDurable : offDurable+recordSize])
+	st.Durable.encode(raw[offInflight : offInflight+recordSize])
+	if err := os.WriteFile(filepath.Join(cfg.Dir, stateFile), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	b.on.Store(true)
+	bad := cfg
+	bad.Epoch = 2
+	if _, err := Open(t.Context(), bad); err == nil {
+		t.Fatal("Open succeeded although its first snapshot could not be uploaded")
+	}
+	b.on.Store(false)
+	db3, c3 := reopen(t, cfg, 3)
+	if st := db3.Stats().Start; st.From != StartReused || st.Diverged != "" {
+		t.Errorf("start %+v after a failed session start, want the local copy reused", st)
+	}
+	if n := countRows(t, c3); n != 10 {
+		t.Errorf("%d rows, want 10", n)
+	}
+}

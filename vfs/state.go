@@ -199,12 +199,15 @@ func readStateFile(dir string) (st localState, found bool, err error) {
 }
 
 // recordSessionStart records, before it is uploaded, the snapshot a new
-// session starts with as in flight in dir's state file, creating the file
-// (with no durable record) if there is none or it does not parse. Should
-// the process stop before the new state file replaces it, the next Open
-// still knows the local copy is that snapshot's state once the snapshot
-// is in the bucket. Not synced.
-func recordSessionStart(dir string, pageSize uint32, r stateRecord) error {
+// session starts with (first) as in flight in dir's state file. When the
+// local copy is a state the bucket holds (base: reused or restored), the
+// file is rewritten with base as its durable record, so that nothing the
+// previous file knew is lost with its in-flight slot; otherwise (kept
+// commits, a new actor) only the in-flight slot changes, in a file created
+// if there is none. Should the process stop before the session's own file
+// replaces it, the next Open still knows what the local copy is. Not
+// synced.
+func recordSessionStart(dir string, pageSize uint32, base, first stateRecord) error {
 	path := filepath.Join(dir, stateFile)
 	_, found, err := readStateFile(dir)
 	f, ferr := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
@@ -212,20 +215,27 @@ func recordSessionStart(dir string, pageSize uint32, r stateRecord) error {
 		return fmt.Errorf("vfs: %w", ferr)
 	}
 	defer f.Close()
-	if !found || err != nil {
+	fail := func(err error) error { return fmt.Errorf("vfs: writing %s: %w", path, err) }
+	if base.valid() || !found || err != nil {
 		var b [stateSize]byte
 		encodeHeader(b[:], pageSize)
+		if base.valid() {
+			base.encode(b[offDurable : offDurable+recordSize])
+			encodeCaptured(b[offCaptured:offCaptured+capturedSize], base.Epoch, base.Seq)
+		}
+		first.encode(b[offInflight : offInflight+recordSize])
 		if _, err := f.WriteAt(b[:], 0); err != nil {
-			return fmt.Errorf("vfs: writing %s: %w", path, err)
+			return fail(err)
 		}
 		if err := f.Truncate(stateSize); err != nil {
-			return fmt.Errorf("vfs: writing %s: %w", path, err)
+			return fail(err)
 		}
+		return nil
 	}
 	var b [recordSize]byte
-	r.encode(b[:])
+	first.encode(b[:])
 	if _, err := f.WriteAt(b[:], offInflight); err != nil {
-		return fmt.Errorf("vfs: writing %s: %w", path, err)
+		return fail(err)
 	}
 	return nil
 }
