@@ -63,13 +63,14 @@ struct Frame {
     deleteLane @8 :Void;
     # The lane no longer exists.
 
-    # Ordinals @9 and @10 are kept for SRS-style `write` and `consume` lanes.
+    # Ordinals @9 and @10 are reserved for `write` and `consume` frames,
+    # kinds a later format version may add.
   }
 }
 
 struct SqlitePages {
   # The pages one frame wrote to a SQLite database lane, and the rolling
-  # database checksum around them (see frames/checksum.go for its definition).
+  # database checksum around them (go doc ./frames, "Rolling checksum").
 
   pageSize @0 :UInt32;
   # Bytes per page: a power of two from 512 to 65536. Every page's data has

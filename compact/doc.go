@@ -1,7 +1,8 @@
 // Package compact keeps an actor's objects in the bucket bounded: it applies
-// the Storage Relay Service's size rule to the current session (rule.go),
-// builds a snapshot from the session's newest snapshot and the batches after
-// it (build.go), deletes what that snapshot covers (delete.go), keeps covered
+// the size rule to the current session (snapshot once the log since the
+// newest snapshot weighs as much as the database, rule.go), builds a
+// snapshot from the session's newest snapshot and the batches after it
+// (build.go), deletes what that snapshot covers (delete.go), keeps covered
 // objects for a point-in-time window (retention.go), and deletes the
 // sessions a newer owner has superseded (tier.go). Actor runs one pass of all
 // of it over one actor; Namespace runs it over every actor of a namespace;

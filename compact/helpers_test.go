@@ -172,9 +172,8 @@ var errUnreachable = errors.New("frame not reachable from the objects in the buc
 // code under test: the newest snapshot at or before target (0: the newest
 // of all), then every batch after it, in order, up to target, through
 // package lanes with all its checks. It returns the database bytes and the
-// frame reached.
-//
-// TODO(restore): replace with package restore's replay once it lands.
+// frame reached. It stays separate from restore.Replay, which compaction
+// itself uses, so that it checks compaction rather than repeats it.
 func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch, target uint64) ([]byte, uint64, error) {
 	t.Helper()
 	ctx := t.Context()

@@ -5,9 +5,11 @@ import (
 	"github.com/framectl/framectl/restore"
 )
 
-// Due is the Storage Relay Service's size rule: a session's log is compacted
-// into a new snapshot once the bytes of the log since its newest snapshot
-// reach the database's size.
+// Due is the size rule: a session's log is compacted into a new snapshot
+// once the bytes of the log since its newest snapshot reach the database's
+// size. It is the rule Cloudflare describes for the storage of Durable
+// Objects ("Zero-latency SQLite storage in every Durable Object", Cloudflare
+// blog, 2024).
 //
 //   - logBytes is the stored size of the session's batch objects whose end
 //     frame is past the newest snapshot's frame: what a restore has to

@@ -7,4 +7,58 @@
 // epoch, never judge another node's liveness by wall clocks, never judge
 // its own lease by a clock that stops while the machine is suspended, and
 // never treat a record it cannot parse as absent.
+//
+// # Ownership record (own.json)
+//
+// do/<ns>/<actor>/own.json is the ownership record of one actor ([Record],
+// encoded by [Record.Marshal], decoded by [ParseRecord]). Part of the bucket
+// format:
+//
+//	{"epoch":7,"node":"4f1c...","address":"10.0.0.5:8080","retention":"24h0m0s"}
+//	{"epoch":7,"node":"","address":"","seq":1234,"retention":"24h0m0s"}
+//
+// epoch is the ownership epoch of the newest claim (1 or more); node is the
+// holder's node ID, "" once released (the epoch is kept, so the next claim
+// writes epoch+1, or more if the bucket holds a newer session); address is
+// where the holder serves requests, "" when released. These three are
+// required. Two fields are optional (records written before them parse as
+// if they were 0):
+//
+//   - seq, only on a released record: the last sequence number of the
+//     actor's history when it was released (what the released session made
+//     durable; a claim released after a failed open, whose session wrote
+//     nothing, keeps its predecessor's). If the newest session at or below
+//     the record's epoch does not reach it, that session lost its tail
+//     (verify and restore say which frames are missing); 0 or absent means
+//     unknown, as after a crash, where nothing is released.
+//   - retention, a Go duration (time.ParseDuration, 0 or more, at most
+//     [MaxRetention]): how long the writer keeps covered objects for
+//     point-in-time restore, so that a compaction run by anyone else keeps
+//     them as long (compact.Options).
+//
+// Nothing else, in exactly the encoding [Record.Marshal] writes (fields in
+// this order, no spaces, at most [MaxRecordBytes]): a record that does not
+// parse is reported as damaged ([ErrBadRecord]), never taken for an absent
+// one.
+//
+// # Node lease (nodes/<node>.json)
+//
+// nodes/<node>.json is a node's lease ([Lease], encoded by [Lease.Marshal],
+// decoded by [ParseLease]). Part of the bucket format:
+//
+//	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false}
+//
+// node repeats the key's node ID; address is where the node serves;
+// heartbeat counts renewals (the node rewrites it every few seconds with
+// If-Match); fenced is set by a peer that judged the node dead, with If-Match
+// on the version it judged, so a node that renewed in the meantime is never
+// fenced. A fenced lease is never renewed again: the node must stop. All
+// four fields are required; anything else is [ErrBadLease].
+//
+// A missing lease proves nothing about its node: one deleted under a live
+// node (by hand, or by a sweep on a skewed clock) is noticed only at the
+// node's next renewal. So a claimant waits for a missing lease as for an
+// unchanged heartbeat, [Options].Lease + [Options].Grace on its own clock,
+// and [SweepLeases] never deletes the lease of a node that an own.json
+// names.
 package fence

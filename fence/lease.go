@@ -1,21 +1,5 @@
 package fence
 
-// nodes/<node>.json, a node's lease. Part of the bucket format.
-//
-//	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false}
-//
-// node repeats the key's node ID; address is where the node serves;
-// heartbeat counts renewals (the node rewrites it every few seconds with
-// If-Match); fenced is set by a peer that judged the node dead, with If-Match
-// on the version it judged, so a node that renewed in the meantime is never
-// fenced. A fenced lease is never renewed again: the node must stop.
-//
-// A missing lease proves nothing about its node: one deleted under a live
-// node (by hand, or by a sweep on a skewed clock) is noticed only at the
-// node's next renewal. So a claimant waits for a missing lease as for an
-// unchanged heartbeat, Lease+Grace on its own clock, and SweepLeases never
-// deletes the lease of a node that an own.json names.
-
 import (
 	"encoding/json"
 	"errors"
@@ -25,10 +9,12 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-// ErrBadLease: a lease object does not parse or breaks a rule above.
+// ErrBadLease: a lease object does not parse or breaks a rule of its format
+// ("Node lease" in the package documentation, doc.go).
 var ErrBadLease = errors.New("fence: bad node lease")
 
-// Lease is a node's lease record.
+// Lease is a node's lease record, nodes/<node>.json. Its format is under
+// "Node lease" in the package documentation (doc.go).
 type Lease struct {
 	Node      string `json:"node"`
 	Address   string `json:"address"`

@@ -1,33 +1,5 @@
 package fence
 
-// own.json, the ownership record of one actor. Part of the bucket format.
-//
-//	{"epoch":7,"node":"4f1c...","address":"10.0.0.5:8080","retention":"24h0m0s"}
-//	{"epoch":7,"node":"","address":"","seq":1234,"retention":"24h0m0s"}
-//
-// epoch is the ownership epoch of the newest claim (1 or more); node is the
-// holder's node ID, "" once released (the epoch is kept, so the next claim
-// writes epoch+1, or more if the bucket holds a newer session); address is
-// where the holder serves requests, "" when released. These three are
-// required. Two fields are optional (records written before them parse as
-// if they were 0):
-//
-//   - seq, only on a released record: the last sequence number of the
-//     actor's history when it was released (what the released session made
-//     durable; a claim released after a failed open, whose session wrote
-//     nothing, keeps its predecessor's). If the newest session at or below
-//     the record's epoch does not reach it, that session lost its tail
-//     (verify and restore say which frames are missing); 0 or absent means
-//     unknown, as after a crash, where nothing is released.
-//   - retention, a Go duration (time.ParseDuration, 0 or more, at most
-//     MaxRetention): how long the writer keeps covered objects for
-//     point-in-time restore, so that a compaction run by anyone else keeps
-//     them as long (compact.Options).
-//
-// Nothing else, in exactly the encoding Marshal writes (fields in this
-// order, no spaces): a record that does not parse is reported as damaged,
-// never taken for an absent one.
-
 import (
 	"bytes"
 	"encoding/json"
@@ -43,13 +15,15 @@ import (
 // MaxRecordBytes bounds own.json: anything larger is not a record.
 const MaxRecordBytes = 4 << 10
 
-// ErrBadRecord: own.json does not parse or breaks a rule above.
+// ErrBadRecord: own.json does not parse or breaks a rule of its format
+// ("Ownership record" in the package documentation, doc.go).
 var ErrBadRecord = errors.New("fence: bad ownership record")
 
 // MaxRetention bounds a record's retention: a hundred years.
 const MaxRetention = 100 * 365 * 24 * time.Hour
 
-// Record is an actor's ownership record.
+// Record is an actor's ownership record, own.json. Its format is under
+// "Ownership record" in the package documentation (doc.go).
 type Record struct {
 	Epoch   uint64
 	Node    string
@@ -57,7 +31,8 @@ type Record struct {
 	// Seq, on a released record, is the last sequence number of the
 	// actor's history at the release (0: unknown).
 	Seq uint64
-	// Retention is the writer's retention window (see the format above).
+	// Retention is the writer's retention window (see the format in the
+	// package documentation).
 	Retention time.Duration
 }
 

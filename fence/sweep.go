@@ -76,7 +76,7 @@ func SweepLeases(ctx context.Context, b bucket.Bucket, olderThan time.Duration, 
 //
 // A listing of do/ is also a listing of every batch and snapshot, so it
 // skips what it does not need: an actor's keys sort log/, own.json,
-// snapshot/ (frames/keys.go), so a page that ends inside an actor's log
+// snapshot/ (go doc ./frames, "Object keys"), so a page that ends inside an actor's log
 // resumes at its own.json, and one that ends at or past its own.json
 // resumes at the next actor. "~" sorts after every character a key
 // element may hold. pageSize is the listing's (0: the bucket's default).

@@ -1,32 +1,5 @@
 package frames
 
-// Batch files: log/<session>/<end frame>. Part of the wire format.
-//
-//	gzip member (gzip.go) of:
-//	+--------------------------+
-//	| BatchHeader message      |  version, epoch, firstSeq, lastSeq, frameCount
-//	+--------------------------+
-//	| Frame message 1          |  each message in standard Cap'n Proto stream
-//	| ...                      |  framing: segment count - 1, segment sizes
-//	| Frame message frameCount |  (words), padding, segments
-//	+--------------------------+
-//
-// Rules the writer obeys and the reader enforces:
-//   - version is FormatVersion; frameCount >= 1 and exactly that many frame
-//     messages follow, then the gzip trailer, then nothing;
-//   - every frame has the header's epoch; the first starts at firstSeq, each
-//     next one starts right after the one before (no gap, no overlap), the
-//     last ends at lastSeq;
-//   - a frame whose pages exceed one message (WriteOptions.MaxPartBytes) is
-//     split into parts: consecutive messages repeating every field but the
-//     pages, all but the last marked continued, page numbers ascending across
-//     them;
-//   - the key agrees: <session> is the epoch, <end frame> is lastSeq.
-//
-// Bounds: MaxMessageSize per message (checked before allocation), pointer
-// traversal of twice the message's size, DepthLimit, MaxBatchBytes of
-// decompressed content, page lists no longer than the message could hold.
-
 import (
 	"errors"
 	"fmt"
@@ -38,7 +11,9 @@ import (
 	wire "github.com/framectl/framectl/capnp"
 )
 
-// BatchHeader describes a batch file.
+// BatchHeader describes a batch file: its first message. The file's layout
+// and the rules its reader enforces are under "Batch files" in the package
+// documentation (doc.go).
 type BatchHeader struct {
 	Epoch      uint64
 	FirstSeq   uint64

@@ -1,23 +1,5 @@
 package frames
 
-// The rolling database checksum. Part of the wire format (frames and
-// snapshots carry it).
-//
-// For a database of n pages of P bytes:
-//
-//	h(i, page)  = xxhash64( be32(i) || page )        i = 1-based page number
-//	checksum    = h(1, page_1) XOR h(2, page_2) XOR ... XOR h(n, page_n)
-//
-// An empty database (n = 0) has checksum 0. Pages that exist but were never
-// written (a file extended without writing them) count as P zero bytes.
-// Because XOR is its own inverse, a write of page i changes the checksum by
-// h(i, old) XOR h(i, new), a truncation removes h(i, old) for each page cut,
-// and an extension adds h(i, zeros) for each page not written: the checksum
-// follows a database in O(pages changed), never O(database).
-//
-// The page number is inside the hash so that two equal pages at different
-// numbers do not cancel, and a page moved to another number is detected.
-
 import (
 	"encoding/binary"
 	"io"
@@ -25,7 +7,8 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// Checksum is a rolling database checksum.
+// Checksum is a rolling database checksum, defined under "Rolling checksum"
+// in the package documentation (doc.go).
 type Checksum uint64
 
 // PageHash returns h(pgno, page).

@@ -1,37 +1,5 @@
 package frames
 
-// The gzip file that wraps every batch and snapshot. Part of the wire format.
-//
-//	content member:
-//	+----+----+----+----+----+----+----+----+----+----+
-//	| 1f | 8b | 08 | 00 | 00   00   00   00 | 00 | ff |  header, always these 10 bytes:
-//	+----+----+----+----+----+----+----+----+----+----+  deflate, no flags, MTIME 0, XFL 0, OS unknown
-//	| raw DEFLATE stream (RFC 1951) of the content ... |
-//	+----+----+----+----+----+----+----+----+
-//	| CRC-32 of content | content length    |          trailer, little-endian, length mod 2^32
-//	+----+----+----+----+----+----+----+----+
-//	seal member (34 bytes, empty content):
-//	+----+----+----+----+----+----+----+----+----+----+----+----+
-//	| 1f | 8b | 08 | 04 | 00   00   00   00 | 00 | ff | 0c   00 |  FLG = FEXTRA, XLEN = 12
-//	+----+----+----+----+----+----+----+----+----+----+----+----+
-//	| 'F'| 'C'| 08   00 | xxhash64 of every byte before the seal|  extra subfield "FC", 8 bytes, LE
-//	+----+----+----+----+----+----+----+----+----+----+----+----+
-//	| 03   00 | 00   00   00   00   00   00   00   00 |            empty final block, CRC 0, ISIZE 0
-//	+----+----+----+----+----+----+----+----+----+----+
-//
-// Both members are standard gzip (RFC 1952), so gunzip reads the file and
-// outputs exactly the content. Why the seal: the content member's CRC-32
-// covers the decompressed bytes only, and DEFLATE is not one-to-one: a
-// flipped bit in a match distance can point at identical bytes elsewhere and
-// decompress to the same content, and padding bits are never read. The seal
-// hashes the stored bytes themselves, so any change to the object is
-// detected, not only changes that alter its content.
-//
-// The reader accepts only what the writer makes: exactly these headers, one
-// content member, the seal, and nothing after it. The content is untrusted
-// until the reader reports io.EOF, which it does only after checking the
-// trailer and the seal.
-
 import (
 	"bufio"
 	"encoding/binary"
@@ -45,6 +13,9 @@ import (
 	"github.com/klauspost/compress/flate"
 )
 
+// gzipHeader is the content member's header and sealTemplate the seal
+// member, both drawn under "Gzip file and seal" in the package
+// documentation (doc.go). Part of the wire format: never change them.
 var gzipHeader = [10]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
 
 const gzipTrailerLen = 8

@@ -1,40 +1,5 @@
 package frames
 
-// Key layout and number encoding. This is part of the wire format: keys
-// written today must parse the same way forever.
-//
-//	do/<namespace>/<actor>/own.json                    ownership record
-//	do/<namespace>/<actor>/log/<session>/<end frame>   a batch file
-//	do/<namespace>/<actor>/snapshot/<session>/<frame>  a snapshot file
-//	nodes/<node>.json                                  a node's lease
-//
-// <namespace> is NamespaceID(tenant, namespace): 22 characters of unpadded
-// base64url. <actor> is the lowercase hex of the actor's ID bytes (1 to 128
-// bytes). <session> is the ownership epoch that wrote the object, <end frame>
-// the last sequence number in the batch, <frame> the sequence number the
-// snapshot covers through. <node> is 1 to 64 characters of [a-z0-9-] not
-// starting with '-'.
-//
-// Numbers are length-prefixed lowercase hex. Ascending, asc(n) is one hex
-// digit holding (number of digits - 1) followed by the digits of n without
-// leading zeros:
-//
-//	0 -> "00"   15 -> "0f"   16 -> "110"   256 -> "2100"   2^64-1 -> "fffffffffffffffff"
-//
-// The length digit makes every shorter number sort before every longer one,
-// so byte order equals numeric order and no encoding is a prefix of another.
-// Descending, desc(n) replaces every character c of asc(n) with 15 - c, which
-// reverses the order: sessions and snapshot frames are descending, so a
-// listing shows the newest first; batch end frames are ascending, so a
-// session's log lists in replay order.
-//
-// No key is a "directory" of another key (versitygw and the directory bucket
-// store keys as files): own.json, log/ and snapshot/ are siblings, and every
-// number is a leaf or a directory, never both at one level.
-//
-// Parsing is strict: a string parses only if the encoder produces exactly
-// that string, so two keys never name the same object.
-
 import (
 	"crypto/sha256"
 	"encoding/base64"
@@ -49,7 +14,8 @@ const hexDigits = "0123456789abcdef"
 // MaxAscLen is the longest encoding of a uint64: length digit + 16 digits.
 const MaxAscLen = 17
 
-// AppendAsc appends asc(n) to dst.
+// AppendAsc appends asc(n) to dst. asc and desc are defined under "Numbers
+// in keys" in the package documentation (doc.go).
 func AppendAsc(dst []byte, n uint64) []byte {
 	var digits [16]byte
 	i := len(digits)
@@ -232,7 +198,8 @@ func (k KeyKind) String() string {
 	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Key is a parsed object key. Fields not used by Kind are zero.
+// Key is a parsed object key. Fields not used by Kind are zero. The key
+// layout is under "Object keys" in the package documentation (doc.go).
 type Key struct {
 	Kind      KeyKind
 	Namespace string // NamespaceID form

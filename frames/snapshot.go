@@ -1,28 +1,5 @@
 package frames
 
-// Snapshot files: snapshot/<session>/<frame>. Part of the wire format.
-//
-//	gzip member (gzip.go) of:
-//	+------------------------------+
-//	| SnapshotHeader message       |  version, epoch, seq, commitTime,
-//	+------------------------------+  lanes: (lane, kind, pageSize, byteLength, checksum)...
-//	| lane 1: byteLength raw bytes |
-//	| lane 2: byteLength raw bytes |  the lane's file, byte for byte, in the
-//	| ...                          |  order of the header's lane list
-//	+------------------------------+
-//
-// Rules the writer obeys and the reader enforces:
-//   - version is FormatVersion; lanes strictly ascending by number, of a
-//     known kind, page size valid, byteLength a multiple of the page size and
-//     at most MaxDatabasePages pages;
-//   - exactly byteLength bytes follow for each lane, then the gzip trailer,
-//     then nothing; each lane's bytes have the rolling checksum its entry
-//     declares (checked as the last page of the lane is read);
-//   - the key agrees: <session> is the epoch, <frame> is seq.
-//
-// Both directions stream: a snapshot of any size needs memory for one page
-// and the compressor's window, never the database.
-
 import (
 	"fmt"
 	"io"
@@ -30,7 +7,9 @@ import (
 	wire "github.com/framectl/framectl/capnp"
 )
 
-// Snapshot is a snapshot file's header.
+// Snapshot is a snapshot file's header. The file's layout and the rules its
+// reader enforces are under "Snapshot files" in the package documentation
+// (doc.go).
 type Snapshot struct {
 	Epoch      uint64
 	Seq        uint64 // state after every frame through Seq; 0 = before the first

@@ -14,7 +14,7 @@ import (
 )
 
 // These tests drive the WAL capture with the exact write patterns of
-// trace.txt on an in-memory file, one case at a time.
+// testdata/wal-trace.txt on an in-memory file, one case at a time.
 
 // capMemFile is an in-memory vfs.File.
 type capMemFile struct {
@@ -246,8 +246,8 @@ func TestCaptureWALRollbackOverwritten(t *testing.T) {
 }
 
 // psow=0: padding copies of the commit frame, split at the sync point even
-// inside the frame header (trace.txt S7), are skipped; a real commit after
-// them is not.
+// inside the frame header (testdata/wal-trace.txt, S7), are skipped; a real
+// commit after them is not.
 func TestCaptureWALPadding(t *testing.T) {
 	s := &capListSink{}
 	cw := newCapWAL(t, s)

@@ -9,7 +9,7 @@ import (
 )
 
 // Compaction in the background: the replicator counts the bytes it uploads
-// (compact.Trigger applies SRS's size rule to them) and runs a compaction
+// (compact.Trigger applies the size rule to them) and runs a compaction
 // pass of its own actor when the log since the newest snapshot reaches the
 // database's size. A pass reads only the bucket, so it never blocks a
 // commit; one runs at a time; it is cancelled when replication stops.

@@ -21,4 +21,41 @@
 // not in the bucket, block a VFS callback on the network in async mode, go
 // on replicating after it has seen a write it cannot account for, or start
 // a session from a state older than one the bucket acknowledged.
+//
+// # Local state file
+//
+// framectl.state, beside db.sqlite in [Config].Dir, records what this
+// directory's database has sent to the bucket, so that the next [Open] can
+// tell, without downloading anything, whether the local copy is what the
+// bucket holds, is ahead of it (commits captured but never acknowledged),
+// or must not be trusted. It is a fixed-size little-endian binary file,
+// rewritten in place by pwrite and never fsynced (state.go says why):
+//
+//	offset size
+//	     0    8  magic "framectl"
+//	     8    4  version (1)
+//	    12    4  page size
+//	    16   16  boot ID of the machine that wrote it (zero: unknown)
+//	    32   44  durable record: the newest object the bucket acknowledged
+//	    76   44  in-flight record: the object being uploaded (zero: none)
+//	   120   24  captured record: the last commit captured
+//
+//	record (durable and in-flight), little-endian:
+//	     0    8  epoch
+//	     8    8  sequence
+//	    16    8  commit time of that sequence (Unix ns, 0 unknown)
+//	    24    8  database checksum after it
+//	    32    4  database size in pages after it
+//	    36    4  object: 1 a batch (log/<epoch>/<sequence>), 2 a snapshot
+//	             (snapshot/<epoch>/<sequence>)
+//	    40    4  CRC-32 (IEEE) of bytes 0..40
+//	A record of zeros (or whose CRC fails) is no record.
+//
+//	captured record: epoch (8), sequence (8), CRC-32 of both (4), zero (4)
+//
+// A session writes its first snapshot as in flight before uploading it
+// (rewriting the file with the bucket state the local copy is, when it is
+// one: reused or restored), then the file anew once it landed; each batch
+// as in flight before its PUT, then as durable before [DB.Durable]
+// returns. Every commit rewrites the captured record.
 package vfs

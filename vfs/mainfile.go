@@ -12,10 +12,10 @@ import (
 // mode SQLite writes the database file only while checkpointing: wal.c
 // walCheckpoint copies frames back between SQLITE_FCNTL_CKPT_START and
 // SQLITE_FCNTL_CKPT_DONE, then truncates the file to the database size
-// (after CKPT_DONE, trace.txt S3c) and syncs it. Any other write means the
-// database is not in WAL mode any more (journal_mode changed through this
-// VFS, or it never was): the write bypasses the WAL, the capture cannot see
-// it, so it is refused and replication is broken.
+// (after CKPT_DONE: testdata/wal-trace.txt, S3c) and syncs it. Any other
+// write means the database is not in WAL mode any more (journal_mode
+// changed through this VFS, or it never was): the write bypasses the WAL,
+// the capture cannot see it, so it is refused and replication is broken.
 //
 // Checkpoints run on the checkpointing connection's own database handle,
 // so the window is tracked per handle; SQLite never calls one handle

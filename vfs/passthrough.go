@@ -11,7 +11,9 @@ import (
 // a wrapper that does not forward an interface silently turns it off. The
 // one that bites: without SharedMemory, SQLite sees a file with no xShm*
 // methods, cannot build a shared wal-index, and PRAGMA journal_mode=WAL
-// quietly answers "delete" (proven in reference/walcapture/walmode_test.go).
+// quietly answers "delete" (pager.c sqlite3PagerWalSupported is false
+// without xShmMap outside locking_mode=EXCLUSIVE, and vdbe.c OP_JournalMode
+// then keeps the old mode; TestCaptureWALMode checks that WAL works here).
 // PowersafeOverwrite matters too: vfsOpen applies the psow URI parameter
 // through it, and psow decides whether SQLite pads WAL commits.
 //

@@ -12,39 +12,9 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-// The local state file (framectl.state beside db.sqlite) records what this
-// directory's database has sent to the bucket, so that the next Open can
-// tell, without downloading anything, whether the local copy is what the
-// bucket holds, is ahead of it (commits captured but never acknowledged),
-// or must not be trusted. It is a fixed-size binary file, rewritten in place
-// by pwrite and never fsynced:
-//
-//	offset size
-//	     0    8  magic "framectl"
-//	     8    4  version (1)
-//	    12    4  page size
-//	    16   16  boot ID of the machine that wrote it (zero: unknown)
-//	    32   44  durable record: the newest object the bucket acknowledged
-//	    76   44  in-flight record: the object being uploaded (zero: none)
-//	   120   24  captured record: the last commit captured
-//
-//	record (durable and in-flight), little-endian:
-//	     0    8  epoch
-//	     8    8  sequence
-//	    16    8  commit time of that sequence (Unix ns, 0 unknown)
-//	    24    8  database checksum after it
-//	    32    4  database size in pages after it
-//	    36    4  object: 1 a batch (log/<epoch>/<sequence>), 2 a snapshot
-//	             (snapshot/<epoch>/<sequence>)
-//	    40    4  CRC-32 (IEEE) of bytes 0..40
-//	A record of zeros (or whose CRC fails) is no record.
-//
-//	captured record: epoch (8), sequence (8), CRC-32 of both (4), zero (4)
-//
-// A session writes its first snapshot as in flight into the previous
-// session's file before uploading it, then the file anew once it landed;
-// each batch as in flight before its PUT, then as durable before Durable
-// returns.
+// The local state file, framectl.state beside db.sqlite: its purpose and
+// layout are under "Local state file" in the package documentation
+// (doc.go); the offsets and sizes below are that layout.
 //
 // Why in place and not by rename: renaming a file over another makes ext4
 // flush it at once (auto_da_alloc), and done per batch that stalled every

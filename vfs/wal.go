@@ -13,8 +13,8 @@ import (
 // keeps the frames of the transaction its connection is writing, and when
 // the commit frame is complete it turns them into one Commit.
 //
-// What SQLite writes (wal.c sqlite3WalFrames, trace.txt), all under its WAL
-// write lock:
+// What SQLite writes (wal.c sqlite3WalFrames; observed in
+// testdata/wal-trace.txt), all under its WAL write lock:
 //   - a 32-byte WAL header at offset 0 when it starts a generation;
 //   - per frame, a 24-byte header, then the page (walWriteOneFrame); a
 //     transaction's frames are consecutive, from one past the last commit;

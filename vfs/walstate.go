@@ -370,9 +370,10 @@ func (st *walState) detach() {
 // sqlite3WalFrames repeats the commit frame, commit flag and all, until the
 // next sector boundary, and syncs at that boundary in the middle of a
 // frame (walWriteToLog splits the write, even inside a frame header:
-// trace.txt S5, S7). The copies are valid commit frames of the same
-// transaction; SQLite counts them into mxFrame, so the next transaction
-// starts after them, but they carry nothing new and must not be emitted.
+// testdata/wal-trace.txt, S5 and S7). The copies are valid commit frames of
+// the same transaction; SQLite counts them into mxFrame, so the next
+// transaction starts after them, but they carry nothing new and must not be
+// emitted.
 //
 // The capture tells them from a real commit by when and what: a frame
 // written by the handle that just committed (and pads), before its

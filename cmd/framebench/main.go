@@ -1,8 +1,7 @@
-// Command framebench is the side-by-side benchmark harness of issue #3:
-// it measures what replication costs a SQLite application, running the
-// variants it compares in alternating rounds of one process so that a noisy
-// machine affects them alike, and prints the numbers recorded in
-// BENCHMARKS.md.
+// Command framebench is the side-by-side benchmark harness: it measures
+// what replication costs a SQLite application, running the variants it
+// compares in alternating rounds of one process so that a noisy machine
+// affects them alike, and prints the numbers recorded in BENCHMARKS.md.
 //
 //	framebench overhead   [-rounds 7] [-commits 2000]
 //	framebench durable    -bucket URL [-seconds 5]
