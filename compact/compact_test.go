@@ -24,9 +24,9 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			inner := be.New(t)
-			clock := newFakeClock()
+			clock := buckettest.NewClock(time.Now())
 			const lag = time.Hour
-			b := bucket.NewFaulty(inner, bucket.FaultConfig{Lag: lag, Now: clock.Now})
+			b := buckettest.NewFaulty(inner, buckettest.FaultConfig{Lag: lag, Now: clock.Now})
 			d := openDB(t, b, t.TempDir(), newActorID(), 1)
 			a := d.actor
 			rng := mrand.New(mrand.NewPCG(1, 2))

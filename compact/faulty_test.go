@@ -31,16 +31,16 @@ func TestFaultyBucket(t *testing.T) {
 				wrap func(seed uint64) bucket.Bucket
 			}{
 				{"random errors", func(seed uint64) bucket.Bucket {
-					return bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, ErrorRate: 0.2})
+					return buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, ErrorRate: 0.2})
 				}},
 				{"snapshot upload fails", func(seed uint64) bucket.Bucket {
-					return bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, ErrorRateByOp: map[string]float64{"put": 1}})
+					return buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, ErrorRateByOp: map[string]float64{"put": 1}})
 				}},
 				{"snapshot upload lands, reported failed", func(seed uint64) bucket.Bucket {
-					return bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, LostResponseRate: 1})
+					return buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, LostResponseRate: 1})
 				}},
 				{"deletes fail", func(seed uint64) bucket.Bucket {
-					return bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, ErrorRateByOp: map[string]float64{"delete": 1}})
+					return buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, ErrorRateByOp: map[string]float64{"delete": 1}})
 				}},
 				{"deletes stop half way", func(uint64) bucket.Bucket { return &halfDeletes{Bucket: inner} }},
 			}

@@ -320,26 +320,6 @@ func stateErr(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64
 	return st, nil
 }
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // testOptions are the options of a pass in tests: scratch space in the
 // test's directory, a logger into the test log.
 func testOptions(t testing.TB) compact.Options {

@@ -35,7 +35,7 @@ func TestRetention(t *testing.T) {
 			covered := len(before.snapshots) + len(before.batches)
 
 			// The bucket's clock and ours agree here; the window is an hour.
-			clock := newFakeClock()
+			clock := buckettest.NewClock(time.Now())
 			opts := testOptions(t)
 			opts.Retention, opts.Now, opts.Force = time.Hour, clock.Now, true
 			res, err := compact.Actor(t.Context(), b, a, opts)

@@ -104,7 +104,7 @@ func TestTierPass(t *testing.T) {
 			if err := b.Delete(ctx, a.OwnKey()); err != nil {
 				t.Fatal(err)
 			}
-			clock := newFakeClock()
+			clock := buckettest.NewClock(time.Now())
 			opts.Retention, opts.Now = time.Hour, clock.Now
 			s1 = session(1)
 			res, err = compact.Actor(ctx, b, a, opts)

@@ -128,7 +128,7 @@ func TestUploadIntervalDefault(t *testing.T) {
 		{dir, 0, DefaultDirUploadInterval},
 		{dir, -1, -1},
 		{dir, time.Second, time.Second},
-		{bucket.NewFaulty(dir, bucket.FaultConfig{}), 0, 0},
+		{buckettest.NewFaulty(dir, buckettest.FaultConfig{}), 0, 0},
 	} {
 		cfg := replTestConfig(t, tc.b)
 		cfg.UploadInterval = tc.set

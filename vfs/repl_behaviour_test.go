@@ -20,7 +20,7 @@ import (
 // way that changes the result.
 func TestFaultyBucketReplaysExactly(t *testing.T) {
 	inner := buckettest.Dir(t)
-	faulty := bucket.NewFaulty(inner, bucket.FaultConfig{
+	faulty := buckettest.NewFaulty(inner, buckettest.FaultConfig{
 		Seed: 3, ErrorRateByOp: map[string]float64{"put": 0.25}, LostResponseRate: 0.15,
 		MinLatency: 100 * time.Microsecond, MaxLatency: 3 * time.Millisecond,
 	})

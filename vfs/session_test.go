@@ -102,7 +102,7 @@ func (g *getCounter) Get(ctx context.Context, key string) (io.ReadCloser, bucket
 // and leaves the local copy alone.
 func TestReopenWithLaggingListing(t *testing.T) {
 	const lag = 700 * time.Millisecond
-	lagging := bucket.NewFaulty(buckettest.Dir(t), bucket.FaultConfig{Lag: lag})
+	lagging := buckettest.NewFaulty(buckettest.Dir(t), buckettest.FaultConfig{Lag: lag})
 	cfg := replTestConfig(t, lagging)
 	db, c := reopen(t, cfg, 1)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
