@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // TestFaultyBucket compacts through a bucket that fails: random errors on
@@ -65,7 +66,7 @@ func TestFaultyBucket(t *testing.T) {
 				if seq != last {
 					t.Fatalf("round %d (%s): the session replays to %d, the last durable frame is %d", round, f.name, seq, last)
 				}
-				sameBytes(t, fmt.Sprintf("round %d (%s)", round, f.name), got, img)
+				dbtest.SameBytes(t, fmt.Sprintf("round %d (%s)", round, f.name), got, img)
 			}
 			for _, f := range faults[1:] {
 				if failed[f.name] == 0 {

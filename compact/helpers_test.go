@@ -1,7 +1,6 @@
 package compact_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -258,17 +257,6 @@ func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) ([]
 		t.Fatalf("replaying session %d: %v", epoch, err)
 	}
 	return data, seq
-}
-
-func sameBytes(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if !bytes.Equal(got, want) {
-		n := 0
-		for n < min(len(got), len(want)) && got[n] == want[n] {
-			n++
-		}
-		t.Fatalf("%s: %d bytes vs %d, first difference at byte %d", what, len(got), len(want), n)
-	}
 }
 
 // sessionState is what the bucket holds of one session, for assertions.

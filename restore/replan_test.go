@@ -15,6 +15,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -118,7 +119,7 @@ func TestRestoreReplansWhenCompactionRaces(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameBytes(t, "restored after re-planning", got, w.points[len(w.points)-1].data)
+			dbtest.SameBytes(t, "restored after re-planning", got, w.points[len(w.points)-1].data)
 		})
 	}
 }
@@ -203,7 +204,7 @@ func TestRestoreSkipsBatchCoveredLater(t *testing.T) {
 			}
 
 			res, got := restoreTo(t, b, w.actor, restore.Latest())
-			sameBytes(t, "restored through the wider batch", got, w.points[len(w.points)-1].data)
+			dbtest.SameBytes(t, "restored through the wider batch", got, w.points[len(w.points)-1].data)
 			if res.BatchesApplied != n-2 || res.BatchesSkipped != 1 {
 				t.Fatalf("applied %d, skipped %d; want %d and 1", res.BatchesApplied, res.BatchesSkipped, n-2)
 			}

@@ -107,15 +107,6 @@ func query1(t testing.TB, c *sqlite3.Conn, sql string) string {
 	return s.ColumnText(0)
 }
 
-func capFirstDiff(a, b []byte) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return min(len(a), len(b))
-}
-
 // capDigest summarises every row of every table and the schema.
 func capDigest(t testing.TB, c *sqlite3.Conn) string {
 	t.Helper()
