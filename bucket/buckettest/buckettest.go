@@ -2,11 +2,11 @@
 // server the test script starts, versitygw, and directory buckets on
 // temporary directories; each call returns a fresh, empty bucket), Faulty,
 // which injects errors, lost responses, latency and stale listings into
-// one, and Clock, which moves only when a test says so.
+// one, Gate, which holds chosen uploads until the test lets them go, and
+// Clock, which moves only when a test says so.
 //
-// It is for tests only: nothing outside a _test.go file imports it, and it
-// must never stand in for a bucket in an integration test (Faulty wraps a
-// real one).
+// It is for tests only (nothing outside a _test.go file imports it), and it
+// must never fake a bucket: Faulty and Gate wrap a real one.
 package buckettest
 
 import (
