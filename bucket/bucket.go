@@ -1,6 +1,7 @@
 // Package bucket owns the object-store contract framectl needs and its
-// implementations: S3 (minio-go), a local directory (the embedded default),
-// and a fault-injecting wrapper for tests.
+// implementations: S3 (minio-go) and a local directory (the embedded
+// default). What tests wrap around them, a fault-injecting bucket among it,
+// is package buckettest's.
 //
 // The contract is deliberately narrow: whole and streamed reads, three kinds of
 // write (unconditional, create-only, compare-and-swap on an ETag), stat,

@@ -32,10 +32,10 @@ type backend struct {
 // contractFaults are the faults the faulty backends inject: enough to hit
 // every ambiguous path in every test, with listings kept exact (Lag is
 // tested on its own in faulty_test.go).
-func contractFaults(t testing.TB) bucket.FaultConfig {
+func contractFaults(t testing.TB) buckettest.FaultConfig {
 	h := fnv.New64a()
 	h.Write([]byte(t.Name()))
-	return bucket.FaultConfig{
+	return buckettest.FaultConfig{
 		Seed:             h.Sum64(), // reproducible per test
 		ErrorRate:        0.1,
 		LostResponseRate: 0.1,
@@ -48,10 +48,10 @@ func backends() []backend {
 		{name: "dir", new: buckettest.Dir},
 		{name: "s3", new: buckettest.S3},
 		{name: "faulty-dir", faulty: true, new: func(t testing.TB) bucket.Bucket {
-			return bucket.NewFaulty(buckettest.Dir(t), contractFaults(t))
+			return buckettest.NewFaulty(buckettest.Dir(t), contractFaults(t))
 		}},
 		{name: "faulty-s3", faulty: true, new: func(t testing.TB) bucket.Bucket {
-			return bucket.NewFaulty(buckettest.S3(t), contractFaults(t))
+			return buckettest.NewFaulty(buckettest.S3(t), contractFaults(t))
 		}},
 	}
 }
@@ -98,7 +98,7 @@ func retry[T any](t testing.TB, op func() (T, error)) (T, error) {
 	t.Helper()
 	for i := 1; ; i++ {
 		v, err := op()
-		if !errors.Is(err, bucket.ErrInjected) || i == maxAttempts {
+		if !errors.Is(err, buckettest.ErrInjected) || i == maxAttempts {
 			return v, err
 		}
 	}
@@ -211,7 +211,7 @@ func condPut(t testing.TB, b bucket.Bucket, key, body string, cond bucket.Condit
 	for i := 0; i < maxAttempts; i++ {
 		_, err = b.Put(t.Context(), key, strings.NewReader(body), int64(len(body)), cond)
 		switch {
-		case errors.Is(err, bucket.ErrInjected):
+		case errors.Is(err, buckettest.ErrInjected):
 			ambiguous = true
 			continue
 		case errors.Is(err, bucket.ErrPrecondition) && ambiguous:
@@ -551,7 +551,7 @@ func testManyKeys(t *testing.T, be backend) {
 
 // unwrap returns the bucket behind a Faulty one.
 func unwrap(b bucket.Bucket) bucket.Bucket {
-	if f, ok := b.(*bucket.Faulty); ok {
+	if f, ok := b.(*buckettest.Faulty); ok {
 		return f.Inner()
 	}
 	return b
@@ -691,7 +691,7 @@ func testCASCounter(t *testing.T, be backend) {
 					if err == nil {
 						break
 					}
-					if errors.Is(err, bucket.ErrInjected) && be.faulty || errors.Is(err, bucket.ErrPrecondition) {
+					if errors.Is(err, buckettest.ErrInjected) && be.faulty || errors.Is(err, bucket.ErrPrecondition) {
 						continue
 					}
 					t.Errorf("worker %d: put: %v", w, err)

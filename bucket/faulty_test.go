@@ -16,6 +16,9 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 )
 
+// The tests of buckettest.Faulty stay here, beside the contract suite that
+// also runs over it (contract_test.go), whose helpers they share.
+
 // counting is a bucket that counts the calls reaching it.
 type counting struct {
 	bucket.Bucket
@@ -49,15 +52,15 @@ func TestFaultyErrorRate(t *testing.T) {
 	inner := &counting{Bucket: buckettest.Dir(t)}
 	put(t, inner, "k", "v")
 	inner.calls.Store(0)
-	f := bucket.NewFaulty(inner, bucket.FaultConfig{Seed: 1, ErrorRate: 0.3})
+	f := buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: 1, ErrorRate: 0.3})
 	const n = 2000
 	failed := 0
 	for range n {
 		_, err := f.Stat(t.Context(), "k")
 		switch {
-		case errors.Is(err, bucket.ErrInjected):
+		case errors.Is(err, buckettest.ErrInjected):
 			failed++
-			wantErr(t, err, bucket.ErrInjected, "stat", "k")
+			wantErr(t, err, buckettest.ErrInjected, "stat", "k")
 		case err != nil:
 			t.Fatal(err)
 		}
@@ -78,7 +81,7 @@ func TestFaultyErrorRate(t *testing.T) {
 
 // TestFaultyErrorRateByOp: per-operation rates override the general one.
 func TestFaultyErrorRateByOp(t *testing.T) {
-	f := bucket.NewFaulty(buckettest.Dir(t), bucket.FaultConfig{
+	f := buckettest.NewFaulty(buckettest.Dir(t), buckettest.FaultConfig{
 		Seed:          2,
 		ErrorRate:     1,
 		ErrorRateByOp: map[string]float64{"put": 0, "stat": 0},
@@ -92,16 +95,16 @@ func TestFaultyErrorRateByOp(t *testing.T) {
 		if _, err := f.Stat(ctx, key); err != nil {
 			t.Fatalf("stat: %v", err)
 		}
-		if _, _, err := f.Get(ctx, key); !errors.Is(err, bucket.ErrInjected) {
+		if _, _, err := f.Get(ctx, key); !errors.Is(err, buckettest.ErrInjected) {
 			t.Fatalf("get: %v", err)
 		}
-		if _, err := f.List(ctx, "", "", 0); !errors.Is(err, bucket.ErrInjected) {
+		if _, err := f.List(ctx, "", "", 0); !errors.Is(err, buckettest.ErrInjected) {
 			t.Fatalf("list: %v", err)
 		}
-		if err := f.Delete(ctx, key); !errors.Is(err, bucket.ErrInjected) {
+		if err := f.Delete(ctx, key); !errors.Is(err, buckettest.ErrInjected) {
 			t.Fatalf("delete: %v", err)
 		}
-		if err := f.DeleteMany(ctx, []string{key, "other"}); !errors.Is(err, bucket.ErrInjected) {
+		if err := f.DeleteMany(ctx, []string{key, "other"}); !errors.Is(err, buckettest.ErrInjected) {
 			t.Fatalf("delete many: %v", err)
 		}
 	}
@@ -114,7 +117,7 @@ func TestFaultyErrorRateByOp(t *testing.T) {
 // the put landed.
 func TestFaultyLostResponse(t *testing.T) {
 	inner := buckettest.Dir(t)
-	f := bucket.NewFaulty(inner, bucket.FaultConfig{Seed: 3, LostResponseRate: 0.5})
+	f := buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: 3, LostResponseRate: 0.5})
 	const n = 200
 	lost := 0
 	for i := range n {
@@ -122,7 +125,7 @@ func TestFaultyLostResponse(t *testing.T) {
 		cond := bucket.Condition{IfAbsent: i%2 == 0}
 		_, err := f.Put(t.Context(), key, strings.NewReader(body), int64(len(body)), cond)
 		switch {
-		case errors.Is(err, bucket.ErrInjected):
+		case errors.Is(err, buckettest.ErrInjected):
 			lost++
 		case err != nil:
 			t.Fatal(err)
@@ -138,7 +141,7 @@ func TestFaultyLostResponse(t *testing.T) {
 		t.Fatalf("%d of %d responses lost, configured half", lost, n)
 	}
 	// A failed put is not "lost": it never landed.
-	f = bucket.NewFaulty(inner, bucket.FaultConfig{Seed: 3, LostResponseRate: 1})
+	f = buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: 3, LostResponseRate: 1})
 	_, err := f.Put(t.Context(), "k0", strings.NewReader("x"), 1, bucket.Condition{IfAbsent: true})
 	if !errors.Is(err, bucket.ErrPrecondition) || f.Counts().LostResponses != 0 {
 		t.Fatalf("conditional put that lost: %v, counts %+v", err, f.Counts())
@@ -149,7 +152,7 @@ func TestFaultyLostResponse(t *testing.T) {
 // a cancelled context ends the wait with the context's error.
 func TestFaultyLatency(t *testing.T) {
 	inner := &counting{Bucket: buckettest.Dir(t)}
-	f := bucket.NewFaulty(inner, bucket.FaultConfig{Seed: 4, MinLatency: time.Microsecond, MaxLatency: 50 * time.Microsecond})
+	f := buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: 4, MinLatency: time.Microsecond, MaxLatency: 50 * time.Microsecond})
 	for range 20 {
 		if _, err := f.Stat(t.Context(), "missing"); !errors.Is(err, bucket.ErrNotFound) {
 			t.Fatal(err)
@@ -159,7 +162,7 @@ func TestFaultyLatency(t *testing.T) {
 		t.Fatalf("counts %+v, want 20 delays", c)
 	}
 
-	slow := bucket.NewFaulty(inner, bucket.FaultConfig{MinLatency: time.Hour, MaxLatency: time.Hour})
+	slow := buckettest.NewFaulty(inner, buckettest.FaultConfig{MinLatency: time.Hour, MaxLatency: time.Hour})
 	ctx, cancel := context.WithCancel(t.Context())
 	inner.calls.Store(0)
 	done := make(chan error)
@@ -180,11 +183,11 @@ func TestFaultyLatency(t *testing.T) {
 func TestFaultyDeterministic(t *testing.T) {
 	inner := buckettest.Dir(t)
 	outcomes := func(seed uint64) []bool {
-		f := bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, ErrorRate: 0.5})
+		f := buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, ErrorRate: 0.5})
 		var out []bool
 		for range 200 {
 			_, err := f.Stat(t.Context(), "k")
-			out = append(out, errors.Is(err, bucket.ErrInjected))
+			out = append(out, errors.Is(err, buckettest.ErrInjected))
 		}
 		return out
 	}
@@ -197,32 +200,14 @@ func TestFaultyDeterministic(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // TestFaultyLag: new keys are missing from listings and deleted ones still
 // there until Lag has passed; Get and Stat are never stale; paging never
 // sees an empty page with More set.
 func TestFaultyLag(t *testing.T) {
 	const lag = 10 * time.Second
-	clock := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clock := buckettest.NewClock(time.Unix(1_000_000, 0))
 	inner := buckettest.Dir(t)
-	f := bucket.NewFaulty(inner, bucket.FaultConfig{Lag: lag, Now: clock.Now})
+	f := buckettest.NewFaulty(inner, buckettest.FaultConfig{Lag: lag, Now: clock.Now})
 	listed := func(limit int) []string { return keysOf(listAll(t, f, "", "", limit)) }
 
 	put(t, f, "a", "a")
@@ -286,7 +271,7 @@ func TestFaultyLag(t *testing.T) {
 // TestFaultyConcurrent: counters add up under concurrent use (and the race
 // detector has something to look at).
 func TestFaultyConcurrent(t *testing.T) {
-	f := bucket.NewFaulty(buckettest.Dir(t), bucket.FaultConfig{
+	f := buckettest.NewFaulty(buckettest.Dir(t), buckettest.FaultConfig{
 		Seed: 5, ErrorRate: 0.2, LostResponseRate: 0.2, MaxLatency: 20 * time.Microsecond, Lag: time.Millisecond,
 	})
 	const workers, ops = 8, 50
@@ -305,7 +290,7 @@ func TestFaultyConcurrent(t *testing.T) {
 				case 2:
 					err = f.Delete(t.Context(), key)
 				}
-				if errors.Is(err, bucket.ErrInjected) {
+				if errors.Is(err, buckettest.ErrInjected) {
 					injected.Add(1)
 				} else if err != nil {
 					t.Error(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -24,9 +25,9 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			inner := be.New(t)
-			clock := newFakeClock()
+			clock := buckettest.NewClock(time.Now())
 			const lag = time.Hour
-			b := bucket.NewFaulty(inner, bucket.FaultConfig{Lag: lag, Now: clock.Now})
+			b := buckettest.NewFaulty(inner, buckettest.FaultConfig{Lag: lag, Now: clock.Now})
 			d := openDB(t, b, t.TempDir(), newActorID(), 1)
 			a := d.actor
 			rng := mrand.New(mrand.NewPCG(1, 2))
@@ -113,13 +114,13 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			if seq != f2 {
 				t.Fatalf("the session replays to %d, want the last durable frame %d", seq, f2)
 			}
-			sameBytes(t, "replay of the compacted session vs the database", got, img2)
+			dbtest.SameBytes(t, "replay of the compacted session vs the database", got, img2)
 			img1, _ := orc.get(f1)
 			got, _, err = replayTo(t, inner, a, 1, f1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			sameBytes(t, "replay to the snapshot's frame", got, img1)
+			dbtest.SameBytes(t, "replay to the snapshot's frame", got, img1)
 
 			// A listing that still shows what pass 1 deleted (and not yet
 			// what it wrote), as another compactor's would while this one
@@ -149,7 +150,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 				t.Errorf("after the forced pass: snapshots %v, batches %v; want [%d] and none", st.snapshots, st.batches, f2)
 			}
 			got, _ = mustReplay(t, inner, a, 1)
-			sameBytes(t, "replay after the forced pass", got, img2)
+			dbtest.SameBytes(t, "replay after the forced pass", got, img2)
 			// Nothing left: Force writes nothing more.
 			res, err = compact.Actor(t.Context(), b, a, opts)
 			if err != nil || res.Snapshot != "" || len(res.Deleted) != 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // TestFaultyBucket compacts through a bucket that fails: random errors on
@@ -31,16 +32,16 @@ func TestFaultyBucket(t *testing.T) {
 				wrap func(seed uint64) bucket.Bucket
 			}{
 				{"random errors", func(seed uint64) bucket.Bucket {
-					return bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, ErrorRate: 0.2})
+					return buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, ErrorRate: 0.2})
 				}},
 				{"snapshot upload fails", func(seed uint64) bucket.Bucket {
-					return bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, ErrorRateByOp: map[string]float64{"put": 1}})
+					return buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, ErrorRateByOp: map[string]float64{"put": 1}})
 				}},
 				{"snapshot upload lands, reported failed", func(seed uint64) bucket.Bucket {
-					return bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, LostResponseRate: 1})
+					return buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, LostResponseRate: 1})
 				}},
 				{"deletes fail", func(seed uint64) bucket.Bucket {
-					return bucket.NewFaulty(inner, bucket.FaultConfig{Seed: seed, ErrorRateByOp: map[string]float64{"delete": 1}})
+					return buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: seed, ErrorRateByOp: map[string]float64{"delete": 1}})
 				}},
 				{"deletes stop half way", func(uint64) bucket.Bucket { return &halfDeletes{Bucket: inner} }},
 			}
@@ -65,7 +66,7 @@ func TestFaultyBucket(t *testing.T) {
 				if seq != last {
 					t.Fatalf("round %d (%s): the session replays to %d, the last durable frame is %d", round, f.name, seq, last)
 				}
-				sameBytes(t, fmt.Sprintf("round %d (%s)", round, f.name), got, img)
+				dbtest.SameBytes(t, fmt.Sprintf("round %d (%s)", round, f.name), got, img)
 			}
 			for _, f := range faults[1:] {
 				if failed[f.name] == 0 {

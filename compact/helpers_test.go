@@ -1,7 +1,6 @@
 package compact_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -259,17 +258,6 @@ func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) ([]
 	return data, seq
 }
 
-func sameBytes(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if !bytes.Equal(got, want) {
-		n := 0
-		for n < min(len(got), len(want)) && got[n] == want[n] {
-			n++
-		}
-		t.Fatalf("%s: %d bytes vs %d, first difference at byte %d", what, len(got), len(want), n)
-	}
-}
-
 // sessionState is what the bucket holds of one session, for assertions.
 type sessionState struct {
 	snapshots []uint64 // frames, ascending
@@ -317,26 +305,6 @@ func stateErr(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64
 		}
 	}
 	return st, nil
-}
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Now()} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // testOptions are the options of a pass in tests: scratch space in the

@@ -12,6 +12,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // TestCompactBesideLiveWriter runs a random workload through a real
@@ -181,7 +182,7 @@ func liveRun(t *testing.T, b bucket.Bucket) {
 	if seq != final {
 		t.Fatalf("the session replays to %d, the last durable frame is %d", seq, final)
 	}
-	sameBytes(t, "final replay", got, finalImage)
+	dbtest.SameBytes(t, "final replay", got, finalImage)
 	for _, f := range orc.frames() {
 		img, _ := orc.get(f)
 		got, _, err := replayTo(t, b, a, 1, f)
@@ -192,7 +193,7 @@ func liveRun(t *testing.T, b bucket.Bucket) {
 		if err != nil {
 			t.Fatalf("replay to durable point %d: %v", f, err)
 		}
-		sameBytes(t, fmt.Sprintf("replay to durable point %d", f), got, img)
+		dbtest.SameBytes(t, fmt.Sprintf("replay to durable point %d", f), got, img)
 		count("durable points replayed at the end")
 	}
 	t.Logf("%d commits, %d durable points: %v", d.db.Stats().Commits, len(orc.frames()), stats)

@@ -12,6 +12,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // TestRetention: with a window, the objects a new snapshot covers survive
@@ -35,7 +36,7 @@ func TestRetention(t *testing.T) {
 			covered := len(before.snapshots) + len(before.batches)
 
 			// The bucket's clock and ours agree here; the window is an hour.
-			clock := newFakeClock()
+			clock := buckettest.NewClock(time.Now())
 			opts := testOptions(t)
 			opts.Retention, opts.Now, opts.Force = time.Hour, clock.Now, true
 			res, err := compact.Actor(t.Context(), b, a, opts)
@@ -52,7 +53,7 @@ func TestRetention(t *testing.T) {
 					t.Fatalf("point-in-time replay to %d inside the window: %v", f, err)
 				}
 				img, _ := orc.get(f)
-				sameBytes(t, fmt.Sprintf("point-in-time replay to %d", f), got, img)
+				dbtest.SameBytes(t, fmt.Sprintf("point-in-time replay to %d", f), got, img)
 			}
 
 			clock.Advance(45 * time.Minute)
@@ -71,7 +72,7 @@ func TestRetention(t *testing.T) {
 			}
 			img, _ := orc.get(last)
 			got, _ := mustReplay(t, b, a, 1)
-			sameBytes(t, "replay after retention", got, img)
+			dbtest.SameBytes(t, "replay after retention", got, img)
 		})
 	}
 }

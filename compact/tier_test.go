@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // TestTierPass: a database opened with epoch 1, closed, and reopened from
@@ -62,7 +63,7 @@ func TestTierPass(t *testing.T) {
 				if seq != last {
 					t.Fatalf("%s: session 2 replays to %d, want %d", when, seq, last)
 				}
-				sameBytes(t, when+": session 2", got, img)
+				dbtest.SameBytes(t, when+": session 2", got, img)
 			}
 			s1, s2 := session(1), session(2)
 			if len(s1) < 2 || len(s2) < 2 {
@@ -104,7 +105,7 @@ func TestTierPass(t *testing.T) {
 			if err := b.Delete(ctx, a.OwnKey()); err != nil {
 				t.Fatal(err)
 			}
-			clock := newFakeClock()
+			clock := buckettest.NewClock(time.Now())
 			opts.Retention, opts.Now = time.Hour, clock.Now
 			s1 = session(1)
 			res, err = compact.Actor(ctx, b, a, opts)

@@ -147,7 +147,7 @@ func TestLeaseRenewsAndExpires(t *testing.T) {
 		}
 		// Renewals that fail for a whole lease make the node invalid, for
 		// good.
-		n.b = bucket.NewFaulty(b, bucket.FaultConfig{ErrorRate: 1})
+		n.b = buckettest.NewFaulty(b, buckettest.FaultConfig{ErrorRate: 1})
 		for range 4 {
 			clock.Step(n.opts.RenewEvery)
 		}
@@ -388,7 +388,7 @@ func TestClaimRace(t *testing.T) {
 // Lost responses do not confuse a claim: a PUT that landed is recognised.
 func TestClaimWithLostResponses(t *testing.T) {
 	inner := buckettest.Dir(t)
-	b := bucket.NewFaulty(inner, bucket.FaultConfig{Seed: 2, LostResponseRate: 0.5})
+	b := buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: 2, LostResponseRate: 0.5})
 	ctx := t.Context()
 	var n *Node
 	var err error

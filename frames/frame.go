@@ -88,14 +88,6 @@ func (f *Frame) String() string {
 	return s
 }
 
-// PageBytes returns the bytes of page data the frame carries.
-func (f *Frame) PageBytes() int64 {
-	if f.Kind != KindSQLitePages {
-		return 0
-	}
-	return int64(len(f.SQLite.Pages)) * int64(f.SQLite.PageSize)
-}
-
 // validate checks a frame on its own: the rules the writer obeys and the
 // reader enforces. after is the page number the first page must exceed (0,
 // or the last page of the previous part of a continued frame).

@@ -11,12 +11,12 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
-// MaxAscLen is the longest encoding of a uint64: length digit + 16 digits.
-const MaxAscLen = 17
+// maxAscLen is the longest encoding of a uint64: length digit + 16 digits.
+const maxAscLen = 17
 
-// AppendAsc appends asc(n) to dst. asc and desc are defined under "Numbers
+// appendAsc appends asc(n) to dst. asc and desc are defined under "Numbers
 // in keys" in the package documentation (doc.go).
-func AppendAsc(dst []byte, n uint64) []byte {
+func appendAsc(dst []byte, n uint64) []byte {
 	var digits [16]byte
 	i := len(digits)
 	for {
@@ -31,10 +31,10 @@ func AppendAsc(dst []byte, n uint64) []byte {
 	return append(dst, digits[i:]...)
 }
 
-// AppendDesc appends desc(n) to dst.
-func AppendDesc(dst []byte, n uint64) []byte {
+// appendDesc appends desc(n) to dst.
+func appendDesc(dst []byte, n uint64) []byte {
 	start := len(dst)
-	dst = AppendAsc(dst, n)
+	dst = appendAsc(dst, n)
 	for i := start; i < len(dst); i++ {
 		dst[i] = hexDigits[15-hexValue(dst[i])]
 	}
@@ -42,10 +42,10 @@ func AppendDesc(dst []byte, n uint64) []byte {
 }
 
 // Asc returns the ascending encoding of n.
-func Asc(n uint64) string { return string(AppendAsc(make([]byte, 0, MaxAscLen), n)) }
+func Asc(n uint64) string { return string(appendAsc(make([]byte, 0, maxAscLen), n)) }
 
 // Desc returns the descending encoding of n.
-func Desc(n uint64) string { return string(AppendDesc(make([]byte, 0, MaxAscLen), n)) }
+func Desc(n uint64) string { return string(appendDesc(make([]byte, 0, maxAscLen), n)) }
 
 // hexValue returns the value of a lowercase hex digit, or 255.
 func hexValue(c byte) byte {
@@ -68,7 +68,7 @@ func parseNumber(s string, desc bool) (uint64, error) {
 	fail := func(msg string) (uint64, error) {
 		return 0, &Error{Object: "number", Key: strconv.Quote(s), Err: invalid(msg)}
 	}
-	if len(s) < 2 || len(s) > MaxAscLen {
+	if len(s) < 2 || len(s) > maxAscLen {
 		return fail("length out of range")
 	}
 	digit := func(i int) byte {
@@ -232,22 +232,22 @@ func (a Actor) SnapshotPrefix() string { return a.Prefix() + "snapshot/" }
 
 // LogSessionPrefix returns the prefix of one session's batches.
 func (a Actor) LogSessionPrefix(session uint64) string {
-	return string(AppendDesc([]byte(a.LogPrefix()), session)) + "/"
+	return string(appendDesc([]byte(a.LogPrefix()), session)) + "/"
 }
 
 // SnapshotSessionPrefix returns the prefix of one session's snapshots.
 func (a Actor) SnapshotSessionPrefix(session uint64) string {
-	return string(AppendDesc([]byte(a.SnapshotPrefix()), session)) + "/"
+	return string(appendDesc([]byte(a.SnapshotPrefix()), session)) + "/"
 }
 
 // LogKey returns the key of the batch of session that ends at frame end.
 func (a Actor) LogKey(session, end uint64) string {
-	return string(AppendAsc([]byte(a.LogSessionPrefix(session)), end))
+	return string(appendAsc([]byte(a.LogSessionPrefix(session)), end))
 }
 
 // SnapshotKey returns the key of session's snapshot through frame.
 func (a Actor) SnapshotKey(session, frame uint64) string {
-	return string(AppendDesc([]byte(a.SnapshotSessionPrefix(session)), frame))
+	return string(appendDesc([]byte(a.SnapshotSessionPrefix(session)), frame))
 }
 
 // NodesPrefix is the prefix of every node lease.

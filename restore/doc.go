@@ -16,23 +16,26 @@
 //     is wrong object by object (verify.go says what is damage and what is
 //     a warning); VerifyNamespace and VerifyPrefix check many actors
 //     (framectl verify).
-//   - ReplaySession gives compaction a verified state of one session at a
-//     target, with the objects it covers; Replay does the same for a Plan
-//     made by NewPlan or PlanSession, without re-planning.
+//   - PlanSession and Replay give compaction a verified state of one
+//     session, rebuilt in scratch files it writes out as a snapshot: it
+//     plans from the listing its pass took (Take) and, when an object
+//     vanishes under the replay, starts its pass over.
 //   - Take and Actors list what a bucket holds (framectl ls).
 //
 // # How a restore runs
 //
-// Take lists the actor; NewPlan reads own.json and picks the session, the
-// newest snapshot at or before the target and the batches after it.
-// Replay streams the snapshot into scratch files (lanes.LoadSnapshot)
+// Restore lists the actor (Take), then plans (plan.go): it reads own.json
+// and picks the session, the newest snapshot at or before the target and
+// the batches after it. The replay (replay.go, the one Replay runs for
+// compaction) streams the snapshot into scratch files (lanes.LoadSnapshot)
 // while up to Options.Parallelism batches are downloaded and decoded
 // ahead, within a byte budget (fetch.go); frames are applied strictly in
 // order, each batch read to its verified end. A batch that starts past the
 // frame reached is skipped only when a later batch covers it, else the
 // restore fails with a gap. Then the files are checked against the
 // tracked checksums and SQLite's integrity_check runs on the database.
-// An object deleted under the restore (compaction) makes it plan again.
+// An object deleted under the restore (compaction) makes Restore list and
+// plan again, at most Options.MaxReplans times.
 //
 // Targets stop at frame boundaries: a frame in a batch is a merged run of
 // commits. A target outside what the session holds is a *TargetError, not

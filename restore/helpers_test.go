@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/vfs"
@@ -234,34 +233,11 @@ func restoreTo(t testing.TB, b bucket.Bucket, a frames.Actor, target restore.Tar
 	if int64(len(data)) != res.Bytes {
 		t.Fatalf("restored %d bytes, result says %d", len(data), res.Bytes)
 	}
-	got, _, err := frames.DatabaseChecksum(bytes.NewReader(data), pageSizeOf(data))
+	got, _, err := frames.DatabaseChecksum(bytes.NewReader(data), dbtest.PageSize(data))
 	if err != nil || got != res.Checksum {
 		t.Fatalf("restored file checksum %016x (err %v), result says %016x", uint64(got), err, uint64(res.Checksum))
 	}
 	return res, data
-}
-
-func pageSizeOf(db []byte) int {
-	if len(db) < 18 {
-		return 4096
-	}
-	ps := int(db[16])<<8 | int(db[17])
-	if ps == 1 {
-		return 65536
-	}
-	return ps
-}
-
-// sameBytes fails with where two databases first differ.
-func sameBytes(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if !bytes.Equal(got, want) {
-		n := 0
-		for n < min(len(got), len(want)) && got[n] == want[n] {
-			n++
-		}
-		t.Fatalf("%s: %d bytes vs %d, first difference at byte %d", what, len(got), len(want), n)
-	}
 }
 
 // dirEntries lists the names in dir.
@@ -292,48 +268,11 @@ func (w *workload) snapshotNow() []byte {
 	return data
 }
 
-// gate holds batch uploads while held, to make commits pile up into one
-// merged frame deterministically.
-type gate struct {
-	bucket.Bucket
-	mu      sync.Mutex
-	held    chan struct{} // nil while open
-	arrived chan struct{} // a batch upload is waiting
-}
-
-func newGate(b bucket.Bucket) *gate { return &gate{Bucket: b, arrived: make(chan struct{}, 1)} }
-
-func (g *gate) hold() {
-	g.mu.Lock()
-	g.held = make(chan struct{})
-	g.mu.Unlock()
-}
-
-func (g *gate) release() {
-	g.mu.Lock()
-	close(g.held)
-	g.held = nil
-	g.mu.Unlock()
-}
-
-func (g *gate) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
-	if k, err := frames.ParseKey(key); err == nil && k.Kind == frames.KeyLog {
-		g.mu.Lock()
-		held := g.held
-		g.mu.Unlock()
-		if held != nil {
-			select {
-			case g.arrived <- struct{}{}:
-			default:
-			}
-			select {
-			case <-held:
-			case <-ctx.Done():
-				return bucket.Info{}, ctx.Err()
-			}
-		}
-	}
-	return g.Bucket.Put(ctx, key, body, size, cond)
+// isLogKey matches the keys of batches, the uploads a gate holds
+// (buckettest.Gate).
+func isLogKey(key string) bool {
+	k, err := frames.ParseKey(key)
+	return err == nil && k.Kind == frames.KeyLog
 }
 
 // hide deletes an object and returns a function that puts it back.

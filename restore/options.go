@@ -6,8 +6,8 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-// Options tune Restore, RestoreNamespace, Replay and ReplaySession. The
-// zero value restores the latest state with the defaults.
+// Options tune Restore, RestoreNamespace and Replay. The zero value
+// restores the latest state with the defaults.
 type Options struct {
 	// Target is the state to restore (default Latest). Replay ignores it:
 	// the plan carries its target.
@@ -25,7 +25,8 @@ type Options struct {
 	// MaxReplans bounds how often a restore starts over from a fresh
 	// listing because an object it planned to read was deleted under it
 	// (compaction raced it). Default DefaultMaxReplans; a negative value
-	// means never re-plan.
+	// means never re-plan. Replay ignores it: it replays the plan it is
+	// given, and its caller plans again.
 	MaxReplans int
 	// Actors bounds how many actors RestoreNamespace restores at once
 	// (default DefaultActors).

@@ -40,7 +40,7 @@ type Plan struct {
 	End uint64
 }
 
-// check refuses a plan that NewPlan or PlanSession would not make: a plan
+// check refuses a plan that planActor or PlanSession would not make: a plan
 // is exported, and replaying objects of another session or out of order
 // would build a state no session ever had.
 func (p Plan) check() error {
@@ -63,8 +63,8 @@ func (p Plan) check() error {
 	return nil
 }
 
-// NewPlan chooses what to restore from an inventory, reading own.json and,
-// for a time target, snapshot headers:
+// planActor chooses what Restore restores of the actor from an inventory,
+// reading own.json and, for a time target, snapshot headers:
 //
 //   - the session own.json names, if it has a snapshot; else the newest
 //     session with a snapshot. A damaged own.json is an error naming it,
@@ -81,11 +81,11 @@ func (p Plan) check() error {
 //
 // A target outside the session is a *TargetError, unless it was made by
 // OrNearest (see Target).
-func NewPlan(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target, lim frames.Limits) (Plan, error) {
+func planActor(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target, lim frames.Limits) (Plan, error) {
 	fail := func(session uint64, key string, err error) (Plan, error) {
 		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Session: session, Key: key, Err: err}
 	}
-	own, err := ReadOwn(ctx, b, inv)
+	own, err := readOwn(ctx, b, inv)
 	if err != nil {
 		return fail(0, inv.Actor.OwnKey(), err)
 	}
@@ -123,7 +123,8 @@ func NewPlan(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target
 
 // PlanSession plans a restore of one given session to target: its newest
 // snapshot at or before the target and the batches after it. Compaction
-// uses it to rebuild the current session.
+// replays it (Replay) to rebuild the current session; Restore plans with
+// planActor instead, which chooses the session from own.json.
 func PlanSession(ctx context.Context, b bucket.Bucket, inv *Inventory, session uint64, target Target, lim frames.Limits) (Plan, error) {
 	s, ok := inv.Session(session)
 	if !ok {
@@ -137,11 +138,11 @@ func PlanSession(ctx context.Context, b bucket.Bucket, inv *Inventory, session u
 	return p, nil
 }
 
-// ReadOwn reads and parses the actor's own.json (fence.ReadRecord): nil
+// readOwn reads and parses the actor's own.json (fence.ReadRecord): nil
 // when the inventory listed none (or it vanished since). A record that does
 // not parse, or is larger than any record, is an error matching
 // fence.ErrBadRecord.
-func ReadOwn(ctx context.Context, b bucket.Bucket, inv *Inventory) (*fence.Record, error) {
+func readOwn(ctx context.Context, b bucket.Bucket, inv *Inventory) (*fence.Record, error) {
 	if inv.Own == nil {
 		return nil, nil
 	}
@@ -157,7 +158,7 @@ func ReadOwn(ctx context.Context, b bucket.Bucket, inv *Inventory) (*fence.Recor
 	return &rec, nil
 }
 
-// chooseSession picks the session to restore (see NewPlan).
+// chooseSession picks the session to restore (see planActor).
 func chooseSession(inv *Inventory, own *fence.Record) (*Session, error) {
 	if len(inv.Sessions) == 0 {
 		return nil, fmt.Errorf("%w: the actor has no batches or snapshots", ErrNoSnapshot)

@@ -36,17 +36,10 @@ type Replayed struct {
 	// Skipped lists the batches of the plan not applied because the state
 	// already covered them, or because a later, wider batch covered them.
 	Skipped []Object
-	// Covered lists what the state makes redundant: the plan's snapshot and
-	// every batch of the plan ending at or before Frame. Compaction may
-	// delete these once a snapshot at Frame is stored.
-	Covered []Object
 	// ObjectsFetched and BytesFetched count GETs that returned a body and
 	// the compressed bytes read (header probes included).
 	ObjectsFetched int
 	BytesFetched   int64
-	// Replans is how many times the restore started over because an
-	// object vanished (ReplaySession and Restore).
-	Replans int
 	// OutOfRange is set when the target was outside the session and
 	// OrNearest asked for the nearest state instead (see Target).
 	OutOfRange *TargetError
@@ -74,56 +67,11 @@ func (r *Replayed) Close() error {
 // *Error naming the session and the batch after the gap.
 //
 // A 404 (an object deleted since the listing, by compaction) is returned
-// as an error matching bucket.ErrNotFound: plan again from a fresh
-// listing (ReplaySession and Restore do). On any error nothing is left in
-// scratchDir.
+// as an error matching bucket.ErrNotFound: plan again from a fresh listing
+// (Restore does; a compaction pass starts over). On any error nothing is
+// left in scratchDir.
 func Replay(ctx context.Context, b bucket.Bucket, plan Plan, scratchDir string, opts Options) (*Replayed, error) {
 	return replay(ctx, b, plan, scratchDir, opts.withDefaults(), nil)
-}
-
-// ReplaySession plans and replays session to opts.Target from a fresh
-// listing, planning again when an object vanishes (see Options.MaxReplans).
-// Compaction calls it for "a verified state of session S at frame N, and
-// what it covers":
-//
-//	rep, err := restore.ReplaySession(ctx, b, a, s, scratch, restore.Options{Target: restore.ToFrame(n)})
-//	...
-//	defer rep.Close()
-//	hdr, err := rep.Set.WriteSnapshot(ctx, w, s, frames.WriteOptions{})
-func ReplaySession(ctx context.Context, b bucket.Bucket, a frames.Actor, session uint64, scratchDir string, opts Options) (*Replayed, error) {
-	opts = opts.withDefaults()
-	return replayWithReplans(ctx, b, a, scratchDir, opts, func(inv *Inventory) (Plan, error) {
-		return PlanSession(ctx, b, inv, session, opts.Target, opts.Limits)
-	})
-}
-
-// replayWithReplans lists, plans and replays, starting over when an object
-// vanished, at most opts.MaxReplans times.
-func replayWithReplans(ctx context.Context, b bucket.Bucket, a frames.Actor, scratchDir string, opts Options,
-	plan func(*Inventory) (Plan, error)) (*Replayed, error) {
-	var last error
-	for attempt := 0; attempt <= opts.MaxReplans; attempt++ {
-		report(opts, Progress{Actor: a, Phase: PhasePlan})
-		inv, err := Take(ctx, b, a)
-		if err != nil {
-			return nil, err
-		}
-		var rep *Replayed
-		p, err := plan(inv)
-		if err == nil {
-			rep, err = replay(ctx, b, p, scratchDir, opts, nil)
-		}
-		if err == nil {
-			rep.Replans = attempt
-			return rep, nil
-		}
-		if !errors.Is(err, bucket.ErrNotFound) || ctx.Err() != nil {
-			return nil, err
-		}
-		opts.Logger.Info("an object vanished: planning again", logActor, a.Prefix(), logAttempt, attempt+1, logErr, err)
-		last = err
-	}
-	return nil, &Error{Op: "restore", Actor: a.Prefix(), Err: &replansError{last: last}}
 }
 
 // replayHooks let Verify watch a replay.
@@ -262,12 +210,6 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 	}
 	res := r.res
 	res.Set, res.Frame, res.CommitTime = r.set, r.set.Seq(), r.set.CommitTime()
-	res.Covered = append(res.Covered, r.plan.Snapshot)
-	for _, o := range r.plan.Batches {
-		if o.Frame <= res.Frame {
-			res.Covered = append(res.Covered, o)
-		}
-	}
 	res.ObjectsFetched = int(r.fetch.objects.Load()) + r.extra.objects
 	res.BytesFetched = r.fetch.bytes.Load() + r.extra.bytes
 	log.Debug("replayed", logFrame, res.Frame, "applied", len(res.Applied), "skipped", len(res.Skipped),

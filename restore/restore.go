@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,10 +54,11 @@ type Result struct {
 // A target outside what the chosen session holds is a *TargetError
 // (ErrTargetOutOfRange) naming the range, unless it was made by OrNearest.
 //
-// It lists the actor, chooses a session, snapshot and batches (NewPlan),
-// fetches them in parallel, applies them in order through package lanes,
-// and verifies everything (see Replayed); an object deleted under it
-// (compaction) makes it plan again, at most opts.MaxReplans times.
+// It lists the actor (Take), chooses a session, snapshot and batches
+// (planActor), fetches them in parallel, applies them in order through
+// package lanes, and verifies everything (replay, see Replayed); an object
+// deleted under it (compaction) makes it list and plan again, at most
+// opts.MaxReplans times.
 //
 // The database is built in a scratch directory beside dest and renamed
 // over dest only once everything verified, with the file and the directory
@@ -84,9 +86,7 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 		return fail(err)
 	}
 	dir := filepath.Dir(dest)
-	rep, err := replayWithReplans(ctx, b, a, dir, opts, func(inv *Inventory) (Plan, error) {
-		return NewPlan(ctx, b, inv, opts.Target, opts.Limits)
-	})
+	rep, replans, err := replayWithReplans(ctx, b, a, dir, opts)
 	if err != nil {
 		return Result{}, err
 	}
@@ -110,7 +110,7 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 		Actor: a, Path: dest, Session: rep.Plan.Session, Snapshot: rep.Plan.Snapshot.Key,
 		BatchesApplied: len(rep.Applied) - 1, BatchesSkipped: len(rep.Skipped),
 		Frame: rep.Frame, Bytes: main.Bytes(), Checksum: main.Checksum,
-		ObjectsFetched: rep.ObjectsFetched, BytesFetched: rep.BytesFetched, Replans: rep.Replans,
+		ObjectsFetched: rep.ObjectsFetched, BytesFetched: rep.BytesFetched, Replans: replans,
 		Duration: time.Since(start), OutOfRange: rep.OutOfRange,
 	}
 	if rep.CommitTime != 0 {
@@ -135,4 +135,32 @@ func checkDestination(dest string) error {
 		}
 	}
 	return nil
+}
+
+// replayWithReplans lists, plans and replays a for Restore, starting over
+// from a fresh listing when an object vanished, at most opts.MaxReplans
+// times. It returns how many times it started over.
+func replayWithReplans(ctx context.Context, b bucket.Bucket, a frames.Actor, scratchDir string, opts Options) (*Replayed, int, error) {
+	var last error
+	for attempt := 0; attempt <= opts.MaxReplans; attempt++ {
+		report(opts, Progress{Actor: a, Phase: PhasePlan})
+		inv, err := Take(ctx, b, a)
+		if err != nil {
+			return nil, 0, err
+		}
+		var rep *Replayed
+		p, err := planActor(ctx, b, inv, opts.Target, opts.Limits)
+		if err == nil {
+			rep, err = replay(ctx, b, p, scratchDir, opts, nil)
+		}
+		if err == nil {
+			return rep, attempt, nil
+		}
+		if !errors.Is(err, bucket.ErrNotFound) || ctx.Err() != nil {
+			return nil, 0, err
+		}
+		opts.Logger.Info("an object vanished: planning again", logActor, a.Prefix(), logAttempt, attempt+1, logErr, err)
+		last = err
+	}
+	return nil, 0, &Error{Op: "restore", Actor: a.Prefix(), Err: &replansError{last: last}}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -38,21 +39,21 @@ func TestRestoreTargets(t *testing.T) {
 				last := w.points[len(w.points)-1]
 
 				res, got := restoreTo(t, b, w.actor, restore.Latest())
-				sameBytes(t, "latest", got, last.data)
+				dbtest.SameBytes(t, "latest", got, last.data)
 				if res.Session != 2 || res.Frame != last.frame {
 					t.Fatalf("latest: session %d frame %d, want session 2 frame %d", res.Session, res.Frame, last.frame)
 				}
 
 				for _, p := range session2 {
 					res, got := restoreTo(t, b, w.actor, restore.ToFrame(p.frame))
-					sameBytes(t, fmt.Sprintf("frame %d", p.frame), got, p.data)
+					dbtest.SameBytes(t, fmt.Sprintf("frame %d", p.frame), got, p.data)
 					if res.Frame != p.frame {
 						t.Fatalf("to frame %d reached %d", p.frame, res.Frame)
 					}
 					// The session's first point included: its first snapshot
 					// carries the commit time of the state it starts from.
 					res, got = restoreTo(t, b, w.actor, restore.AtTime(p.time))
-					sameBytes(t, fmt.Sprintf("time of frame %d", p.frame), got, p.data)
+					dbtest.SameBytes(t, fmt.Sprintf("time of frame %d", p.frame), got, p.data)
 					if res.Frame != p.frame || res.CommitTime.After(p.time) || res.CommitTime.IsZero() {
 						t.Fatalf("at %v reached frame %d committed %v, want frame %d", p.time, res.Frame, res.CommitTime, p.frame)
 					}
@@ -95,13 +96,13 @@ func TestRestoreTargets(t *testing.T) {
 func TestRestoreTimeInsideMergedFrame(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
-			g := newGate(be.New(t))
+			g := buckettest.NewGate(be.New(t), isLogKey)
 			w := newWorkload(t, g, "merged", 3, 4096)
 			w.ops(5)
 			w.durable()
-			g.hold()
+			g.Hold()
 			w.exec(0, "INSERT INTO t(a,b) VALUES(1, randomblob(100))") // c0: the uploader takes it and waits
-			<-g.arrived
+			<-g.Waiting()
 			before := w.snapshotNow()
 			w.exec(0, "INSERT INTO t(a,b) VALUES(2, randomblob(100))") // c1, c2, c3 pile up: one frame
 			w.exec(1, "INSERT INTO t(a,b) VALUES(3, randomblob(100))")
@@ -109,21 +110,21 @@ func TestRestoreTimeInsideMergedFrame(t *testing.T) {
 			for !time.Now().After(between) {
 			}
 			w.exec(0, "INSERT INTO t(a,b) VALUES(4, randomblob(100))")
-			g.release()
+			g.Release()
 			end := w.durable()
 
 			res, got := restoreTo(t, g, w.actor, restore.AtTime(between))
 			if res.Frame != end.frame-3 {
 				t.Fatalf("at a time inside the merged frame %d..%d: reached %d, want %d", end.frame-2, end.frame, res.Frame, end.frame-3)
 			}
-			sameBytes(t, "state before the merged frame", got, before)
+			dbtest.SameBytes(t, "state before the merged frame", got, before)
 			res, got = restoreTo(t, g, w.actor, restore.ToFrame(end.frame-1))
 			if res.Frame != end.frame-3 {
 				t.Fatalf("to frame %d inside the merged frame: reached %d, want %d", end.frame-1, res.Frame, end.frame-3)
 			}
-			sameBytes(t, "state before the merged frame", got, before)
+			dbtest.SameBytes(t, "state before the merged frame", got, before)
 			_, got = restoreTo(t, g, w.actor, restore.AtTime(end.time))
-			sameBytes(t, "state after the merged frame", got, end.data)
+			dbtest.SameBytes(t, "state after the merged frame", got, end.data)
 		})
 	}
 }
@@ -166,7 +167,7 @@ func TestRestoreLeavesDestinationOnFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(dest)
-	sameBytes(t, "restored over the old file", got, w.points[len(w.points)-1].data)
+	dbtest.SameBytes(t, "restored over the old file", got, w.points[len(w.points)-1].data)
 	if es := dirEntries(t, dir); len(es) != 1 {
 		t.Fatalf("left behind: %v", es)
 	}
@@ -215,7 +216,7 @@ func TestRestoreNamespace(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				sameBytes(t, w.actor.Actor, got, w.points[len(w.points)-1].data)
+				dbtest.SameBytes(t, w.actor.Actor, got, w.points[len(w.points)-1].data)
 			}
 			if es := dirEntries(t, dir); len(es) != len(ws) {
 				t.Fatalf("files in the output directory: %v", es)
@@ -247,7 +248,7 @@ func TestRestoreBudgets(t *testing.T) {
 			t.Fatalf("%+v: %v", opts, err)
 		}
 		got, _ := os.ReadFile(dest)
-		sameBytes(t, fmt.Sprintf("%+v", opts), got, want.data)
+		dbtest.SameBytes(t, fmt.Sprintf("%+v", opts), got, want.data)
 		if res.Frame != want.frame {
 			t.Fatalf("%+v: reached %d, want %d", opts, res.Frame, want.frame)
 		}
@@ -308,7 +309,7 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 			nearest := func(target restore.Target, want point) {
 				t.Helper()
 				res, got := restoreTo(t, b, w.actor, target.OrNearest())
-				sameBytes(t, target.String()+" or the nearest", got, want.data)
+				dbtest.SameBytes(t, target.String()+" or the nearest", got, want.data)
 				if res.Frame != want.frame || res.OutOfRange == nil || res.OutOfRange.Target.Nearest() != true {
 					t.Fatalf("%s or the nearest: frame %d, out of range %+v; want frame %d, out of range set", target, res.Frame, res.OutOfRange, want.frame)
 				}
@@ -339,7 +340,7 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 				}
 			}
 			res, got := restoreTo(t, b, w.actor, restore.AtTime(time.Now().Add(time.Hour)))
-			sameBytes(t, "an hour from now", got, last.data)
+			dbtest.SameBytes(t, "an hour from now", got, last.data)
 			if res.Frame != last.frame {
 				t.Fatalf("an hour from now: frame %d, want %d", res.Frame, last.frame)
 			}
@@ -358,7 +359,7 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 				t.Fatalf("before the first commit: got %v (%+v), want a *TargetError with the first frame as the earliest", err, te)
 			}
 			res, got = restoreTo(t, b, a1.actor, restore.AtTime(before).OrNearest())
-			sameBytes(t, "before the first commit, or the nearest", got, a1.points[0].data)
+			dbtest.SameBytes(t, "before the first commit, or the nearest", got, a1.points[0].data)
 			if res.Frame != 0 || res.OutOfRange == nil {
 				t.Fatalf("before the first commit, or the nearest: frame %d, out of range %v", res.Frame, res.OutOfRange)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 )
@@ -114,7 +115,7 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, _ := os.ReadFile(dest)
-			sameBytes(t, "restored", got, o.want)
+			dbtest.SameBytes(t, "restored", got, o.want)
 		})
 	}
 }
@@ -180,7 +181,7 @@ func TestVerifySnapshots(t *testing.T) {
 				t.Fatalf("a sound compacted snapshot: damage %v", d)
 			}
 			res, got := restoreTo(t, o.b, o.w.actor, restore.Latest())
-			sameBytes(t, "restored from the compacted snapshot", got, o.want)
+			dbtest.SameBytes(t, "restored from the compacted snapshot", got, o.want)
 			if res.Snapshot != key {
 				t.Fatalf("restored from %s, want %s", res.Snapshot, key)
 			}
@@ -190,7 +191,7 @@ func TestVerifySnapshots(t *testing.T) {
 			if before.frame == mid.frame {
 				t.Fatal("no commit between the points") // every round of newOwned commits
 			}
-			tr, err := lanes.TrackFile(t.Context(), bytes.NewReader(before.data), uint32(pageSizeOf(before.data)))
+			tr, err := lanes.TrackFile(t.Context(), bytes.NewReader(before.data), uint32(dbtest.PageSize(before.data)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -26,7 +26,7 @@ type pendingBatch struct {
 
 // add merges a commit (seq) into the batch, taking ownership of its page
 // buffers. prevPages is the database size before the commit.
-func (b *pendingBatch) add(seq uint64, c *Commit, prevPages uint32) {
+func (b *pendingBatch) add(seq uint64, c *capturedCommit, prevPages uint32) {
 	if b.commits == 0 {
 		b.first = seq
 		b.firstTime = time.Now()

@@ -322,3 +322,32 @@ func TestCaptureNotWritable(t *testing.T) {
 	}
 	s.check(t)
 }
+
+// TestCapturePhaseTwo: the sink hears the end of every committed
+// transaction, after the commit itself; an error it returns there fails
+// the statement with the error's refusal code, and the commit stays (it is
+// in the WAL, and was handed to the sink), as Sync mode documents.
+func TestCapturePhaseTwo(t *testing.T) {
+	_, name, s, path := capSetup(t)
+	c := capOpen(t, name, path)
+	for i := range 3 {
+		execSQL(t, c, "INSERT INTO t(v) VALUES('ok')")
+		if got, commits := s.phaseTwos.Load(), s.count(); got != int64(i+1) || commits != i+1 {
+			t.Fatalf("after %d commits: %d phase twos, %d commits handed to the sink", i+1, got, commits)
+		}
+	}
+	late := ErrSyncTimeout
+	s.phaseTwoErr.Store(&late)
+	err := c.Exec("INSERT INTO t(v) VALUES('unconfirmed')")
+	if !errors.Is(Refusal(err), ErrSyncTimeout) {
+		t.Fatalf("statement whose phase two failed: %v, want a refusal matching ErrSyncTimeout", err)
+	}
+	s.phaseTwoErr.Store(nil)
+	if n := s.count(); n != 4 {
+		t.Errorf("%d commits handed to the sink, want 4", n)
+	}
+	if got := query1(t, c, "SELECT group_concat(v) FROM t"); got != "ok,ok,ok,unconfirmed" {
+		t.Errorf("rows %q", got)
+	}
+	s.check(t)
+}

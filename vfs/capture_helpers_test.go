@@ -107,15 +107,6 @@ func query1(t testing.TB, c *sqlite3.Conn, sql string) string {
 	return s.ColumnText(0)
 }
 
-func capFirstDiff(a, b []byte) int {
-	for i := range min(len(a), len(b)) {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return min(len(a), len(b))
-}
-
 // capDigest summarises every row of every table and the schema.
 func capDigest(t testing.TB, c *sqlite3.Conn) string {
 	t.Helper()
@@ -151,7 +142,7 @@ func capDigest(t testing.TB, c *sqlite3.Conn) string {
 
 // capSink is a test sink: it rebuilds a replica file from the commits it
 // receives (pages written, file cut to the database size), checks each
-// Commit's invariants, and records what the capture reported.
+// capturedCommit's invariants, and records what the capture reported.
 type capSink struct {
 	t       testing.TB
 	replica *os.File
@@ -171,6 +162,8 @@ type capSink struct {
 	inCommit, maxInCommit atomic.Int32
 	notWritable           atomic.Pointer[error]
 	writableCalls         atomic.Int64
+	phaseTwoErr           atomic.Pointer[error] // what phaseTwo returns
+	phaseTwos             atomic.Int64
 }
 
 func newCapSink(t testing.TB, replicaPath string, base []byte) *capSink {
@@ -194,18 +187,26 @@ func (s *capSink) writable() error {
 	return nil
 }
 
+func (s *capSink) phaseTwo() error {
+	s.phaseTwos.Add(1)
+	if p := s.phaseTwoErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
 func (s *capSink) broken(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.brokenErrs = append(s.brokenErrs, err)
 }
 
-func (s *capSink) commit(c *Commit) {
+func (s *capSink) commit(c *capturedCommit) {
 	n := s.inCommit.Add(1)
 	for m := s.maxInCommit.Load(); n > m && !s.maxInCommit.CompareAndSwap(m, n); m = s.maxInCommit.Load() {
 	}
 	defer s.inCommit.Add(-1)
-	defer c.Release()
+	defer c.release()
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -299,9 +300,10 @@ type capCountSink struct {
 }
 
 func (s *capCountSink) writable() error { return nil }
+func (s *capCountSink) phaseTwo() error { return nil }
 func (s *capCountSink) broken(error)    {}
-func (s *capCountSink) commit(c *Commit) {
+func (s *capCountSink) commit(c *capturedCommit) {
 	s.n.Add(1)
 	s.pages.Add(int64(len(c.Pages)))
-	c.Release()
+	c.release()
 }

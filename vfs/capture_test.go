@@ -1,7 +1,6 @@
 package vfs
 
 import (
-	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -9,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/ncruces/go-sqlite3"
+
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // capWorkload configures one randomized run.
@@ -294,8 +295,5 @@ func capSavepoints(rnd *rand.Rand, blobRows func(int) (string, int)) string {
 
 func capCompareFiles(t *testing.T, when string, db, replica []byte) {
 	t.Helper()
-	if !bytes.Equal(db, replica) {
-		t.Fatalf("%s: replica differs from the database: %d vs %d bytes, first difference at byte %d",
-			when, len(replica), len(db), capFirstDiff(db, replica))
-	}
+	dbtest.SameBytes(t, when+": the replica against the database", replica, db)
 }

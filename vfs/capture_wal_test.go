@@ -87,15 +87,16 @@ type capGot struct {
 }
 
 func (s *capListSink) writable() error  { return s.refuse }
+func (s *capListSink) phaseTwo() error  { return nil }
 func (s *capListSink) broken(err error) { s.broke = append(s.broke, err) }
-func (s *capListSink) commit(c *Commit) {
+func (s *capListSink) commit(c *capturedCommit) {
 	g := capGot{dbPages: c.DatabasePages, pages: map[uint32]byte{}}
 	for _, p := range c.Pages {
 		g.pages[p.Number] = p.Data[0]
 		g.order = append(g.order, p.Number)
 	}
 	s.commits = append(s.commits, g)
-	c.Release()
+	c.release()
 }
 
 // capWAL writes like SQLite: one state, handles sharing it.
@@ -365,9 +366,9 @@ func TestCaptureWALGenerations(t *testing.T) {
 	}
 }
 
-// In the steady state a commit allocates nothing: page buffers and Commit
-// values come back from the sink's Release, slots and sort scratch are
-// reused.
+// In the steady state a commit allocates nothing: page buffers and
+// capturedCommit values come back from the sink's release, slots and sort
+// scratch are reused.
 func TestCaptureWALNoAllocs(t *testing.T) {
 	s := &capCountSink{}
 	cw := newCapWAL(t, s)

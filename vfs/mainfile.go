@@ -44,15 +44,6 @@ func (m mainFilePragma) Pragma(name, value string) (string, error) {
 // Unwrap leads vfsutil.UnwrapFile to the *mainFile.
 func (m mainFilePragma) Unwrap() vfs.File { return m.mainFile }
 
-// phaseTwoSink is implemented by a sink that wants to hold a committing
-// statement after SQLite has released the WAL write lock (Sync mode waits
-// there for the upload). SQLite calls FCNTL_COMMIT_PHASETWO after
-// sqlite3WalEndWriteTransaction (pager.c pager_end_transaction), for every
-// committed write transaction, including one that wrote no frame.
-type phaseTwoSink interface {
-	phaseTwo() error
-}
-
 func (m *mainFile) WriteAt(p []byte, off int64) (int, error) {
 	m.afterCkpt = false
 	if !m.inCkpt {
@@ -103,8 +94,8 @@ func (m *mainFile) CommitPhaseTwo() error {
 	if err := vfsutil.WrapCommitPhaseTwo(m.File); err != nil && err != sqlite3.NOTFOUND {
 		return err
 	}
-	if ps := m.st.phaseTwo; ps != nil && !m.st.halted.Load() {
-		if err := ps.phaseTwo(); err != nil {
+	if !m.st.halted.Load() {
+		if err := m.st.sink.phaseTwo(); err != nil {
 			return ioError(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // An hour's pacing: async commits nobody waits for stay local, and the
@@ -48,7 +49,7 @@ func TestPacingHoldsOnlyWhatNobodyWaitsFor(t *testing.T) {
 	}
 	want := checkpointed(t, c, db.Path())
 	got := replaySession(t, b, db.actor, cfg.Epoch)
-	sameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
+	dbtest.SameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
 }
 
 // Sync commits, backpressure and Close never wait for the interval.
@@ -113,7 +114,7 @@ func TestPacingNeverDelaysWaiters(t *testing.T) {
 			t.Fatalf("Close waited for the pacing interval: %v", err)
 		}
 		got := replaySession(t, b, db.actor, cfg.Epoch)
-		sameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
+		dbtest.SameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
 	})
 }
 
@@ -128,7 +129,7 @@ func TestUploadIntervalDefault(t *testing.T) {
 		{dir, 0, DefaultDirUploadInterval},
 		{dir, -1, -1},
 		{dir, time.Second, time.Second},
-		{bucket.NewFaulty(dir, bucket.FaultConfig{}), 0, 0},
+		{buckettest.NewFaulty(dir, buckettest.FaultConfig{}), 0, 0},
 	} {
 		cfg := replTestConfig(t, tc.b)
 		cfg.UploadInterval = tc.set

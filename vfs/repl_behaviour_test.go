@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // With a bucket that fails, loses responses and lags, the session still
@@ -20,7 +21,7 @@ import (
 // way that changes the result.
 func TestFaultyBucketReplaysExactly(t *testing.T) {
 	inner := buckettest.Dir(t)
-	faulty := bucket.NewFaulty(inner, bucket.FaultConfig{
+	faulty := buckettest.NewFaulty(inner, buckettest.FaultConfig{
 		Seed: 3, ErrorRateByOp: map[string]float64{"put": 0.25}, LostResponseRate: 0.15,
 		MinLatency: 100 * time.Microsecond, MaxLatency: 3 * time.Millisecond,
 	})
@@ -48,7 +49,7 @@ func TestFaultyBucketReplaysExactly(t *testing.T) {
 	}
 	want := checkpointed(t, c, db.Path())
 	got := replaySession(t, inner, db.actor, cfg.Epoch)
-	sameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
+	dbtest.SameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
 	integrityOK(t, got.Path)
 	t.Logf("%d commits, %d batches, %d PUTs, %d retries; faults: %+v", st.Commits, st.Batches, st.PUTs, st.Retries, fc)
 }
@@ -56,8 +57,7 @@ func TestFaultyBucketReplaysExactly(t *testing.T) {
 // A hundred updates of one row in one batch upload one page.
 func TestHundredUpdatesUploadOnePage(t *testing.T) {
 	inner := buckettest.Dir(t)
-	gate := newGate(inner)
-	gate.open()
+	gate := buckettest.NewGate(inner, isLogKey)
 	cfg := replTestConfig(t, gate)
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
@@ -67,13 +67,13 @@ func TestHundredUpdatesUploadOnePage(t *testing.T) {
 	}
 	// The uploader takes the first update's batch and waits at the gate;
 	// the next hundred pile up in one batch behind it.
-	gate.close()
+	gate.Hold()
 	execSQL(t, c, "UPDATE t SET n = n + 1")
 	waitInflight(t, db.rep, db.Stats().Captured)
 	for range 100 {
 		execSQL(t, c, "UPDATE t SET n = n + 1")
 	}
-	gate.open()
+	gate.Release()
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestHundredUpdatesUploadOnePage(t *testing.T) {
 // then fail with ErrBackpressure instead of hanging, and nothing is lost
 // once the bucket comes back.
 func TestBackpressure(t *testing.T) {
-	gate := newGate(buckettest.Dir(t))
+	gate := heldGate(buckettest.Dir(t))
 	cfg := replTestConfig(t, gate)
 	cfg.MaxPendingBytes = 64 << 10
 	cfg.BackpressureTimeout = 200 * time.Millisecond
@@ -128,7 +128,7 @@ func TestBackpressure(t *testing.T) {
 		t.Fatalf("failure was not backpressure: %v, %+v", err, st)
 	}
 	t.Logf("write %d refused: %v", n+1, err)
-	gate.open()
+	gate.Release()
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -139,13 +139,13 @@ func TestBackpressure(t *testing.T) {
 	}
 	want := checkpointed(t, c, db.Path())
 	got := replaySession(t, gate.Bucket, db.actor, cfg.Epoch)
-	sameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
+	dbtest.SameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
 }
 
 // Sync mode: a commit returns only once it is in the bucket; when that
 // cannot happen in time, the statement fails.
 func TestSyncMode(t *testing.T) {
-	gate := newGate(buckettest.Dir(t))
+	gate := heldGate(buckettest.Dir(t))
 	cfg := replTestConfig(t, gate)
 	cfg.Mode = Sync
 	cfg.SyncTimeout = 300 * time.Millisecond
@@ -155,7 +155,7 @@ func TestSyncMode(t *testing.T) {
 	if !errors.Is(err, sqlite3.IOERR) {
 		t.Fatalf("commit with the bucket down: %v, want an I/O error", err)
 	}
-	gate.open()
+	gate.Release()
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -236,12 +236,12 @@ func TestForeignWriterStopsReplication(t *testing.T) {
 
 // Durable honours its context.
 func TestDurableContext(t *testing.T) {
-	gate := newGate(buckettest.Dir(t))
+	gate := heldGate(buckettest.Dir(t))
 	db := replOpen(t, replTestConfig(t, gate))
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(x)")
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
 	errIs(t, db.Durable(ctx), context.DeadlineExceeded)
-	gate.open()
+	gate.Release()
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -60,6 +61,6 @@ func TestBackgroundCompaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameBytes(t, "restored vs database", fileBytes(t, out), want)
+	dbtest.SameBytes(t, "restored vs database", fileBytes(t, out), want)
 	t.Logf("%d compaction passes; newest snapshot at %d; restore read %d objects to frame %d", st.Compactions, newest, res.ObjectsFetched, res.Frame)
 }

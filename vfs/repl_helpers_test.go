@@ -1,21 +1,19 @@
 package vfs
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 )
@@ -167,51 +165,18 @@ func integrityOK(t testing.TB, path string) {
 	}
 }
 
-func sameBytes(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if !bytes.Equal(got, want) {
-		n := 0
-		for n < min(len(got), len(want)) && got[n] == want[n] {
-			n++
-		}
-		t.Fatalf("%s: %d bytes vs %d, first difference at byte %d (page %d of 4 KiB)", what, len(got), len(want), n, n/4096+1)
-	}
+// heldGate wraps b in a gate that holds every batch upload (log keys)
+// until Release, to make commits pile up deterministically.
+func heldGate(b bucket.Bucket) *buckettest.Gate {
+	g := buckettest.NewGate(b, isLogKey)
+	g.Hold()
+	return g
 }
 
-// gateBucket holds every log upload while closed, to make commits pile up
-// in one batch deterministically. It starts closed.
-type gateBucket struct {
-	bucket.Bucket
-	mu   sync.Mutex
-	gate chan struct{}
-}
-
-func newGate(b bucket.Bucket) *gateBucket { return &gateBucket{Bucket: b, gate: make(chan struct{})} }
-
-func (g *gateBucket) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
-	if k, err := frames.ParseKey(key); err == nil && k.Kind == frames.KeyLog {
-		g.mu.Lock()
-		gate := g.gate
-		g.mu.Unlock()
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return bucket.Info{}, ctx.Err()
-		}
-	}
-	return g.Bucket.Put(ctx, key, body, size, cond)
-}
-
-func (g *gateBucket) open() {
-	g.mu.Lock()
-	close(g.gate)
-	g.mu.Unlock()
-}
-
-func (g *gateBucket) close() {
-	g.mu.Lock()
-	g.gate = make(chan struct{})
-	g.mu.Unlock()
+// isLogKey matches the keys of batches.
+func isLogKey(key string) bool {
+	k, err := frames.ParseKey(key)
+	return err == nil && k.Kind == frames.KeyLog
 }
 
 // waitInflight waits until the uploader has taken a batch ending at seq.

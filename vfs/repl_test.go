@@ -11,6 +11,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // replWorkload is one randomized workload configuration.
@@ -91,7 +92,7 @@ func replRunWorkload(t *testing.T, b bucket.Bucket, w replWorkload) {
 	}
 	want := checkpointed(t, conns[0], db.Path())
 	got := replaySession(t, b, db.actor, cfg.Epoch)
-	sameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
+	dbtest.SameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
 	integrityOK(t, got.Path)
 	if got.Seq != st.Captured {
 		t.Fatalf("replay reached sequence %d, captured %d", got.Seq, st.Captured)

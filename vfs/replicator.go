@@ -153,10 +153,10 @@ func (r *replicator) writable() error {
 }
 
 // commit numbers a commit and merges it into the open batch.
-func (r *replicator) commit(c *Commit) {
+func (r *replicator) commit(c *capturedCommit) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	defer c.Release()
+	defer c.release()
 	if r.stopErr != nil {
 		// Replication stopped between writable() and the commit frame:
 		// the commit is in the local WAL only, which the stop error

@@ -17,6 +17,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/dbtest"
 )
 
 // crash stops a database as a killed process would: no flush, no final
@@ -102,7 +103,7 @@ func (g *getCounter) Get(ctx context.Context, key string) (io.ReadCloser, bucket
 // and leaves the local copy alone.
 func TestReopenWithLaggingListing(t *testing.T) {
 	const lag = 700 * time.Millisecond
-	lagging := bucket.NewFaulty(buckettest.Dir(t), bucket.FaultConfig{Lag: lag})
+	lagging := buckettest.NewFaulty(buckettest.Dir(t), buckettest.FaultConfig{Lag: lag})
 	cfg := replTestConfig(t, lagging)
 	db, c := reopen(t, cfg, 1)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
@@ -122,7 +123,7 @@ func TestReopenWithLaggingListing(t *testing.T) {
 		if !errors.Is(err, ErrListingBehind) {
 			t.Fatalf("open with a listing %v behind and a wait of %v: %v, want ErrListingBehind", lag, short.ListingWait, err)
 		}
-		sameBytes(t, "local copy after the refused open", fileBytes(t, filepath.Join(cfg.Dir, databaseFile)), before)
+		dbtest.SameBytes(t, "local copy after the refused open", fileBytes(t, filepath.Join(cfg.Dir, databaseFile)), before)
 	})
 	t.Run("waits for the listing", func(t *testing.T) {
 		db2, c2 := reopen(t, cfg, 3)
@@ -137,10 +138,9 @@ func TestReopenWithLaggingListing(t *testing.T) {
 
 // unackedCrash commits rows 1..10 durably, then rows 11..15 while uploads
 // are held, and crashes: the local copy holds 5 unacknowledged commits.
-func unackedCrash(t *testing.T, b bucket.Bucket) (Config, *gateBucket) {
+func unackedCrash(t *testing.T, b bucket.Bucket) (Config, *buckettest.Gate) {
 	t.Helper()
-	g := newGate(b)
-	g.open()
+	g := buckettest.NewGate(b, isLogKey)
 	cfg := replTestConfig(t, g)
 	db, c := reopen(t, cfg, 1)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
@@ -148,11 +148,11 @@ func unackedCrash(t *testing.T, b bucket.Bucket) (Config, *gateBucket) {
 	if err := db.Durable(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	g.close()
+	g.Hold()
 	insertRows(t, c, 11, 15)
 	db.crash()
 	c.Close()
-	g.open()
+	g.Release()
 	return cfg, g
 }
 

@@ -11,7 +11,7 @@ import (
 
 // walFile is one connection's handle on an attached database's WAL. It
 // keeps the frames of the transaction its connection is writing, and when
-// the commit frame is complete it turns them into one Commit.
+// the commit frame is complete it turns them into one capturedCommit.
 //
 // What SQLite writes (wal.c sqlite3WalFrames; observed in
 // testdata/wal-trace.txt), all under its WAL write lock:
@@ -38,8 +38,8 @@ import (
 // frames, nor part of a WAL header; such a write breaks replication.
 //
 // A transaction's pages stay in the slots until its commit frame (its
-// Commit carries them all anyway); the frame where it starts comes from
-// walState, so nothing is read back from the file.
+// capturedCommit carries them all anyway); the frame where it starts comes
+// from walState, so nothing is read back from the file.
 //
 // SQLite calls a handle from one goroutine at a time; the fields it shares
 // with the database's other handles are in walState, under its mu, which
@@ -276,7 +276,7 @@ func (st *walState) saltError(path string, idx, s1, s2 uint32) error {
 
 // apply records a classified write that reached the file, and returns the
 // commit it completes, if any.
-func (w *walFile) apply(ww walWrite, p []byte) (*Commit, error) {
+func (w *walFile) apply(ww walWrite, p []byte) (*capturedCommit, error) {
 	st := w.st
 	switch ww.op {
 	case opHeader:
@@ -381,11 +381,11 @@ func (s *walSlot) complete(pageSize uint32) bool {
 }
 
 // commit turns the open transaction, whose last frame is the complete
-// commit frame, into a Commit: the newest frame of each page, ascending,
-// none past the database size. Page buffers move from the slots into the
-// Commit; the only copy of a page is the one from SQLite's write into its
-// slot.
-func (w *walFile) commit() (*Commit, error) {
+// commit frame, into a capturedCommit: the newest frame of each page,
+// ascending, none past the database size. Page buffers move from the slots
+// into the capturedCommit; the only copy of a page is the one from SQLite's
+// write into its slot.
+func (w *walFile) commit() (*capturedCommit, error) {
 	st := w.st
 	pageSize := st.gen.pageSize
 	commitIdx := w.start + uint32(w.n) - 1

@@ -21,9 +21,8 @@ import (
 // mu. The sink is called outside mu, under emitMu, so it sees one call at a
 // time and never a commit after broken.
 type walState struct {
-	dbPath   string
-	sink     sink
-	phaseTwo phaseTwoSink // nil unless the sink implements it
+	dbPath string
+	sink   sink
 
 	mu sync.Mutex
 	// gen is the WAL generation on disk, as written through this VFS.
@@ -89,9 +88,7 @@ func (st *walState) setNextLocked(next uint32) {
 const poolBytes = 4 << 20
 
 func newWALState(dbPath string, s sink) *walState {
-	st := &walState{dbPath: dbPath, sink: s, next: 1}
-	st.phaseTwo, _ = s.(phaseTwoSink)
-	return st
+	return &walState{dbPath: dbPath, sink: s, next: 1}
 }
 
 // openWAL checks a newly opened WAL handle against what the state knows.
@@ -341,11 +338,11 @@ func (st *walState) notifyBroken(err error) {
 // frame, after the write, while SQLite still holds the WAL write lock, so
 // commits reach the sink in WAL order. A commit staged before replication
 // halted is dropped.
-func (st *walState) emit(c *Commit) {
+func (st *walState) emit(c *capturedCommit) {
 	st.emitMu.Lock()
 	defer st.emitMu.Unlock()
 	if st.halted.Load() || st.sinkOff {
-		c.Release()
+		c.release()
 		return
 	}
 	c.CommitTime = time.Now().UnixNano()

@@ -43,11 +43,11 @@ func TestRefusal(t *testing.T) {
 		check(t, "database/sql write after a fence", err, ErrFenced)
 	})
 	t.Run("backpressure", func(t *testing.T) {
-		g := newGate(b)
+		g := heldGate(b)
 		cfg := replTestConfig(t, g)
 		cfg.MaxPendingBytes, cfg.BackpressureTimeout = 1, 50*time.Millisecond
 		db := replOpen(t, cfg)
-		defer g.open()
+		defer g.Release()
 		c := replConn(t, db)
 		var err error
 		for i := 0; i < 100 && err == nil; i++ {
@@ -65,11 +65,11 @@ func TestRefusal(t *testing.T) {
 		check(t, "write after Close", c.Exec("INSERT INTO t VALUES(1)"), ErrClosed)
 	})
 	t.Run("sync timeout", func(t *testing.T) {
-		g := newGate(b)
+		g := heldGate(b)
 		cfg := replTestConfig(t, g)
 		cfg.Mode, cfg.SyncTimeout = Sync, 50*time.Millisecond
 		db := replOpen(t, cfg)
-		defer g.open()
+		defer g.Release()
 		c := replConn(t, db)
 		check(t, "sync commit with the bucket down", c.Exec("CREATE TABLE t(x)"), ErrSyncTimeout)
 	})

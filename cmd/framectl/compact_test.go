@@ -59,7 +59,7 @@ func TestCompact(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "out.db")
 	framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
-	sameBytes(t, f.source, out)
+	wantSameFile(t, f.source, out)
 	framectl(t, "verify", "--bucket", f.url).want(t, exitOK)
 
 	// Text: says what it did.

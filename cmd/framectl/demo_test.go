@@ -29,7 +29,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("demo --json wrote to stderr: %s", r.stderr)
 	}
 	// The files stay for the operator's next commands, and they work.
-	sameBytes(t, rep.Source, filepath.Join(dir, "restored.sqlite"))
+	wantSameFile(t, rep.Source, filepath.Join(dir, "restored.sqlite"))
 	framectl(t, "verify", "--bucket", rep.Bucket).want(t, exitOK)
 	r = framectl(t, "ls", "--bucket", rep.Bucket, "--namespace", "demo", "--actor", rep.ActorKey).want(t, exitOK)
 	contains(t, "ls", r.stdout, "own.json: epoch 1, released")

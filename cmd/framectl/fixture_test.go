@@ -11,6 +11,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/vfs"
 )
@@ -166,20 +167,19 @@ func contains(t *testing.T, what, s string, subs ...string) {
 	}
 }
 
-// sameBytes fails the test unless two files are equal.
-func sameBytes(t *testing.T, a, b string) {
+// wantSameFile fails the test unless the database file got holds the same
+// bytes as want.
+func wantSameFile(t *testing.T, want, got string) {
 	t.Helper()
-	x, err := os.ReadFile(a)
+	x, err := os.ReadFile(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, err := os.ReadFile(b)
+	y, err := os.ReadFile(got)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(x, y) {
-		t.Fatalf("%s (%d bytes) differs from %s (%d bytes)", filepath.Base(b), len(y), filepath.Base(a), len(x))
-	}
+	dbtest.SameBytes(t, filepath.Base(got)+" against "+filepath.Base(want), y, x)
 }
 
 // unreachable is an S3 bucket nothing listens for.

@@ -50,7 +50,7 @@ func TestRestore(t *testing.T) {
 			r := framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "restore", r.stdout, out, "session 1, frame 8")
 			contains(t, "progress", r.stderr, "restore "+f.actor.Actor+": 100%")
-			sameBytes(t, f.source, out)
+			wantSameFile(t, f.source, out)
 
 			// Again over the file it wrote, as JSON: nothing on stderr.
 			r = framectl(t, append([]string{"restore", "--out", out, "--json"}, f.actorFlags()...)...).want(t, exitOK)
@@ -61,7 +61,7 @@ func TestRestore(t *testing.T) {
 			if r.stderr != "" {
 				t.Errorf("restore --json wrote progress: %s", r.stderr)
 			}
-			sameBytes(t, f.source, out)
+			wantSameFile(t, f.source, out)
 			// -v: progress on stderr even with --json.
 			r = framectl(t, append([]string{"restore", "--out", out, "--json", "-v"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "restore --json -v", r.stderr, "100%")
@@ -133,7 +133,7 @@ func TestRestoreOutOfRange(t *testing.T) {
 		got.OutOfRange.FirstFrame != 0 || got.OutOfRange.LastFrame != 8 || rep.Target != "frame 99 or the nearest" {
 		t.Fatalf("--to-frame 99 --nearest: %+v (out of range %+v)", got, got.OutOfRange)
 	}
-	sameBytes(t, f.source, out)
+	wantSameFile(t, f.source, out)
 	r = restoreTo(exitOK, "--to-frame", "99", "--nearest")
 	contains(t, "restore --nearest", r.stdout, "OUT OF RANGE: frame 99 is past the newest frame", "restored the nearest state, frame 8")
 
@@ -158,7 +158,7 @@ func TestRestoreOutOfRange(t *testing.T) {
 	if got.Frame != 8 || got.OutOfRange != nil {
 		t.Fatalf("--at an hour from now: %+v", got)
 	}
-	sameBytes(t, f.source, out)
+	wantSameFile(t, f.source, out)
 }
 
 func TestRestoreAll(t *testing.T) {
@@ -166,7 +166,7 @@ func TestRestoreAll(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "restored")
 	r := framectl(t, "restore", "--bucket", f.url, "--namespace", testNamespace, "--all", "--out", dir).want(t, exitOK)
 	contains(t, "restore --all", r.stdout, "restored 1 actors")
-	sameBytes(t, f.source, filepath.Join(dir, f.actor.Actor+".db"))
+	wantSameFile(t, f.source, filepath.Join(dir, f.actor.Actor+".db"))
 }
 
 func TestRestoreDamaged(t *testing.T) {

@@ -1,4 +1,4 @@
-package bucket
+package buckettest
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/framectl/framectl/bucket"
 )
 
 // ErrInjected is the error a Faulty bucket injects: a transient failure a
@@ -59,7 +61,7 @@ type FaultCounts struct {
 // Faulty wraps a bucket and injects faults into it, for tests: errors,
 // lost responses, latency and stale listings. Safe for concurrent use.
 type Faulty struct {
-	inner Bucket
+	inner bucket.Bucket
 	cfg   FaultConfig
 
 	mu      sync.Mutex
@@ -71,14 +73,14 @@ type Faulty struct {
 }
 
 type ghost struct {
-	info Info
+	info bucket.Info
 	at   time.Time
 }
 
-var _ Bucket = (*Faulty)(nil)
+var _ bucket.Bucket = (*Faulty)(nil)
 
 // NewFaulty wraps inner.
-func NewFaulty(inner Bucket, cfg FaultConfig) *Faulty {
+func NewFaulty(inner bucket.Bucket, cfg FaultConfig) *Faulty {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -95,7 +97,7 @@ func NewFaulty(inner Bucket, cfg FaultConfig) *Faulty {
 }
 
 // Inner returns the wrapped bucket (to look behind the faults in tests).
-func (f *Faulty) Inner() Bucket { return f.inner }
+func (f *Faulty) Inner() bucket.Bucket { return f.inner }
 
 // Counts returns how many faults have been injected so far.
 func (f *Faulty) Counts() FaultCounts {
@@ -126,7 +128,7 @@ func (f *Faulty) roll(rate float64) bool {
 func (f *Faulty) before(ctx context.Context, op, key string) error {
 	f.nCalls.Add(1)
 	if err := ctx.Err(); err != nil {
-		return &Error{Op: op, Key: key, Err: err}
+		return &bucket.Error{Op: op, Key: key, Err: err}
 	}
 	if f.cfg.MaxLatency > 0 {
 		f.mu.Lock()
@@ -141,7 +143,7 @@ func (f *Faulty) before(ctx context.Context, op, key string) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return &Error{Op: op, Key: key, Err: ctx.Err()}
+				return &bucket.Error{Op: op, Key: key, Err: ctx.Err()}
 			case <-t.C:
 			}
 		}
@@ -152,32 +154,32 @@ func (f *Faulty) before(ctx context.Context, op, key string) error {
 	}
 	if f.roll(rate) {
 		f.nErrors.Add(1)
-		return &Error{Op: op, Key: key, Err: ErrInjected}
+		return &bucket.Error{Op: op, Key: key, Err: ErrInjected}
 	}
 	return nil
 }
 
 // Get may fail or be delayed, then reads the inner bucket.
-func (f *Faulty) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
+func (f *Faulty) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
 	if err := f.before(ctx, "get", key); err != nil {
-		return nil, Info{}, err
+		return nil, bucket.Info{}, err
 	}
 	return f.inner.Get(ctx, key)
 }
 
 // Stat may fail or be delayed, then stats the inner bucket.
-func (f *Faulty) Stat(ctx context.Context, key string) (Info, error) {
+func (f *Faulty) Stat(ctx context.Context, key string) (bucket.Info, error) {
 	if err := f.before(ctx, "stat", key); err != nil {
-		return Info{}, err
+		return bucket.Info{}, err
 	}
 	return f.inner.Stat(ctx, key)
 }
 
 // Put may fail or be delayed, then writes the inner bucket; a put that
 // landed may still be reported as failed (LostResponseRate).
-func (f *Faulty) Put(ctx context.Context, key string, body io.Reader, size int64, cond Condition) (Info, error) {
+func (f *Faulty) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
 	if err := f.before(ctx, "put", key); err != nil {
-		return Info{}, err
+		return bucket.Info{}, err
 	}
 	info, err := f.inner.Put(ctx, key, body, size, cond)
 	if err != nil {
@@ -190,7 +192,7 @@ func (f *Faulty) Put(ctx context.Context, key string, body io.Reader, size int64
 	}
 	if f.roll(f.cfg.LostResponseRate) {
 		f.nLost.Add(1)
-		return Info{}, &Error{Op: "put", Key: key, Err: fmt.Errorf("%w: response lost after the put landed", ErrInjected)}
+		return bucket.Info{}, &bucket.Error{Op: "put", Key: key, Err: fmt.Errorf("%w: response lost after the put landed", ErrInjected)}
 	}
 	return info, nil
 }
@@ -237,25 +239,25 @@ func (f *Faulty) rememberDeleted(ctx context.Context, key string) {
 // back in. A page whose keys were all dropped is not returned empty with
 // More set (the caller could not page on from it): the next inner page is
 // fetched instead.
-func (f *Faulty) List(ctx context.Context, prefix, startAfter string, limit int) (Page, error) {
+func (f *Faulty) List(ctx context.Context, prefix, startAfter string, limit int) (bucket.Page, error) {
 	if err := f.before(ctx, "list", prefix); err != nil {
-		return Page{}, err
+		return bucket.Page{}, err
 	}
 	if f.cfg.Lag <= 0 {
 		return f.inner.List(ctx, prefix, startAfter, limit)
 	}
 	if limit <= 0 {
-		limit = DefaultPageSize
+		limit = bucket.DefaultPageSize
 	}
-	var out []Info
+	var out []bucket.Info
 	after := startAfter
 	for {
 		page, err := f.inner.List(ctx, prefix, after, limit)
 		if err != nil {
-			return Page{}, err
+			return bucket.Page{}, err
 		}
 		if page.More && len(page.Objects) == 0 {
-			return Page{}, &Error{Op: "list", Key: prefix, Err: errors.New("inner bucket reported more keys but listed none")}
+			return bucket.Page{}, &bucket.Error{Op: "list", Key: prefix, Err: errors.New("inner bucket reported more keys but listed none")}
 		}
 		// This inner page covers keys in (after, upTo]; all of them if it
 		// is the last.
@@ -265,10 +267,10 @@ func (f *Faulty) List(ctx context.Context, prefix, startAfter string, limit int)
 		}
 		out = append(out, f.stale(page.Objects, prefix, after, upTo)...)
 		if len(out) > limit {
-			return Page{Objects: out[:limit], More: true}, nil
+			return bucket.Page{Objects: out[:limit], More: true}, nil
 		}
 		if len(out) == limit || !page.More {
-			return Page{Objects: out, More: page.More}, nil
+			return bucket.Page{Objects: out, More: page.More}, nil
 		}
 		after = upTo
 	}
@@ -277,7 +279,7 @@ func (f *Faulty) List(ctx context.Context, prefix, startAfter string, limit int)
 // stale turns one inner page into what a lagging listing shows: objs
 // without recently written keys, plus the recently deleted keys in (after,
 // upTo] ("" = no upper bound), in order.
-func (f *Faulty) stale(objs []Info, prefix, after, upTo string) []Info {
+func (f *Faulty) stale(objs []bucket.Info, prefix, after, upTo string) []bucket.Info {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	now := f.cfg.Now()
@@ -291,7 +293,7 @@ func (f *Faulty) stale(objs []Info, prefix, after, upTo string) []Info {
 			delete(f.ghosts, k)
 		}
 	}
-	out := make([]Info, 0, len(objs))
+	out := make([]bucket.Info, 0, len(objs))
 	listed := map[string]bool{}
 	for _, o := range objs {
 		if _, recent := f.written[o.Key]; recent {
@@ -313,7 +315,7 @@ func (f *Faulty) stale(objs []Info, prefix, after, upTo string) []Info {
 		out = append(out, g.info)
 		f.nGhosts.Add(1)
 	}
-	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(out, func(a, b bucket.Info) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
