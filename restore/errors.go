@@ -128,7 +128,7 @@ func (e *Error) Error() string {
 	if e.Session != 0 {
 		fmt.Fprintf(&b, " session %d", e.Session)
 	}
-	if e.Key != "" && !names(e.Err, e.Key) {
+	if e.Key != "" && !printsKey(e.Err, e.Key) {
 		b.WriteString(" ")
 		b.WriteString(e.Key)
 	}
@@ -139,12 +139,12 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// names reports whether err prints key already, so that Error does not
+// printsKey reports whether err prints key already, so that Error does not
 // print it twice. The errors of bucket, frames and lanes, and restore's own,
 // carry the key they print; fence prints own.json's key in every error
 // matching fence.ErrBadRecord (fence/read.go, fence/record.go), and so does
 // ErrOwnMismatch.
-func names(err error, key string) bool {
+func printsKey(err error, key string) bool {
 	var (
 		be *bucket.Error
 		fe *frames.Error
