@@ -55,8 +55,8 @@ func (s *Session) LastFrame() uint64 {
 type Inventory struct {
 	Actor frames.Actor
 	// Own is own.json's listing entry, nil if absent. Its content is read
-	// and parsed by the caller (fence.ParseRecord): the listing does not
-	// prove it is readable.
+	// and parsed by the caller (ReadOwn, which calls fence.ReadRecord): the
+	// listing does not prove it is readable.
 	Own *bucket.Info
 	// Sessions in descending epoch order: newest first.
 	Sessions []Session
