@@ -33,7 +33,7 @@ func Actor(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options) (
 	opts = opts.withDefaults()
 	res := Result{Actor: a}
 	if !a.Valid() {
-		return res, &Error{Op: "list", Key: a.Prefix(), Err: fmt.Errorf("invalid actor (namespace %q, actor %q)", a.Namespace, a.Actor)}
+		return res, &Error{Op: "list", Actor: a, Key: a.Prefix(), Err: fmt.Errorf("invalid actor (namespace %q, actor %q)", a.Namespace, a.Actor)}
 	}
 	log := opts.Logger.With(logActor, a.Prefix())
 	var err error
@@ -83,7 +83,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 	}
 	inv, err := restore.Take(ctx, b, a)
 	if err != nil {
-		return &Error{Op: "list", Key: a.Prefix(), Err: err}
+		return &Error{Op: "list", Actor: a, Key: a.Prefix(), Err: err}
 	}
 	res.Retention = opts.Retention
 	if own != nil && own.Retention > opts.Retention && !opts.ShortenRetention {
@@ -102,7 +102,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 
 	base := sess.Snapshots[len(sess.Snapshots)-1]
 	batches, logBytes := sessionLog(sess, base)
-	hdr, err := snapshotHeader(ctx, b, base.Key, opts.Limits, &res.BytesRead)
+	hdr, err := snapshotHeader(ctx, b, a, base.Key, opts.Limits, &res.BytesRead)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 
 	del, retained := plan(inv, current, opts)
 	res.Retained = retained
-	if err := deleteAll(ctx, b, del); err != nil {
+	if err := deleteAll(ctx, b, a, del); err != nil {
 		return err
 	}
 	res.Deleted = append(del.snapshots, del.batches...)

@@ -45,15 +45,15 @@ func (c counter) Read(p []byte) (int, error) {
 // snapshotHeader reads the header of a snapshot (the rule needs its
 // database size), counting the bytes read into read. Only the start of the
 // object is read.
-func snapshotHeader(ctx context.Context, b bucket.Bucket, key string, lim frames.Limits, read *int64) (frames.Snapshot, error) {
+func snapshotHeader(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, lim frames.Limits, read *int64) (frames.Snapshot, error) {
 	rc, _, err := b.Get(ctx, key)
 	if err != nil {
-		return frames.Snapshot{}, &Error{Op: "read snapshot", Key: key, Err: err}
+		return frames.Snapshot{}, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
 	}
 	defer rc.Close()
 	sr, err := frames.NewSnapshotReader(counter{rc, read}, key, lim)
 	if err != nil {
-		return frames.Snapshot{}, &Error{Op: "read snapshot", Key: key, Err: err}
+		return frames.Snapshot{}, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
 	}
 	return sr.Header(), nil
 }
@@ -71,12 +71,12 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, session
 	a := inv.Actor
 	plan, err := restore.PlanSession(ctx, b, inv, session, restore.Latest(), opts.Limits)
 	if err != nil {
-		return built{}, false, &Error{Op: "replay", Key: a.SnapshotSessionPrefix(session), Err: err}
+		return built{}, false, &Error{Op: "replay", Actor: a, Key: a.SnapshotSessionPrefix(session), Err: err}
 	}
 	rep, err := restore.Replay(ctx, b, plan, opts.ScratchDir, restore.Options{
 		Limits: opts.Limits, MaxInflightBytes: opts.MaxInflightBytes, SkipIntegrityCheck: true, Logger: opts.baseLogger})
 	if err != nil {
-		return built{}, false, &Error{Op: "replay", Key: plan.Snapshot.Key, Err: err}
+		return built{}, false, &Error{Op: "replay", Actor: a, Key: plan.Snapshot.Key, Err: err}
 	}
 	defer rep.Close()
 	res.BytesRead += rep.BytesFetched
@@ -87,7 +87,7 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, session
 	key := a.SnapshotKey(session, rep.Frame)
 	f, err := os.CreateTemp(opts.ScratchDir, ".framectl-compact-*.snapshot")
 	if err != nil {
-		return built{}, false, &Error{Op: "write snapshot", Key: key, Err: err}
+		return built{}, false, &Error{Op: "write snapshot", Actor: a, Key: key, Err: err}
 	}
 	defer func() {
 		f.Close()
@@ -99,20 +99,20 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, session
 		err = w.Flush()
 	}
 	if err != nil {
-		return built{}, false, &Error{Op: "write snapshot", Key: key, Err: err}
+		return built{}, false, &Error{Op: "write snapshot", Actor: a, Key: key, Err: err}
 	}
 	size, err := f.Seek(0, io.SeekCurrent)
 	if err == nil {
 		_, err = f.Seek(0, io.SeekStart)
 	}
 	if err != nil {
-		return built{}, false, &Error{Op: "write snapshot", Key: key, Err: err}
+		return built{}, false, &Error{Op: "write snapshot", Actor: a, Key: key, Err: err}
 	}
 	// Unconditional: a create-only put would limit snapshots to the
 	// single-PUT size, and an object already there under this key holds
 	// this very state (see the package comment).
 	if _, err := b.Put(ctx, key, f, size, bucket.Condition{}); err != nil {
-		return built{}, false, &Error{Op: "upload", Key: key, Err: err}
+		return built{}, false, &Error{Op: "upload", Actor: a, Key: key, Err: err}
 	}
 	res.BytesWritten += size
 	// Its modification time is now as far as retention is concerned: the

@@ -1,15 +1,19 @@
 package compact_test
 
 import (
+	"bytes"
 	"errors"
 	mrand "math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 )
@@ -161,15 +165,18 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 }
 
 // TestNamespace runs a pass over every actor of a namespace, and refuses a
-// string that is not a namespace ID.
+// string that is not a namespace ID. The failure of one actor's pass is a
+// *compact.Error naming that actor, and does not stop the others.
 func TestNamespace(t *testing.T) {
 	b := buckettest.Dir(t)
 	rng := mrand.New(mrand.NewPCG(9, 9))
 	want := map[string]uint64{}
+	var actors []frames.Actor
 	for range 2 {
 		d := openDB(t, b, t.TempDir(), newActorID(), 1)
 		d.work(rng, 5)
 		want[d.actor.Actor] = d.durable()
+		actors = append(actors, d.actor)
 	}
 	ns := actorOf([]byte{1}).Namespace
 	opts := testOptions(t)
@@ -186,7 +193,28 @@ func TestNamespace(t *testing.T) {
 			t.Errorf("actor %s: snapshot %q at %d, want one at %d", r.Actor.Actor, r.Snapshot, r.Frame, f)
 		}
 	}
-	if _, err := compact.Namespace(t.Context(), b, "not-a-namespace", opts); err == nil {
-		t.Error("a namespace that is not a namespace ID was accepted")
+	var ce *compact.Error
+	if _, err := compact.Namespace(t.Context(), b, "not-a-namespace", opts); !errors.As(err, &ce) || ce.Actor != (frames.Actor{}) {
+		t.Errorf("a namespace that is not a namespace ID: got %v, want a *compact.Error naming no actor", err)
+	}
+
+	damaged := actors[1]
+	bad := []byte(`{"epoch":1`)
+	if _, err := b.Put(t.Context(), damaged.OwnKey(), bytes.NewReader(bad), int64(len(bad)), bucket.Condition{}); err != nil {
+		t.Fatal(err)
+	}
+	results, err = compact.Namespace(t.Context(), b, ns, opts)
+	if len(results) != len(actors) {
+		t.Fatalf("%d results for %d actors, with one own.json damaged", len(results), len(actors))
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	if len(errs) != 1 || !errors.As(errs[0], &ce) || ce.Actor != damaged || !errors.Is(errs[0], fence.ErrBadRecord) {
+		t.Fatalf("one own.json damaged: got %v, want one *compact.Error naming %s and matching fence.ErrBadRecord", err, damaged.Prefix())
+	}
+	if n := strings.Count(errs[0].Error(), damaged.OwnKey()); n != 1 {
+		t.Errorf("%q names %s %d times, want once", errs[0], damaged.OwnKey(), n)
 	}
 }

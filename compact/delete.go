@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -72,13 +73,13 @@ func plan(inv *restore.Inventory, current uint64, opts Options) (del deletion, r
 // old snapshot would leave that snapshot with a hole after it (a gap error),
 // whereas one cut short after deleting the snapshot leaves batches with no
 // base, which a restore plan skips.
-func deleteAll(ctx context.Context, b bucket.Bucket, d deletion) error {
+func deleteAll(ctx context.Context, b bucket.Bucket, a frames.Actor, d deletion) error {
 	for _, keys := range [][]string{d.snapshots, d.batches} {
 		if len(keys) == 0 {
 			continue
 		}
 		if err := b.DeleteMany(ctx, keys); err != nil {
-			return &Error{Op: "delete", Err: err}
+			return &Error{Op: "delete", Actor: a, Err: err}
 		}
 	}
 	return nil

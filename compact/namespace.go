@@ -13,8 +13,9 @@ import (
 // Namespace runs Actor over every actor of a namespace (its
 // frames.NamespaceID path element), one after the other. A failure on one
 // actor does not stop the others: the results of every actor tried are
-// returned, with the failures joined. Cancelling ctx stops at the next
-// actor.
+// returned, with the failures joined (errors.Join), each a *Error naming its
+// actor. Cancelling ctx stops at the next actor, with ctx's error among the
+// failures.
 func Namespace(ctx context.Context, b bucket.Bucket, namespace string, opts Options) ([]Result, error) {
 	if !(frames.Actor{Namespace: namespace, Actor: "00"}).Valid() {
 		return nil, &Error{Op: "list", Key: "do/" + namespace + "/", Err: fmt.Errorf("%q is not a namespace ID (22 characters of base64url)", namespace)}

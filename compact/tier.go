@@ -45,7 +45,7 @@ func readOwner(ctx context.Context, b bucket.Bucket, a frames.Actor) (*fence.Rec
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &Error{Op: "read own.json", Key: a.OwnKey(), Err: err}
+		return nil, &Error{Op: "read own.json", Actor: a, Key: a.OwnKey(), Err: err}
 	}
 	return &rec, nil
 }

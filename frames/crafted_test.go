@@ -70,9 +70,11 @@ func TestHugeSegmentClaimRejectedWithoutAllocating(t *testing.T) {
 	binary.LittleEndian.PutUint32(claim[4:], 1<<28) // 2^28 words = 2 GiB
 	good := headerMsg(t, BatchHeader{Epoch: 1, FirstSeq: 1, LastSeq: 1, FrameCount: 1}, wire.FormatVersion)
 	for name, data := range map[string][]byte{
-		"first message": sealed(t, claim[:], make([]byte, 64)),
-		"frame message": sealed(t, good, claim[:], make([]byte, 64)),
-		"segment count": sealed(t, []byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0}),
+		"first message":  sealed(t, claim[:], make([]byte, 64)),
+		"frame message":  sealed(t, good, claim[:], make([]byte, 64)),
+		"segment count":  sealed(t, []byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0}),
+		"second segment": sealed(t, segmentTable(1, 1<<28), make([]byte, 64)),
+		"513 segments":   sealed(t, segmentTable(make([]uint32, 513)...)),
 	} {
 		var err error
 		alloc := allocated(func() { _, err = readAllFrames(data) })
@@ -83,6 +85,62 @@ func TestHugeSegmentClaimRejectedWithoutAllocating(t *testing.T) {
 			t.Errorf("%s: allocated %d bytes refusing it", name, alloc)
 		}
 		t.Logf("%s: %v (allocated %d bytes)", name, err, alloc)
+	}
+}
+
+// segmentTable is the stream framing of a message whose segments have these
+// sizes in words, without the segments.
+func segmentTable(words ...uint32) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(words)-1))
+	for _, w := range words {
+		b = binary.LittleEndian.AppendUint32(b, w)
+	}
+	if len(b)%8 != 0 {
+		b = append(b, 0, 0, 0, 0)
+	}
+	return b
+}
+
+// A segment larger than Cap'n Proto's 32-bit addresses can hold is too
+// large even under a limit that would allow its size, and refused before
+// anything is allocated for it.
+func TestSegmentPastCapnpAddressesRejected(t *testing.T) {
+	data := sealed(t, segmentTable(1<<29), make([]byte, 64)) // 4 GiB
+	var err error
+	alloc := allocated(func() {
+		_, err = NewBatchReader(bytes.NewReader(data), "b", Limits{MaxMessageSize: 1 << 40})
+	})
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("got %v, want ErrTooLarge", err)
+	}
+	if alloc > 1<<20 {
+		t.Fatalf("allocated %d bytes refusing it", alloc)
+	}
+}
+
+// The framing allows several segments (the writer makes one): a header
+// followed by one or two unused segments decodes, whichever padding the
+// segment table needs.
+func TestMultiSegmentMessageDecodes(t *testing.T) {
+	h := BatchHeader{Epoch: 1, FirstSeq: 1, LastSeq: 1, FrameCount: 1}
+	single := headerMsg(t, h, wire.FormatVersion) // table [0, words], then the segment
+	seg0 := single[8:]
+	for _, extra := range []int{1, 2} {
+		words := []uint32{uint32(len(seg0) / 8)}
+		for range extra {
+			words = append(words, 1)
+		}
+		msg := segmentTable(words...)
+		msg = append(msg, seg0...)
+		msg = append(msg, make([]byte, 8*extra)...)
+		data := sealed(t, msg, frameMsg(t, Frame{Epoch: 1, FirstSeq: 1, LastSeq: 1, Kind: KindInitialize}))
+		got, frames, err := ReadBatch(bytes.NewReader(data), "", Limits{})
+		if err != nil {
+			t.Fatalf("%d segments: %v", 1+extra, err)
+		}
+		if got != h || len(frames) != 1 {
+			t.Fatalf("%d segments: header %+v, %d frames", 1+extra, got, len(frames))
+		}
 	}
 }
 

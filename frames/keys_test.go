@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -196,10 +197,13 @@ func TestMalformedKeysRejected(t *testing.T) {
 		"nodes/", "nodes/.json", "nodes/-a.json", "nodes/A.json", "nodes/a", "nodes/a.json/x", "nodes/a/b.json",
 		"nodes/" + strings.Repeat("a", 65) + ".json",
 	} {
-		if got, err := ParseKey(k); err == nil {
+		got, err := ParseKey(k)
+		var fe *Error
+		switch {
+		case err == nil:
 			t.Errorf("ParseKey(%q) = %+v, want error", k, got)
-		} else if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "frames: key") {
-			t.Errorf("ParseKey(%q): %v", k, err)
+		case !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) || fe.Object != "key" || fe.Key != strconv.Quote(k):
+			t.Errorf("ParseKey(%q): %v, want a *frames.Error about the key, matching ErrInvalid", k, err)
 		}
 	}
 }

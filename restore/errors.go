@@ -6,7 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -105,11 +107,11 @@ func (e *TargetError) Error() string {
 
 func (e *TargetError) Unwrap() error { return ErrTargetOutOfRange }
 
-// Error is a restore, replay or verify failure, with the object and
-// session it concerns.
+// Error is a restore, replay, verify or listing failure, with the actor,
+// session and object it concerns.
 type Error struct {
-	Op      string // "restore", "replay", "plan", "verify"
-	Actor   string // the actor's prefix, do/<ns>/<actor>/
+	Op      string // "restore", "replay", "plan", "verify", "list"
+	Actor   string // the actor's prefix, do/<ns>/<actor>/ (for Actors: the namespace's, do/<ns>/)
 	Session uint64 // 0 when not known yet
 	Key     string // the object concerned, when there is one
 	Err     error
@@ -126,7 +128,7 @@ func (e *Error) Error() string {
 	if e.Session != 0 {
 		fmt.Fprintf(&b, " session %d", e.Session)
 	}
-	if e.Key != "" && !strings.Contains(e.Err.Error(), e.Key) { // frames and lanes often name it already
+	if e.Key != "" && !printsKey(e.Err, e.Key) {
 		b.WriteString(" ")
 		b.WriteString(e.Key)
 	}
@@ -137,17 +139,27 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// ownError is an own.json that parses but disagrees with the bucket.
-type ownError struct{ msg string }
-
-func (e *ownError) Error() string   { return e.msg }
-func (e *ownError) Unwrap() []error { return []error{ErrOwnMismatch, fence.ErrBadRecord} }
-
-// replansError is the failure after too many re-plans: it matches
-// ErrReplans and the last 404.
-type replansError struct{ last error }
-
-func (e *replansError) Error() string {
-	return ErrReplans.Error() + ": last: " + e.last.Error()
+// printsKey reports whether err prints key already, so that Error does not
+// print it twice. The errors of bucket, frames and lanes, and restore's own,
+// carry the key they print; fence prints own.json's key in every error
+// matching fence.ErrBadRecord (fence/read.go, fence/record.go), and so does
+// ErrOwnMismatch.
+func printsKey(err error, key string) bool {
+	var (
+		be *bucket.Error
+		fe *frames.Error
+		le *lanes.Error
+		te *TailError
+		re *Error
+	)
+	switch {
+	case errors.As(err, &be) && be.Key == key,
+		errors.As(err, &fe) && fe.Key == key,
+		errors.As(err, &le) && le.Key == key,
+		errors.As(err, &te) && te.Key == key,
+		errors.As(err, &re) && re.Key == key:
+		return true
+	}
+	k, perr := frames.ParseKey(key)
+	return perr == nil && k.Kind == frames.KeyOwn && errors.Is(err, fence.ErrBadRecord)
 }
-func (e *replansError) Unwrap() []error { return []error{ErrReplans, e.last} }

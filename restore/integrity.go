@@ -65,11 +65,8 @@ func IntegrityCheck(ctx context.Context, path string) error {
 
 // integrityError matches ErrIntegrity, frames.ErrCorrupt and cause.
 func integrityError(msg string, cause error) error {
-	errs := []error{ErrIntegrity, frames.ErrCorrupt}
-	msg = ErrIntegrity.Error() + ": " + msg
 	if cause != nil {
-		errs = append(errs, cause)
-		msg += ": " + cause.Error()
+		return fmt.Errorf("%w: %s: %w (%w)", ErrIntegrity, msg, cause, frames.ErrCorrupt)
 	}
-	return &multiError{msg: msg, errs: errs}
+	return fmt.Errorf("%w: %s (%w)", ErrIntegrity, msg, frames.ErrCorrupt)
 }

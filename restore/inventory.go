@@ -55,8 +55,8 @@ func (s *Session) LastFrame() uint64 {
 type Inventory struct {
 	Actor frames.Actor
 	// Own is own.json's listing entry, nil if absent. Its content is read
-	// and parsed by the caller (fence.ParseRecord): the listing does not
-	// prove it is readable.
+	// and parsed by the caller (ReadOwn, which calls fence.ReadRecord): the
+	// listing does not prove it is readable.
 	Own *bucket.Info
 	// Sessions in descending epoch order: newest first.
 	Sessions []Session
@@ -87,16 +87,17 @@ func (inv *Inventory) NewestWithSnapshot() (*Session, bool) {
 }
 
 // Take lists every object of an actor (paged; any number of keys) and
-// groups them by session.
+// groups them by session. Its errors are a *Error with Op "list" and the
+// actor's prefix, wrapping the bucket's error.
 func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, error) {
 	if !a.Valid() {
-		return nil, fmt.Errorf("restore: invalid actor %+v", a)
+		return nil, &Error{Op: "list", Actor: a.Prefix(), Err: fmt.Errorf("invalid actor (namespace %q, actor %q)", a.Namespace, a.Actor)}
 	}
 	inv := &Inventory{Actor: a}
 	bySession := map[uint64]*Session{}
 	for info, err := range bucket.All(ctx, b, a.Prefix()) {
 		if err != nil {
-			return nil, fmt.Errorf("restore: listing %s: %w", a.Prefix(), err)
+			return nil, &Error{Op: "list", Actor: a.Prefix(), Err: err}
 		}
 		k, err := frames.ParseKey(info.Key)
 		if err != nil || k.ActorOf() != a {
@@ -147,13 +148,14 @@ func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, err
 }
 
 // Actors lists the actors of a namespace (frames.NamespaceID form) that
-// have at least one object.
+// have at least one object. Its errors are a *Error with Op "list" and the
+// namespace's prefix.
 func Actors(ctx context.Context, b bucket.Bucket, namespace string) ([]frames.Actor, error) {
 	prefix := "do/" + namespace + "/"
 	var out []frames.Actor
 	for info, err := range bucket.All(ctx, b, prefix) {
 		if err != nil {
-			return nil, fmt.Errorf("restore: listing %s: %w", prefix, err)
+			return nil, &Error{Op: "list", Actor: prefix, Err: err}
 		}
 		k, err := frames.ParseKey(info.Key)
 		if err != nil {

@@ -164,8 +164,8 @@ func chooseSession(inv *Inventory, own *fence.Record) (*Session, error) {
 		return nil, fmt.Errorf("%w: the actor has no batches or snapshots", ErrNoSnapshot)
 	}
 	if newest := inv.Sessions[0].Epoch; own != nil && own.Epoch < newest {
-		return nil, &ownError{fmt.Sprintf("%s names epoch %d, but session %d exists: the record is damaged or stale",
-			inv.Actor.OwnKey(), own.Epoch, newest)}
+		return nil, fmt.Errorf("%w (%w): %s names epoch %d, but session %d exists: the record is damaged or stale",
+			ErrOwnMismatch, fence.ErrBadRecord, inv.Actor.OwnKey(), own.Epoch, newest)
 	}
 	var s *Session
 	if own != nil {
@@ -190,10 +190,8 @@ func chooseSession(inv *Inventory, own *fence.Record) (*Session, error) {
 // noSnapshotGap is the error for a session holding batches but no
 // snapshot: its frames cannot be replayed, which is a gap.
 func noSnapshotGap(s *Session) error {
-	return &multiError{
-		msg:  fmt.Sprintf("session %d holds %d batches but no snapshot: its frames cannot be restored", s.Epoch, len(s.Batches)),
-		errs: []error{ErrNoSnapshot, lanes.ErrGap},
-	}
+	return fmt.Errorf("%w: session %d holds %d batches but no snapshot: its frames cannot be restored (%w)",
+		ErrNoSnapshot, s.Epoch, len(s.Batches), lanes.ErrGap)
 }
 
 // planSession picks the snapshot and batches of session s for target.
@@ -285,12 +283,3 @@ func batchHeader(ctx context.Context, b bucket.Bucket, key string, lim frames.Li
 	}
 	return br.Header(), nil
 }
-
-// multiError is a message matching several sentinels.
-type multiError struct {
-	msg  string
-	errs []error
-}
-
-func (e *multiError) Error() string   { return e.msg }
-func (e *multiError) Unwrap() []error { return e.errs }

@@ -162,5 +162,5 @@ func replayWithReplans(ctx context.Context, b bucket.Bucket, a frames.Actor, scr
 		opts.Logger.Info("an object vanished: planning again", logActor, a.Prefix(), logAttempt, attempt+1, logErr, err)
 		last = err
 	}
-	return nil, 0, &Error{Op: "restore", Actor: a.Prefix(), Err: &replansError{last: last}}
+	return nil, 0, &Error{Op: "restore", Actor: a.Prefix(), Err: fmt.Errorf("%w: last: %w", ErrReplans, last)}
 }

@@ -223,7 +223,7 @@ func Verify(ctx context.Context, b bucket.Bucket, a frames.Actor, opts VerifyOpt
 		ro.Logger.Info("an object vanished: verifying again", logActor, a.Prefix(), logAttempt, attempt+1, logErr, err)
 		last = err
 	}
-	return Report{}, &Error{Op: "verify", Actor: a.Prefix(), Err: &replansError{last: last}}
+	return Report{}, &Error{Op: "verify", Actor: a.Prefix(), Err: fmt.Errorf("%w: last: %w", ErrReplans, last)}
 }
 
 // verifier is one verification of one actor.

@@ -109,6 +109,9 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 				if !errors.Is(err, c.restore) || !strings.Contains(err.Error(), own) {
 					t.Fatalf("restore: got %v, want %v naming %s", err, c.restore, own)
 				}
+				if errors.Is(err, restore.ErrOwnMismatch) && !errors.Is(err, fence.ErrBadRecord) {
+					t.Fatalf("restore: got %v, want ErrOwnMismatch to match fence.ErrBadRecord too", err)
+				}
 				return
 			}
 			if err != nil {
@@ -247,8 +250,8 @@ func TestIntegrityCheckFails(t *testing.T) {
 
 	dir := t.TempDir()
 	_, err = restore.Restore(t.Context(), b, w.actor, filepath.Join(dir, "r.db"), restore.Options{})
-	if !errors.Is(err, restore.ErrIntegrity) {
-		t.Fatalf("got %v, want ErrIntegrity", err)
+	if !errors.Is(err, restore.ErrIntegrity) || !errors.Is(err, frames.ErrCorrupt) {
+		t.Fatalf("got %v, want ErrIntegrity, which is frames.ErrCorrupt", err)
 	}
 	if es := dirEntries(t, dir); len(es) != 0 {
 		t.Fatalf("left behind: %v", es)

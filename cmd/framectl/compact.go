@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
@@ -121,30 +120,34 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	opts := compact.Options{Retention: *retention, ShortenRetention: *shorten, Force: *force, ScratchDir: *scratch}
 	var (
 		results []compact.Result
-		failed  error
+		errs    []error // each failed pass (a *compact.Error naming its actor), then the sweep's
 	)
 	if sc.actor.Actor != "" {
 		if err := mustExist(ctx, b, sc.actor); err != nil {
 			return c.fail(err)
 		}
 		r, err := compact.Actor(ctx, b, sc.actor, opts)
-		results, failed = []compact.Result{r}, err
+		results = []compact.Result{r}
+		if err != nil {
+			errs = append(errs, err)
+		}
 	} else {
-		results, failed = compact.Namespace(ctx, b, sc.namespace, opts)
-		if failed == nil && len(results) == 0 {
+		var err error
+		results, err = compact.Namespace(ctx, b, sc.namespace, opts)
+		if err == nil && len(results) == 0 {
 			return c.fail(fmt.Errorf("namespace %s: %w: no actors under %s in %s", sc.namespace, errNotFound, sc.prefix(), b))
+		}
+		if err != nil {
+			errs = append(errs, unjoin(err)...)
 		}
 	}
 
 	rep := compactReport{Bucket: b.String(), Retention: retention.String(), Actors: []compactResult{}}
 	failures := map[frames.Actor]error{}
-	if failed != nil {
-		for _, e := range unjoin(failed) {
-			for _, r := range results {
-				if containsKey(e, r.Actor.Prefix()) {
-					failures[r.Actor] = e
-				}
-			}
+	for _, e := range errs {
+		var ce *compact.Error
+		if errors.As(e, &ce) && ce.Actor.Actor != "" {
+			failures[ce.Actor] = e
 		}
 	}
 	for _, r := range results {
@@ -155,8 +158,11 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if *sweep > 0 {
 		swept, err := fence.SweepLeases(ctx, b, *sweep, time.Now())
 		rep.SweptLeases = swept
-		failed = errors.Join(failed, err)
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
+	failed := errors.Join(errs...)
 	if failed != nil {
 		rep.Error = newJSONError(exitCode(failed), failed)
 	}
@@ -173,7 +179,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	if failed != nil {
-		for _, e := range unjoin(failed) {
+		for _, e := range errs {
 			fmt.Fprintf(stderr, "framectl compact: %s\n", oneLine(e.Error()))
 		}
 		return exitCode(failed)
@@ -191,12 +197,6 @@ func mustExist(ctx context.Context, b bucket.Bucket, a frames.Actor) error {
 		return fmt.Errorf("actor %s: %w: no objects under %s in %s", a.Actor, errNotFound, a.Prefix(), b)
 	}
 	return nil
-}
-
-// containsKey reports whether an error names an actor's prefix (or an
-// object under it).
-func containsKey(err error, prefix string) bool {
-	return err != nil && strings.Contains(err.Error(), prefix)
 }
 
 func printCompact(w io.Writer, r compactResult) {

@@ -82,6 +82,45 @@ func TestCompactDamaged(t *testing.T) {
 	}
 }
 
+// A pass over a namespace reports each failure on the actor whose pass
+// failed, and compacts the others.
+func TestCompactNamespaceNamesTheFailedActor(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 5)
+	other := frames.Actor{Namespace: testActor.Namespace, Actor: frames.ActorKey([]byte("actor-2"))}
+	for _, k := range buckettest.Keys(t, f.b, testActor.Prefix()) {
+		data, _, err := bucket.ReadAll(t.Context(), f.b, k, 1<<30)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := other.Prefix() + strings.TrimPrefix(k, testActor.Prefix())
+		if _, err := f.b.Put(t.Context(), dst, bytes.NewReader(data), int64(len(data)), bucket.Condition{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := f.batches(t)[2]
+	damage(t, f.b, key, -6)
+
+	r := framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitDamage)
+	rep := compactJSON(t, r)
+	if len(rep.Actors) != 2 || rep.Error == nil || rep.Error.Code != exitDamage {
+		t.Fatalf("compact over a namespace with one actor damaged: %+v", rep)
+	}
+	for _, a := range rep.Actors {
+		switch a.Actor {
+		case testActor.Actor:
+			if a.Error == "" || !strings.Contains(a.Error, key) || a.Snapshot != "" {
+				t.Errorf("the damaged actor: %+v, want its error naming %s", a, key)
+			}
+		case other.Actor:
+			if a.Error != "" || a.Snapshot == "" {
+				t.Errorf("the sound actor: %+v, want a snapshot and no error", a)
+			}
+		default:
+			t.Errorf("an actor the namespace does not hold: %+v", a)
+		}
+	}
+}
+
 func TestCompactUsage(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 2)
 	framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef").want(t, exitNotFound)
