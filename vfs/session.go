@@ -57,8 +57,8 @@ type sessionStart struct {
 //     restored over it.
 //  4. Otherwise it may hold commits the bucket lacks. When it provably
 //     continues the bucket's newest session (the state file's session is
-//     the newest, written in this boot, and it captured past the bucket's
-//     last frame), Config.Unacknowledged decides: keep them (the session
+//     the newest, written in this boot, and it captured at least to the
+//     bucket's last frame), Config.Unacknowledged decides: keep them (the session
 //     starts from the local copy) or discard them (restore over them). In
 //     any other case (another owner wrote since, the machine restarted, no
 //     readable state) the local copy is moved aside (Start.Diverged), then
@@ -138,19 +138,29 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 	// Step 3 and 4: is there anything in the local copy to lose?
 	holdsMore := local.exists && !local.is(st.Durable) && !local.is(st.Inflight)
 	if holdsMore {
+		// The local copy continues the bucket's newest session: this
+		// directory wrote that session, in this boot, and nothing else
+		// writes the file. It captured past the bucket's last frame, or
+		// exactly to it with one commit more in the file: a kill between
+		// a commit's WAL write and its captured record (commits take that
+		// step one at a time, under SQLite's WAL write lock).
 		continues := local.track != nil && sameBoot(st.Boot) && st.Durable.valid() &&
-			newest.Epoch == st.Durable.Epoch && st.Captured > last
+			newest.Epoch == st.Durable.Epoch && st.Captured >= last
+		unacked := int64(1)
+		if st.Captured > last {
+			unacked = int64(st.Captured - last)
+		}
 		switch {
 		case continues && cfg.Unacknowledged == KeepUnacknowledged:
-			n := int64(st.Captured - last)
+			n := unacked
 			cfg.Logger.Warn("keeping unacknowledged commits of the previous session", logActor, a.Actor,
 				"commits", n, logEpoch, st.Durable.Epoch, logSeq, last, "captured", st.Captured)
 			how.From, how.Kept = StartKept, n
 			// The kept commits keep their sequence numbers; the session's
 			// first snapshot covers them all. Their commit time is not known.
-			return sessionStart{pos: position{seq: st.Captured}, track: local.track, how: how}, nil
+			return sessionStart{pos: position{seq: last + uint64(n)}, track: local.track, how: how}, nil
 		case continues:
-			how.Discarded = int64(st.Captured - last)
+			how.Discarded = unacked
 			cfg.Logger.Warn("discarding unacknowledged commits of the previous session", logActor, a.Actor,
 				"commits", how.Discarded, logEpoch, st.Durable.Epoch, logSeq, last, "captured", st.Captured)
 		default:

@@ -230,6 +230,52 @@ func TestUnacknowledgedCommits(t *testing.T) {
 			t.Errorf("the copy moved aside holds %d rows, want all 15", n)
 		}
 	})
+	t.Run("one commit cut before its record", func(t *testing.T) {
+		for _, policy := range []Unacknowledged{KeepUnacknowledged, DiscardUnacknowledged} {
+			// A kill between a commit's WAL write and its captured record:
+			// the file holds one commit more than the state file counts.
+			g := buckettest.NewGate(b, isLogKey)
+			cfg := replTestConfig(t, g)
+			db, c := reopen(t, cfg, 1)
+			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+			insertRows(t, c, 1, 10)
+			if err := db.Durable(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			g.Hold()
+			insertRows(t, c, 11, 11)
+			db.crash()
+			c.Close()
+			g.Release()
+			st, err := readState(cfg.Dir)
+			if err != nil || st.Captured != st.Durable.Seq+1 {
+				t.Fatalf("state %+v, %v: want one commit captured past the durable one", st, err)
+			}
+			path := filepath.Join(cfg.Dir, stateFile)
+			raw := fileBytes(t, path)
+			encodeCaptured(raw[offCaptured:offCaptured+capturedSize], st.Durable.Epoch, st.Durable.Seq)
+			if err := os.WriteFile(path, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Unacknowledged = policy
+			db2, c2 := reopen(t, cfg, 2)
+			start, want := db2.Stats().Start, 10
+			switch policy {
+			case KeepUnacknowledged:
+				want = 11
+				if start.From != StartKept || start.Kept != 1 {
+					t.Errorf("%v: start %+v, want the one commit kept", policy, start)
+				}
+			default:
+				if start.From != StartRestored || start.Discarded != 1 || start.Diverged != "" {
+					t.Errorf("%v: start %+v, want the one commit discarded", policy, start)
+				}
+			}
+			if n := countRows(t, c2); n != want {
+				t.Errorf("%v: %d rows, want %d", policy, n, want)
+			}
+		}
+	})
 	t.Run("after a restart of the machine", func(t *testing.T) {
 		cfg, _ := unackedCrash(t, b)
 		// Another boot ID: a power loss may have rolled back the local copy,
