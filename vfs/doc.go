@@ -51,11 +51,12 @@
 //	    40    4  CRC-32 (IEEE) of bytes 0..40
 //	A record of zeros (or whose CRC fails) is no record.
 //
-//	captured record: epoch (8), sequence (8), CRC-32 of both (4), zero (4)
+//	captured record: epoch (8), then the sequence (8), stored whole on
+//	every commit at its 8-byte aligned offset (128); zero (8)
 //
 // A session writes its first snapshot as in flight before uploading it
 // (rewriting the file with the bucket state the local copy is, when it is
 // one: reused or restored), then the file anew once it landed; each batch
 // as in flight before its PUT, then as durable before [DB.Durable]
-// returns. Every commit rewrites the captured record.
+// returns. Every commit stores its sequence in the captured record.
 package vfs

@@ -111,11 +111,12 @@ func decodeRecord(b []byte) stateRecord {
 	return r
 }
 
+// encodeCaptured writes the captured record: the epoch it counts in, then
+// the sequence, which alone changes while a session runs (capturedWord).
 func encodeCaptured(b []byte, epoch, seq uint64) {
 	binary.LittleEndian.PutUint64(b[0:], epoch)
 	binary.LittleEndian.PutUint64(b[8:], seq)
-	binary.LittleEndian.PutUint32(b[16:], crc32.ChecksumIEEE(b[:16]))
-	binary.LittleEndian.PutUint32(b[20:], 0)
+	clear(b[16:capturedSize])
 }
 
 // localState is what the state file says. Either record may be absent
@@ -159,8 +160,10 @@ func readStateFile(dir string) (st localState, found bool, err error) {
 		Inflight: decodeRecord(b[offInflight : offInflight+recordSize]),
 	}
 	c := b[offCaptured : offCaptured+capturedSize]
-	if st.Durable.valid() && binary.LittleEndian.Uint32(c[16:]) == crc32.ChecksumIEEE(c[:16]) && binary.LittleEndian.Uint64(c[0:]) == st.Durable.Epoch {
-		st.Captured = binary.LittleEndian.Uint64(c[8:])
+	if d := st.Durable; d.valid() && binary.LittleEndian.Uint64(c[0:]) == d.Epoch {
+		if seq := binary.LittleEndian.Uint64(c[8:]); seq >= d.Seq {
+			st.Captured = seq // never behind what was uploaded: anything else is stale
+		}
 	}
 	if d, i := st.Durable, st.Inflight; d.valid() && i.valid() && (i.Epoch < d.Epoch || (i.Epoch == d.Epoch && i.Seq <= d.Seq)) {
 		st.Inflight = stateRecord{} // landed and recorded since
@@ -228,8 +231,12 @@ type stateWriter struct {
 	epoch uint64
 	warn  func(error)
 
-	captured [capturedSize]byte // scratch for recordCaptured (under r.mu)
-	record   [recordSize]byte   // scratch for the uploader's writes
+	// captured is the captured sequence's word, in a shared mapping of the
+	// file where the system has one (mmap_unix.go): a store to it is the
+	// write. Nil elsewhere: recordCaptured then pwrites it.
+	captured *capturedWord
+	record   [recordSize]byte // scratch for the uploader's writes
+	seqBuf   [8]byte          // scratch for recordCaptured's pwrite
 }
 
 // createState writes a new state file for a session whose first snapshot,
@@ -256,7 +263,9 @@ func createState(dir string, epoch uint64, start stateRecord, pageSize uint32, w
 		return nil, fmt.Errorf("vfs: writing %s: %w", path, err)
 	}
 	os.Remove(filepath.Join(dir, legacyStateV0))
-	return &stateWriter{f: f, epoch: epoch, warn: warn}, nil
+	w := &stateWriter{f: f, epoch: epoch, warn: warn}
+	w.captured, _ = mapCaptured(f) // no mapping: pwrite instead
+	return w, nil
 }
 
 func (w *stateWriter) write(b []byte, off int64) {
@@ -266,11 +275,18 @@ func (w *stateWriter) write(b []byte, off int64) {
 	}
 }
 
-// recordCaptured records the last sequence captured. Called for every
-// commit: one pwrite of 24 bytes.
+// recordCaptured records the last sequence captured. It runs for every
+// commit, inside the commit's WAL write: through the shared mapping it is
+// one atomic 8-byte store into the page cache (a pwrite per commit cost 7
+// to 15 points of commit rate at 60,000 commits/s), which a process crash
+// keeps like any written page. An aligned 8-byte store cannot tear.
 func (w *stateWriter) recordCaptured(seq uint64) {
-	encodeCaptured(w.captured[:], w.epoch, seq)
-	w.write(w.captured[:], offCaptured)
+	if w.captured != nil {
+		w.captured.store(seq)
+		return
+	}
+	binary.LittleEndian.PutUint64(w.seqBuf[:], seq)
+	w.write(w.seqBuf[:], offCaptured+8)
 }
 
 // recordInflight records the batch about to be uploaded, before its PUT:
@@ -287,4 +303,9 @@ func (w *stateWriter) recordDurable(r stateRecord) {
 	w.write(w.record[:], offDurable)
 }
 
-func (w *stateWriter) close() error { return w.f.Close() }
+func (w *stateWriter) close() error {
+	if w.captured != nil {
+		w.captured.unmap()
+	}
+	return w.f.Close()
+}
