@@ -30,7 +30,10 @@ func (f *freezable) Put(ctx context.Context, key string, body io.Reader, size in
 	return f.Bucket.Put(ctx, key, body, size, cond)
 }
 
-var shortLease = fence.Options{Lease: 300 * time.Millisecond, Grace: 200 * time.Millisecond}
+// shortLease keeps takeovers quick in tests, yet long enough that a node
+// renewing every third of it on a loaded two-core machine under -race does
+// not lose it by accident (which would fail a test that needs it live).
+var shortLease = fence.Options{Lease: time.Second, Grace: 500 * time.Millisecond}
 
 func registerNode(t *testing.T, b bucket.Bucket, addr string) *fence.Node {
 	t.Helper()
