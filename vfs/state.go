@@ -47,7 +47,7 @@ var stateMagic = [8]byte{'f', 'r', 'a', 'm', 'e', 'c', 't', 'l'}
 // actor's history and the database after it.
 type stateRecord struct {
 	Epoch      uint64
-	Seq        uint64
+	Seq        frames.Seq
 	CommitTime int64
 	Checksum   frames.Checksum
 	Pages      uint32
@@ -75,7 +75,7 @@ func (r stateRecord) position() position { return position{seq: r.Seq, commitTim
 
 func (r stateRecord) encode(b []byte) {
 	binary.LittleEndian.PutUint64(b[0:], r.Epoch)
-	binary.LittleEndian.PutUint64(b[8:], r.Seq)
+	binary.LittleEndian.PutUint64(b[8:], uint64(r.Seq))
 	binary.LittleEndian.PutUint64(b[16:], uint64(r.CommitTime))
 	binary.LittleEndian.PutUint64(b[24:], uint64(r.Checksum))
 	binary.LittleEndian.PutUint32(b[32:], r.Pages)
@@ -95,7 +95,7 @@ func decodeRecord(b []byte) stateRecord {
 	}
 	r := stateRecord{
 		Epoch:      binary.LittleEndian.Uint64(b[0:]),
-		Seq:        binary.LittleEndian.Uint64(b[8:]),
+		Seq:        frames.Seq(binary.LittleEndian.Uint64(b[8:])),
 		CommitTime: int64(binary.LittleEndian.Uint64(b[16:])),
 		Checksum:   frames.Checksum(binary.LittleEndian.Uint64(b[24:])),
 		Pages:      binary.LittleEndian.Uint32(b[32:]),
@@ -111,9 +111,9 @@ func decodeRecord(b []byte) stateRecord {
 	return r
 }
 
-func encodeCaptured(b []byte, epoch, seq uint64) {
+func encodeCaptured(b []byte, epoch uint64, seq frames.Seq) {
 	binary.LittleEndian.PutUint64(b[0:], epoch)
-	binary.LittleEndian.PutUint64(b[8:], seq)
+	binary.LittleEndian.PutUint64(b[8:], uint64(seq))
 	binary.LittleEndian.PutUint32(b[16:], crc32.ChecksumIEEE(b[:16]))
 	binary.LittleEndian.PutUint32(b[20:], 0)
 }
@@ -126,7 +126,7 @@ type localState struct {
 	Durable  stateRecord
 	Inflight stateRecord // zero when no upload was under way
 	// Captured is the last sequence captured in Durable.Epoch (0 unknown).
-	Captured uint64
+	Captured frames.Seq
 }
 
 // readState reads the state file of dir; the zero localState when there is
@@ -160,7 +160,7 @@ func readStateFile(dir string) (st localState, found bool, err error) {
 	}
 	c := b[offCaptured : offCaptured+capturedSize]
 	if st.Durable.valid() && binary.LittleEndian.Uint32(c[16:]) == crc32.ChecksumIEEE(c[:16]) && binary.LittleEndian.Uint64(c[0:]) == st.Durable.Epoch {
-		st.Captured = binary.LittleEndian.Uint64(c[8:])
+		st.Captured = frames.Seq(binary.LittleEndian.Uint64(c[8:]))
 	}
 	if d, i := st.Durable, st.Inflight; d.valid() && i.valid() && (i.Epoch < d.Epoch || (i.Epoch == d.Epoch && i.Seq <= d.Seq)) {
 		st.Inflight = stateRecord{} // landed and recorded since
@@ -268,7 +268,7 @@ func (w *stateWriter) write(b []byte, off int64) {
 
 // recordCaptured records the last sequence captured. Called for every
 // commit: one pwrite of 24 bytes.
-func (w *stateWriter) recordCaptured(seq uint64) {
+func (w *stateWriter) recordCaptured(seq frames.Seq) {
 	encodeCaptured(w.captured[:], w.epoch, seq)
 	w.write(w.captured[:], offCaptured)
 }
