@@ -89,7 +89,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 	if own != nil && own.Retention > opts.Retention && !opts.ShortenRetention {
 		opts.Retention, res.Retention, res.RetentionRecorded = own.Retention, own.Retention, true
 	}
-	current, ok := currentSession(inv, own)
+	current, ok := currentEpoch(inv, own)
 	if !ok {
 		return nil
 	}

@@ -158,20 +158,20 @@ func TestPlan(t *testing.T) {
 
 // TestCurrentSession: own.json decides; without it, the newest session that
 // has a snapshot.
-func TestCurrentSession(t *testing.T) {
+func TestCurrentEpoch(t *testing.T) {
 	now := time.Now()
 	inv := planInventory(now,
 		sess{epoch: 7, batches: []obj{{3, 0}}},
 		sess{epoch: 6, snapshots: []obj{{1, 0}}},
 		sess{epoch: 5, snapshots: []obj{{0, 0}}},
 	)
-	if e, ok := currentSession(inv, nil); !ok || e != 6 {
+	if e, ok := currentEpoch(inv, nil); !ok || e != 6 {
 		t.Errorf("without own.json: %d %v, want 6", e, ok)
 	}
-	if e, ok := currentSession(inv, &fence.Record{Epoch: 5}); !ok || e != 5 {
+	if e, ok := currentEpoch(inv, &fence.Record{Epoch: 5}); !ok || e != 5 {
 		t.Errorf("own.json epoch 5: %d %v, want 5", e, ok)
 	}
-	if _, ok := currentSession(planInventory(now, sess{epoch: 7, batches: []obj{{3, 0}}}), nil); ok {
+	if _, ok := currentEpoch(planInventory(now, sess{epoch: 7, batches: []obj{{3, 0}}}), nil); ok {
 		t.Error("no snapshot anywhere and no own.json: found a current session")
 	}
 }

@@ -1,8 +1,6 @@
 package frames
 
-import (
-	"strconv"
-)
+import "strconv"
 
 // Seq is a commit's sequence number. Sequence numbers are per actor and
 // strictly increasing across sessions: each commit is one, the first is 1,
