@@ -107,7 +107,7 @@ struct Page {
 }
 
 struct BatchHeader {
-  # First message of a batch file (log/<session>/<end frame>). The frames
+  # First message of a batch file (log/<epoch>/<last seq>). The frames
   # follow, one message each, in ascending sequence order, contiguous:
   # each frame's firstSeq is the previous frame's lastSeq + 1, except for the
   # later parts of a continued frame, which repeat the range.
@@ -116,13 +116,13 @@ struct BatchHeader {
   # formatVersion.
 
   epoch @1 :UInt64;
-  # The session that wrote the batch; the <session> of its key.
+  # The epoch that wrote the batch; the <epoch> of its key.
 
   firstSeq @2 :UInt64;
   # firstSeq of the first frame.
 
   lastSeq @3 :UInt64;
-  # lastSeq of the last frame; the <end frame> of its key.
+  # lastSeq of the last frame; the <last seq> of its key.
 
   frameCount @4 :UInt32;
   # Number of frame messages that follow (each part of a continued frame
@@ -130,7 +130,7 @@ struct BatchHeader {
 }
 
 struct SnapshotHeader {
-  # First and only message of a snapshot file (snapshot/<session>/<frame>).
+  # First and only message of a snapshot file (snapshot/<epoch>/<seq>).
   # After it come the lanes' bytes, raw, in the order of `lanes`: exactly
   # byteLength bytes for each.
 
@@ -138,14 +138,14 @@ struct SnapshotHeader {
   # formatVersion.
 
   epoch @1 :UInt64;
-  # The session that wrote the snapshot; the <session> of its key.
+  # The epoch that wrote the snapshot; the <epoch> of its key.
 
   seq @2 :UInt64;
-  # The snapshot holds the state after every frame through this sequence
-  # number; the <frame> of its key. 0 = before the first commit.
+  # The snapshot holds the state after every commit through this sequence
+  # number; the <seq> of its key. 0 = before the first commit.
 
   commitTime @3 :Int64;
-  # Commit time of frame `seq` (Unix nanoseconds), 0 when seq is 0.
+  # Commit time of commit `seq` (Unix nanoseconds), 0 when seq is 0.
 
   lanes @4 :List(SnapshotLane);
   # Lane numbers strictly ascending.

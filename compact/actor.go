@@ -54,11 +54,11 @@ func Actor(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options) (
 	case err != nil:
 		log.Warn("compaction pass failed", logErr, err, "deleted", len(res.Deleted))
 	case res.Snapshot != "" || len(res.Deleted) > 0:
-		log.Info("compacted", logSession, res.Session, logKey, res.Snapshot, logFrame, res.Frame,
+		log.Info("compacted", logEpoch, res.Epoch, logKey, res.Snapshot, logSeq, res.Seq,
 			"logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes, "read", res.BytesRead, "written", res.BytesWritten,
 			"deleted", len(res.Deleted), "retained", res.Retained, "duration", res.Duration)
 	default:
-		log.Debug("nothing to compact", logSession, res.Session, "logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes,
+		log.Debug("nothing to compact", logEpoch, res.Epoch, "logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes,
 			"retained", res.Retained)
 	}
 	return res, err
@@ -89,14 +89,14 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 	if own != nil && own.Retention > opts.Retention && !opts.ShortenRetention {
 		opts.Retention, res.Retention, res.RetentionRecorded = own.Retention, own.Retention, true
 	}
-	current, ok := currentSession(inv, own)
+	current, ok := currentEpoch(inv, own)
 	if !ok {
 		return nil
 	}
-	res.Session = current
+	res.Epoch = current
 	sess, ok := inv.Session(current)
 	if !ok || len(sess.Snapshots) == 0 {
-		log.Debug("the current session has no snapshot yet: nothing is covered", logSession, current)
+		log.Debug("the current session has no snapshot yet: nothing is covered", logEpoch, current)
 		return nil
 	}
 
@@ -118,7 +118,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 			// Every batch listed is now covered: the new snapshot is the
 			// keep point with no retention, and the log left is empty.
 			sess.Snapshots = append(sess.Snapshots, nb.obj)
-			res.Snapshot, res.Frame = nb.obj.Key, nb.obj.Frame
+			res.Snapshot, res.Seq = nb.obj.Key, nb.obj.Seq
 			res.LeftLogBytes, res.LeftDBBytes = 0, nb.dbBytes
 		}
 	}

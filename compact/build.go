@@ -6,7 +6,7 @@ package compact
 // budget, applied strictly in order, every object read to its verified
 // end, the checksum chain checked frame by frame, gaps named, every lane
 // file checked against its tracked checksum at the end), and the state
-// reached is written as snapshot/<session>/<last frame applied>.
+// reached is written as snapshot/<epoch>/<last seq applied>.
 //
 // Replay's PRAGMA integrity_check is left out: it guards against a capture
 // that recorded wrong pages, but the log holds exactly the same pages, so a
@@ -67,11 +67,11 @@ type built struct {
 // build replays the current session as inv lists it and uploads a snapshot
 // of the state reached. It returns ok false, and uploads nothing, when the
 // batches add no frame to the session's newest snapshot.
-func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, session uint64, opts Options, res *Result) (built, bool, error) {
+func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch uint64, opts Options, res *Result) (built, bool, error) {
 	a := inv.Actor
-	plan, err := restore.PlanSession(ctx, b, inv, session, restore.Latest(), opts.Limits)
+	plan, err := restore.PlanSession(ctx, b, inv, epoch, restore.Latest(), opts.Limits)
 	if err != nil {
-		return built{}, false, &Error{Op: "replay", Actor: a, Key: a.SnapshotSessionPrefix(session), Err: err}
+		return built{}, false, &Error{Op: "replay", Actor: a, Key: a.SnapshotSessionPrefix(epoch), Err: err}
 	}
 	rep, err := restore.Replay(ctx, b, plan, opts.ScratchDir, restore.Options{
 		Limits: opts.Limits, MaxInflightBytes: opts.MaxInflightBytes, SkipIntegrityCheck: true, Logger: opts.baseLogger})
@@ -80,11 +80,11 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, session
 	}
 	defer rep.Close()
 	res.BytesRead += rep.BytesFetched
-	if rep.Frame == plan.Snapshot.Frame {
+	if rep.Seq == plan.Snapshot.Seq {
 		return built{}, false, nil
 	}
 
-	key := a.SnapshotKey(session, rep.Frame)
+	key := a.SnapshotKey(epoch, rep.Seq)
 	f, err := os.CreateTemp(opts.ScratchDir, ".framectl-compact-*.snapshot")
 	if err != nil {
 		return built{}, false, &Error{Op: "write snapshot", Actor: a, Key: key, Err: err}
@@ -94,7 +94,7 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, session
 		os.Remove(f.Name())
 	}()
 	w := bufio.NewWriterSize(f, 256<<10)
-	hdr, err := rep.Set.WriteSnapshot(ctx, w, session, frames.WriteOptions{Level: opts.Compression})
+	hdr, err := rep.Set.WriteSnapshot(ctx, w, epoch, frames.WriteOptions{Level: opts.Compression})
 	if err == nil {
 		err = w.Flush()
 	}
@@ -117,6 +117,6 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, session
 	res.BytesWritten += size
 	// Its modification time is now as far as retention is concerned: the
 	// pass that wrote it never counts it old.
-	obj := restore.Object{Key: key, Kind: frames.KeySnapshot, Session: session, Frame: rep.Frame, Size: size, ModTime: opts.Now()}
+	obj := restore.Object{Key: key, Kind: frames.KeySnapshot, Epoch: epoch, Seq: rep.Seq, Size: size, ModTime: opts.Now()}
 	return built{obj: obj, dbBytes: dbBytes(hdr)}, true, nil
 }

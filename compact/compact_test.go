@@ -54,7 +54,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			f2 := d.durable()
 			img2 := d.image()
 			before := stateOf(t, inner, a, 1)
-			var phase2 []uint64
+			var phase2 []frames.Seq
 			for _, f := range before.batches {
 				if f > f1 {
 					phase2 = append(phase2, f)
@@ -73,7 +73,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 				objBytes += o.Size
 			}
 			for _, o := range s.Batches {
-				if o.Frame <= f1 {
+				if o.Seq <= f1 {
 					objBytes += o.Size
 				}
 			}
@@ -87,11 +87,11 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			if !res.Due || res.RuleLogBytes < res.RuleDBBytes {
 				t.Fatalf("the rule did not ask for a snapshot: log %d bytes, database %d", res.RuleLogBytes, res.RuleDBBytes)
 			}
-			if want := a.SnapshotKey(1, f1); res.Snapshot != want || res.Frame != f1 {
-				t.Fatalf("wrote %q at frame %d, want %q at %d (the last frame listed)", res.Snapshot, res.Frame, want, f1)
+			if want := a.SnapshotKey(1, f1); res.Snapshot != want || res.Seq != f1 {
+				t.Fatalf("wrote %q at frame %d, want %q at %d (the last frame listed)", res.Snapshot, res.Seq, want, f1)
 			}
 			after := stateOf(t, inner, a, 1)
-			if !slices.Equal(after.snapshots, []uint64{f1}) {
+			if !slices.Equal(after.snapshots, []frames.Seq{f1}) {
 				t.Errorf("snapshots after the pass: %v, want only [%d]", after.snapshots, f1)
 			}
 			if !slices.Equal(after.batches, phase2) {
@@ -150,7 +150,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 				t.Fatalf("forced pass: %+v, %v: want a snapshot at %d", res, err, f2)
 			}
 			clock.Advance(2 * lag) // let the listing see what the pass did
-			if st := stateOf(t, inner, a, 1); !slices.Equal(st.snapshots, []uint64{f2}) || len(st.batches) != 0 {
+			if st := stateOf(t, inner, a, 1); !slices.Equal(st.snapshots, []frames.Seq{f2}) || len(st.batches) != 0 {
 				t.Errorf("after the forced pass: snapshots %v, batches %v; want [%d] and none", st.snapshots, st.batches, f2)
 			}
 			got, _ = mustReplay(t, inner, a, 1)
@@ -170,7 +170,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 func TestNamespace(t *testing.T) {
 	b := buckettest.Dir(t)
 	rng := mrand.New(mrand.NewPCG(9, 9))
-	want := map[string]uint64{}
+	want := map[string]frames.Seq{}
 	var actors []frames.Actor
 	for range 2 {
 		d := openDB(t, b, t.TempDir(), newActorID(), 1)
@@ -190,7 +190,7 @@ func TestNamespace(t *testing.T) {
 	}
 	for _, r := range results {
 		if f, ok := want[r.Actor.Actor]; !ok || r.Snapshot != r.Actor.SnapshotKey(1, f) {
-			t.Errorf("actor %s: snapshot %q at %d, want one at %d", r.Actor.Actor, r.Snapshot, r.Frame, f)
+			t.Errorf("actor %s: snapshot %q at %d, want one at %d", r.Actor.Actor, r.Snapshot, r.Seq, f)
 		}
 	}
 	var ce *compact.Error

@@ -19,16 +19,16 @@ func (d deletion) len() int { return len(d.snapshots) + len(d.batches) }
 // covered returns every object of the sessions up to current that the keep
 // point from makes unnecessary: whole sessions older than from's, and in
 // from's session the snapshots before it and the batches ending at or
-// before its frame. Sessions newer than current, the keep point itself and
+// before its sequence number. Sessions newer than current, the keep point itself and
 // everything after it are never in it.
 func covered(inv *restore.Inventory, current uint64, from restore.Object) deletion {
 	var d deletion
 	for i := range inv.Sessions {
 		s := &inv.Sessions[i]
 		switch {
-		case s.Epoch > current || s.Epoch > from.Session:
+		case s.Epoch > current || s.Epoch > from.Epoch:
 			continue
-		case s.Epoch < from.Session:
+		case s.Epoch < from.Epoch:
 			for _, o := range s.Snapshots {
 				d.snapshots = append(d.snapshots, o.Key)
 			}
@@ -37,12 +37,12 @@ func covered(inv *restore.Inventory, current uint64, from restore.Object) deleti
 			}
 		default:
 			for _, o := range s.Snapshots {
-				if o.Frame < from.Frame {
+				if o.Seq < from.Seq {
 					d.snapshots = append(d.snapshots, o.Key)
 				}
 			}
 			for _, o := range s.Batches {
-				if o.Frame <= from.Frame {
+				if o.Seq <= from.Seq {
 					d.batches = append(d.batches, o.Key)
 				}
 			}

@@ -18,8 +18,8 @@
 // it has not seen: the live writer's batches uploaded after that listing are
 // never touched. Concretely, a pass only ever deletes
 //
-//   - in the current session, batches ending at or before the frame of a
-//     snapshot that exists, and snapshots older than it;
+//   - in the current session, batches ending at or before the sequence
+//     number of a snapshot that exists, and snapshots older than it;
 //   - sessions older than the current one, once the current one has a
 //     snapshot;
 //

@@ -88,8 +88,8 @@ func (d *testDB) exec(sql string) {
 }
 
 // durable waits for every commit to be in the bucket and returns the last
-// frame.
-func (d *testDB) durable() uint64 {
+// sequence number.
+func (d *testDB) durable() frames.Seq {
 	d.t.Helper()
 	if err := d.db.Durable(d.t.Context()); err != nil {
 		d.t.Fatal(err)
@@ -130,32 +130,32 @@ func (d *testDB) work(rng *mrand.Rand, n int) {
 	}
 }
 
-// oracle records the database image at durable frames.
+// oracle records the database image at durable sequence numbers.
 type oracle struct {
 	mu     sync.Mutex
-	images map[uint64][]byte
+	images map[frames.Seq][]byte
 }
 
-func newOracle() *oracle { return &oracle{images: map[uint64][]byte{}} }
+func newOracle() *oracle { return &oracle{images: map[frames.Seq][]byte{}} }
 
-func (o *oracle) record(frame uint64, image []byte) {
+func (o *oracle) record(seq frames.Seq, image []byte) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.images[frame] = image
+	o.images[seq] = image
 }
 
-func (o *oracle) get(frame uint64) ([]byte, bool) {
+func (o *oracle) get(seq frames.Seq) ([]byte, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	img, ok := o.images[frame]
+	img, ok := o.images[seq]
 	return img, ok
 }
 
-// frames returns the frames recorded, ascending.
-func (o *oracle) frames() []uint64 {
+// seqs returns the sequence numbers recorded, ascending.
+func (o *oracle) seqs() []frames.Seq {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []uint64
+	var out []frames.Seq
 	for f := range o.images {
 		out = append(out, f)
 	}
@@ -163,17 +163,18 @@ func (o *oracle) frames() []uint64 {
 	return out
 }
 
-// errUnreachable: the bucket holds no way to the frame asked for (no
-// snapshot at or before it, or no batch ending exactly at it).
-var errUnreachable = errors.New("frame not reachable from the objects in the bucket")
+// errUnreachable: the bucket holds no way to the sequence number asked for
+// (no snapshot at or before it, or no batch ending exactly at it).
+var errUnreachable = errors.New("sequence number not reachable from the objects in the bucket")
 
 // replayTo rebuilds a session from the bucket alone, independently of the
 // code under test: the newest snapshot at or before target (0: the newest
 // of all), then every batch after it, in order, up to target, through
 // package lanes with all its checks. It returns the database bytes and the
-// frame reached. It stays separate from restore.Replay, which compaction
-// itself uses, so that it checks compaction rather than repeats it.
-func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch, target uint64) ([]byte, uint64, error) {
+// sequence number reached. It stays separate from restore.Replay, which
+// compaction itself uses, so that it checks compaction rather than repeats
+// it.
+func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64, target frames.Seq) ([]byte, frames.Seq, error) {
 	t.Helper()
 	ctx := t.Context()
 	inv, err := restore.Take(ctx, b, a)
@@ -214,10 +215,10 @@ func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch, target uint6
 	}
 	defer set.Close()
 	for _, o := range s.Batches {
-		if o.Frame <= set.Seq() {
+		if o.Seq <= set.Seq() {
 			continue
 		}
-		if target != 0 && o.Frame > target {
+		if target != 0 && o.Seq > target {
 			break
 		}
 		rc, _, err := b.Get(ctx, o.Key)
@@ -249,7 +250,7 @@ func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch, target uint6
 
 // mustReplay replays the newest state of a session and fails the test if it
 // cannot.
-func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) ([]byte, uint64) {
+func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) ([]byte, frames.Seq) {
 	t.Helper()
 	data, seq, err := replayTo(t, b, a, epoch, 0)
 	if err != nil {
@@ -260,10 +261,10 @@ func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) ([]
 
 // sessionState is what the bucket holds of one session, for assertions.
 type sessionState struct {
-	snapshots []uint64 // frames, ascending
-	batches   []uint64 // end frames, ascending
-	logBytes  int64    // batches after the newest snapshot
-	maxBatch  int64    // largest batch
+	snapshots []frames.Seq // sequence numbers, ascending
+	batches   []frames.Seq // last sequence numbers, ascending
+	logBytes  int64        // batches after the newest snapshot
+	maxBatch  int64        // largest batch
 	newest    restore.Object
 }
 
@@ -291,16 +292,16 @@ func stateErr(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64
 		st.newest = s.Snapshots[len(s.Snapshots)-1]
 	}
 	for _, o := range s.Snapshots {
-		st.snapshots = append(st.snapshots, o.Frame)
+		st.snapshots = append(st.snapshots, o.Seq)
 	}
-	var newest uint64
+	var newest frames.Seq
 	if len(st.snapshots) > 0 {
 		newest = st.snapshots[len(st.snapshots)-1]
 	}
 	for _, o := range s.Batches {
-		st.batches = append(st.batches, o.Frame)
+		st.batches = append(st.batches, o.Seq)
 		st.maxBatch = max(st.maxBatch, o.Size)
-		if o.Frame > newest {
+		if o.Seq > newest {
 			st.logBytes += o.Size
 		}
 	}

@@ -183,7 +183,7 @@ func liveRun(t *testing.T, b bucket.Bucket) {
 		t.Fatalf("the session replays to %d, the last durable frame is %d", seq, final)
 	}
 	dbtest.SameBytes(t, "final replay", got, finalImage)
-	for _, f := range orc.frames() {
+	for _, f := range orc.seqs() {
 		img, _ := orc.get(f)
 		got, _, err := replayTo(t, b, a, 1, f)
 		if errors.Is(err, errUnreachable) {
@@ -196,7 +196,7 @@ func liveRun(t *testing.T, b bucket.Bucket) {
 		dbtest.SameBytes(t, fmt.Sprintf("replay to durable point %d", f), got, img)
 		count("durable points replayed at the end")
 	}
-	t.Logf("%d commits, %d durable points: %v", d.db.Stats().Commits, len(orc.frames()), stats)
+	t.Logf("%d commits, %d durable points: %v", d.db.Stats().Commits, len(orc.seqs()), stats)
 	if stats["snapshots (first)"]+stats["snapshots (second)"] < 2 {
 		t.Errorf("the compactors wrote %d snapshots: the workload should make the rule fire several times",
 			stats["snapshots (first)"]+stats["snapshots (second)"])
@@ -210,7 +210,7 @@ func liveRun(t *testing.T, b bucket.Bucket) {
 // TestCompactBesideLiveWriter). It returns an error matching
 // bucket.ErrNotFound when the second compactor deleted what it read.
 func checkPass(ctx context.Context, t *testing.T, b bucket.Bucket, a frames.Actor, d *testDB, orc *oracle,
-	res compact.Result, durableBefore uint64, uploadedBefore int64, maxBatch *int64) error {
+	res compact.Result, durableBefore frames.Seq, uploadedBefore int64, maxBatch *int64) error {
 	st, err := stateErr(ctx, b, a, 1)
 	if err != nil {
 		return err
@@ -230,7 +230,7 @@ func checkPass(ctx context.Context, t *testing.T, b bucket.Bucket, a frames.Acto
 	// is the larger of the two it may have measured against.
 	if bound := max(db, res.LeftDBBytes) + *maxBatch; st.logBytes-uploaded >= bound {
 		return fmt.Errorf("after a pass the log past snapshot %d is %d bytes, %d of them uploaded during the pass: more than the database (%d bytes) and a batch (%d)",
-			st.newest.Frame, st.logBytes, uploaded, max(db, res.LeftDBBytes), *maxBatch)
+			st.newest.Seq, st.logBytes, uploaded, max(db, res.LeftDBBytes), *maxBatch)
 	}
 
 	got, seq, err := replayTo(t, b, a, 1, 0)
@@ -244,10 +244,10 @@ func checkPass(ctx context.Context, t *testing.T, b bucket.Bucket, a frames.Acto
 		return fmt.Errorf("the replay to durable point %d differs from the database at that point", seq)
 	}
 
-	points := orc.frames()
+	points := orc.seqs()
 	for i := len(points) - 1; i >= 0; i-- {
 		f := points[i]
-		if f < st.newest.Frame || f > seq {
+		if f < st.newest.Seq || f > seq {
 			continue
 		}
 		got, _, err := replayTo(t, b, a, 1, f)

@@ -81,18 +81,18 @@ func (o Options) withDefaults() Options {
 // Result reports one pass over one actor.
 type Result struct {
 	Actor frames.Actor
-	// Session is the current session the pass worked on: own.json's epoch,
+	// Epoch is the current session the pass worked on: own.json's epoch,
 	// or without own.json the newest session that has a snapshot. 0 when
 	// the actor has neither (nothing to do).
-	Session uint64
+	Epoch uint64
 	// RuleLogBytes and RuleDBBytes are the size rule's inputs as the pass
 	// found them (see Due); Due is its answer.
 	RuleLogBytes, RuleDBBytes int64
 	Due                       bool
-	// Snapshot is the key of the snapshot written, "" if none; Frame the
-	// frame it covers through.
+	// Snapshot is the key of the snapshot written, "" if none; Seq the
+	// sequence number it covers through.
 	Snapshot string
-	Frame    uint64
+	Seq      frames.Seq
 	// LeftLogBytes and LeftDBBytes are the rule's inputs after the pass, as
 	// of its listing: the log past the current session's newest snapshot
 	// (0 after a snapshot was written) and the database size at that
@@ -117,9 +117,9 @@ type Result struct {
 
 // Log keys.
 const (
-	logActor   = "actor"
-	logSession = "session"
-	logKey     = "key"
-	logErr     = "err"
-	logFrame   = "frame"
+	logActor = "actor"
+	logEpoch = "epoch"
+	logKey   = "key"
+	logErr   = "err"
+	logSeq   = "seq"
 )

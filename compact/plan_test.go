@@ -12,10 +12,10 @@ import (
 )
 
 // planInventory builds an inventory from a compact description: per
-// session, snapshots and batches as frame@age (age before now).
+// session, snapshots and batches as seq@age (age before now).
 type obj struct {
-	frame uint64
-	age   time.Duration // -1: no modification time
+	seq frames.Seq
+	age time.Duration // -1: no modification time
 }
 
 type sess struct {
@@ -27,15 +27,15 @@ func planInventory(now time.Time, sessions ...sess) *restore.Inventory {
 	a := frames.Actor{Namespace: frames.NamespaceID("", "plan"), Actor: frames.ActorKey([]byte{1, 2, 3})}
 	inv := &restore.Inventory{Actor: a}
 	mk := func(kind frames.KeyKind, epoch uint64, o obj) restore.Object {
-		key := a.LogKey(epoch, o.frame)
+		key := a.LogKey(epoch, o.seq)
 		if kind == frames.KeySnapshot {
-			key = a.SnapshotKey(epoch, o.frame)
+			key = a.SnapshotKey(epoch, o.seq)
 		}
 		var mt time.Time
 		if o.age >= 0 {
 			mt = now.Add(-o.age)
 		}
-		return restore.Object{Key: key, Kind: kind, Session: epoch, Frame: o.frame, Size: 100, ModTime: mt}
+		return restore.Object{Key: key, Kind: kind, Epoch: epoch, Seq: o.seq, Size: 100, ModTime: mt}
 	}
 	for _, s := range sessions { // newest first, as Take returns them
 		rs := restore.Session{Epoch: s.epoch}
@@ -50,7 +50,7 @@ func planInventory(now time.Time, sessions ...sess) *restore.Inventory {
 	return inv
 }
 
-// names turns keys back into "s<session>/<frame>" and "l<session>/<frame>".
+// names turns keys back into "s<epoch>/<seq>" and "l<epoch>/<seq>".
 func names(t *testing.T, keys []string) []string {
 	var out []string
 	for _, k := range keys {
@@ -62,7 +62,7 @@ func names(t *testing.T, keys []string) []string {
 		if pk.Kind == frames.KeySnapshot {
 			kind = "s"
 		}
-		out = append(out, fmt.Sprintf("%s%d/%d", kind, pk.Session, pk.Frame))
+		out = append(out, fmt.Sprintf("%s%d/%d", kind, pk.Epoch, pk.Seq))
 	}
 	slices.Sort(out)
 	return out
@@ -73,8 +73,8 @@ func names(t *testing.T, keys []string) []string {
 func TestPlan(t *testing.T) {
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	const h = time.Hour
-	old := func(f uint64) obj { return obj{f, 10 * h} }
-	young := func(f uint64) obj { return obj{f, time.Minute} }
+	old := func(f frames.Seq) obj { return obj{f, 10 * h} }
+	young := func(f frames.Seq) obj { return obj{f, time.Minute} }
 
 	// Session 5 is a claim in progress (no snapshot yet), 4 the current
 	// one (compacted twice), 3 and 2 superseded, 3 with a zombie's batch
@@ -148,7 +148,7 @@ func TestPlan(t *testing.T) {
 				}
 			}
 			for _, k := range append(slices.Clone(del.snapshots), del.batches...) {
-				if pk, _ := frames.ParseKey(k); pk.Session > c.current {
+				if pk, _ := frames.ParseKey(k); pk.Epoch > c.current {
 					t.Errorf("%s: deletes a session newer than the current %d", k, c.current)
 				}
 			}
@@ -158,20 +158,20 @@ func TestPlan(t *testing.T) {
 
 // TestCurrentSession: own.json decides; without it, the newest session that
 // has a snapshot.
-func TestCurrentSession(t *testing.T) {
+func TestCurrentEpoch(t *testing.T) {
 	now := time.Now()
 	inv := planInventory(now,
 		sess{epoch: 7, batches: []obj{{3, 0}}},
 		sess{epoch: 6, snapshots: []obj{{1, 0}}},
 		sess{epoch: 5, snapshots: []obj{{0, 0}}},
 	)
-	if e, ok := currentSession(inv, nil); !ok || e != 6 {
+	if e, ok := currentEpoch(inv, nil); !ok || e != 6 {
 		t.Errorf("without own.json: %d %v, want 6", e, ok)
 	}
-	if e, ok := currentSession(inv, &fence.Record{Epoch: 5}); !ok || e != 5 {
+	if e, ok := currentEpoch(inv, &fence.Record{Epoch: 5}); !ok || e != 5 {
 		t.Errorf("own.json epoch 5: %d %v, want 5", e, ok)
 	}
-	if _, ok := currentSession(planInventory(now, sess{epoch: 7, batches: []obj{{3, 0}}}), nil); ok {
+	if _, ok := currentEpoch(planInventory(now, sess{epoch: 7, batches: []obj{{3, 0}}}), nil); ok {
 		t.Error("no snapshot anywhere and no own.json: found a current session")
 	}
 }

@@ -9,7 +9,7 @@ package compact
 // Deleting the old batches after it one by one, as they age out, would
 // leave the snapshot with a hole after it and every target in the window
 // unreachable. Instead the pass finds the keep point: the newest snapshot,
-// across the current session and the older ones (in session, then frame
+// across the current session and the older ones (in epoch, then sequence
 // order), whose modification time is at least Retention ago. Every target T
 // in the window can restore from it, because a snapshot uploaded before the
 // window opened covers only frames committed before T (a commit precedes its

@@ -12,6 +12,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 )
 
@@ -47,7 +48,7 @@ func TestRetention(t *testing.T) {
 				t.Fatalf("first pass: snapshot %q, deleted %v, retained %d; want a snapshot at %d, nothing deleted, %d retained",
 					res.Snapshot, res.Deleted, res.Retained, last, covered)
 			}
-			for _, f := range orc.frames() {
+			for _, f := range orc.seqs() {
 				got, _, err := replayTo(t, b, a, 1, f)
 				if err != nil {
 					t.Fatalf("point-in-time replay to %d inside the window: %v", f, err)
@@ -67,7 +68,7 @@ func TestRetention(t *testing.T) {
 			if err != nil || len(res.Deleted) != covered || res.Retained != 0 {
 				t.Fatalf("pass after the window: deleted %d, retained %d, %v: want %d deleted", len(res.Deleted), res.Retained, err, covered)
 			}
-			if st := stateOf(t, b, a, 1); !slices.Equal(st.snapshots, []uint64{last}) || len(st.batches) != 0 {
+			if st := stateOf(t, b, a, 1); !slices.Equal(st.snapshots, []frames.Seq{last}) || len(st.batches) != 0 {
 				t.Fatalf("after the window: snapshots %v, batches %v", st.snapshots, st.batches)
 			}
 			img, _ := orc.get(last)

@@ -11,8 +11,8 @@ import (
 // Objects ("Zero-latency SQLite storage in every Durable Object", Cloudflare
 // blog, 2024).
 //
-//   - logBytes is the stored size of the session's batch objects whose end
-//     frame is past the newest snapshot's frame: what a restore has to
+//   - logBytes is the stored size of the session's batch objects whose last
+//     sequence number is past the newest snapshot's: what a restore has to
 //     download on top of the snapshot, compressed, as the bucket lists it.
 //   - dbBytes is the uncompressed size of the database at that snapshot:
 //     the sum over its lanes of pages × page size, from the snapshot's
@@ -21,11 +21,11 @@ import (
 // An empty log is never due, whatever the size (there is nothing to fold
 // into a snapshot).
 //
-// Why the size at the snapshot, and not at the newest frame: it is one fixed
+// Why the size at the snapshot, and not at the newest commit: it is one fixed
 // number for the whole interval, the same for the writer (it knows the size
 // of the snapshot that opened its session, and Result reports each new one)
 // and for any compactor reading the bucket, whereas the size at the newest
-// frame moves with every batch the live writer adds while a pass decides,
+// commit moves with every batch the live writer adds while a pass decides,
 // and can only be learned by reading the newest batch. It is also the
 // number the rule is about: a restore reads the snapshot plus the log, so
 // keeping the log under the snapshot's size keeps a restore's download
@@ -45,14 +45,14 @@ func Due(logBytes, dbBytes int64) bool {
 	return logBytes > 0 && logBytes >= dbBytes
 }
 
-// sessionLog returns the batches of s after its snapshot base (end frame
-// past base's frame), in order, and the bytes they take in the bucket:
+// sessionLog returns the batches of s after its snapshot base (last seq
+// past base's), in order, and the bytes they take in the bucket:
 // the log the rule measures.
 func sessionLog(s *restore.Session, base restore.Object) ([]restore.Object, int64) {
 	var batches []restore.Object
 	var size int64
 	for _, o := range s.Batches {
-		if o.Frame > base.Frame {
+		if o.Seq > base.Seq {
 			batches = append(batches, o)
 			size += o.Size
 		}

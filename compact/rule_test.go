@@ -32,16 +32,16 @@ func TestDue(t *testing.T) {
 // only; covered batches awaiting deletion (or kept for retention) do not
 // count.
 func TestSessionLog(t *testing.T) {
-	batch := func(end uint64, size int64) restore.Object {
-		return restore.Object{Kind: frames.KeyLog, Frame: end, Size: size}
+	batch := func(last frames.Seq, size int64) restore.Object {
+		return restore.Object{Kind: frames.KeyLog, Seq: last, Size: size}
 	}
 	s := &restore.Session{
 		Epoch:     3,
-		Snapshots: []restore.Object{{Kind: frames.KeySnapshot, Frame: 10}, {Kind: frames.KeySnapshot, Frame: 20}},
+		Snapshots: []restore.Object{{Kind: frames.KeySnapshot, Seq: 10}, {Kind: frames.KeySnapshot, Seq: 20}},
 		Batches:   []restore.Object{batch(12, 100), batch(20, 200), batch(21, 1), batch(25, 40), batch(30, 1000)},
 	}
 	for _, c := range []struct {
-		base    uint64
+		base    frames.Seq
 		batches int
 		bytes   int64
 	}{
@@ -49,13 +49,13 @@ func TestSessionLog(t *testing.T) {
 		{base: 10, batches: 5, bytes: 1341},
 		{base: 30, batches: 0, bytes: 0},
 	} {
-		got, n := sessionLog(s, restore.Object{Frame: c.base})
+		got, n := sessionLog(s, restore.Object{Seq: c.base})
 		if len(got) != c.batches || n != c.bytes {
 			t.Errorf("base %d: %d batches of %d bytes, want %d of %d", c.base, len(got), n, c.batches, c.bytes)
 		}
 		for i := 1; i < len(got); i++ {
-			if got[i].Frame <= got[i-1].Frame {
-				t.Errorf("base %d: batches out of order: %d after %d", c.base, got[i].Frame, got[i-1].Frame)
+			if got[i].Seq <= got[i-1].Seq {
+				t.Errorf("base %d: batches out of order: %d after %d", c.base, got[i].Seq, got[i-1].Seq)
 			}
 		}
 	}

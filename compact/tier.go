@@ -50,10 +50,10 @@ func readOwner(ctx context.Context, b bucket.Bucket, a frames.Actor) (*fence.Rec
 	return &rec, nil
 }
 
-// currentSession returns the epoch of the current session: own's epoch, or
+// currentEpoch returns the epoch of the current session: own's epoch, or
 // without own.json the newest session with a snapshot. ok is false when
 // there is none (an actor with no snapshot anywhere and no own.json).
-func currentSession(inv *restore.Inventory, own *fence.Record) (epoch uint64, ok bool) {
+func currentEpoch(inv *restore.Inventory, own *fence.Record) (epoch uint64, ok bool) {
 	if own != nil {
 		return own.Epoch, true
 	}

@@ -85,15 +85,15 @@ func TestTierPass(t *testing.T) {
 			// A claim in progress.
 			putOwn(fence.Record{Epoch: 3, Node: "n2", Address: "10.0.0.2:80"}.Marshal())
 			res, err = compact.Actor(ctx, b, a, opts)
-			if err != nil || res.Session != 3 || len(res.Deleted) != 0 || !slices.Equal(all(), was) {
-				t.Fatalf("own.json at epoch 3 (no snapshot yet): session %d, deleted %v, %v: want nothing done", res.Session, res.Deleted, err)
+			if err != nil || res.Epoch != 3 || len(res.Deleted) != 0 || !slices.Equal(all(), was) {
+				t.Fatalf("own.json at epoch 3 (no snapshot yet): session %d, deleted %v, %v: want nothing done", res.Epoch, res.Deleted, err)
 			}
 
 			// The owner is session 1: session 2 is never deleted.
 			putOwn(fence.Record{Epoch: 1}.Marshal())
 			res, err = compact.Actor(ctx, b, a, opts)
-			if err != nil || res.Session != 1 {
-				t.Fatalf("own.json at epoch 1: session %d, %v", res.Session, err)
+			if err != nil || res.Epoch != 1 {
+				t.Fatalf("own.json at epoch 1: session %d, %v", res.Epoch, err)
 			}
 			if got := session(2); !slices.Equal(got, s2) {
 				t.Fatalf("own.json at epoch 1: session 2 changed: %v -> %v", s2, got)
@@ -109,17 +109,17 @@ func TestTierPass(t *testing.T) {
 			opts.Retention, opts.Now = time.Hour, clock.Now
 			s1 = session(1)
 			res, err = compact.Actor(ctx, b, a, opts)
-			if err != nil || res.Session != 2 || len(res.Deleted) != 0 || res.Retained < len(s1) {
+			if err != nil || res.Epoch != 2 || len(res.Deleted) != 0 || res.Retained < len(s1) {
 				t.Fatalf("inside the window: session %d, deleted %v, retained %d, %v: want session 1's %d objects kept",
-					res.Session, res.Deleted, res.Retained, err, len(s1))
+					res.Epoch, res.Deleted, res.Retained, err, len(s1))
 			}
 			if got := session(1); !slices.Equal(got, s1) {
 				t.Fatalf("inside the window session 1 changed: %v -> %v", s1, got)
 			}
 			clock.Advance(2 * time.Hour)
 			res, err = compact.Actor(ctx, b, a, opts)
-			if err != nil || res.Session != 2 {
-				t.Fatalf("after the window: session %d, %v", res.Session, err)
+			if err != nil || res.Epoch != 2 {
+				t.Fatalf("after the window: session %d, %v", res.Epoch, err)
 			}
 			if got := session(1); len(got) != 0 {
 				t.Fatalf("after the window, session 1 still holds %v", got)

@@ -85,7 +85,7 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 	if opts.Retention < 0 || opts.Retention > MaxRetention {
 		return Ownership{}, fmt.Errorf("fence: claiming %s: retention %v is not from 0 to %v", key, opts.Retention, MaxRetention)
 	}
-	floor, err := newestSession(ctx, n.b, a)
+	floor, err := newestEpoch(ctx, n.b, a)
 	if err != nil {
 		return Ownership{}, err
 	}
@@ -155,12 +155,12 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 	return Ownership{}, fmt.Errorf("fence: claiming %s: lost %d races in a row", key, maxClaimRounds)
 }
 
-// newestSession returns the newest session that has an object under the
-// actor's log/ or snapshot/, 0 if none. Sessions are descending in keys, so
-// the first key listed under each prefix names its newest session: one
-// List of one key per prefix. Keys that do not parse are not sessions
+// newestEpoch returns the epoch of the newest session that has an object
+// under the actor's log/ or snapshot/, 0 if none. Epochs are descending in
+// keys, so the first key listed under each prefix names its newest session:
+// one List of one key per prefix. Keys that do not parse are not sessions
 // (restore does not read them either) and are listed past.
-func newestSession(ctx context.Context, b bucket.Bucket, a frames.Actor) (uint64, error) {
+func newestEpoch(ctx context.Context, b bucket.Bucket, a frames.Actor) (uint64, error) {
 	var newest uint64
 	for _, prefix := range []string{a.LogPrefix(), a.SnapshotPrefix()} {
 		after, limit := "", 1
@@ -173,7 +173,7 @@ func newestSession(ctx context.Context, b bucket.Bucket, a frames.Actor) (uint64
 			for _, info := range p.Objects {
 				k, err := frames.ParseKey(info.Key)
 				if err == nil && k.ActorOf() == a && (k.Kind == frames.KeyLog || k.Kind == frames.KeySnapshot) {
-					newest = max(newest, k.Session)
+					newest = max(newest, k.Epoch)
 					break page
 				}
 			}
@@ -192,7 +192,7 @@ func newestSession(ctx context.Context, b bucket.Bucket, a frames.Actor) (uint64
 // verify and restore tell a session whose newest objects were lost from one
 // that ended there. If the record changed (a peer fenced this node and took
 // over), it returns ErrFenced: the caller no longer owned the actor.
-func (n *Node) Release(ctx context.Context, o Ownership, seq uint64) error {
+func (n *Node) Release(ctx context.Context, o Ownership, seq frames.Seq) error {
 	key := o.Actor.OwnKey()
 	body := Record{Epoch: o.Epoch, Seq: seq, Retention: o.retention}.Marshal()
 	_, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: o.etag})
@@ -219,7 +219,7 @@ func (n *Node) Release(ctx context.Context, o Ownership, seq uint64) error {
 // the session closed, verify and restore can tell a lost tail from an end.
 // It never replaces a record of a newer epoch, nor one a node holds
 // (ErrFenced: someone else owns the actor); a lost race is read back.
-func ReleaseUnclaimed(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch, seq uint64, retention time.Duration) error {
+func ReleaseUnclaimed(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64, seq frames.Seq, retention time.Duration) error {
 	key := a.OwnKey()
 	next := Record{Epoch: epoch, Seq: seq, Retention: retention}
 	body := next.Marshal()

@@ -29,8 +29,8 @@
 //     durable; a claim released after a failed open, whose session wrote
 //     nothing, keeps its predecessor's). If the newest session at or below
 //     the record's epoch does not reach it, that session lost its tail
-//     (verify and restore say which frames are missing); 0 or absent means
-//     unknown, as after a crash, where nothing is released.
+//     (verify and restore say which sequence numbers are missing); 0 or
+//     absent means unknown, as after a crash, where nothing is released.
 //   - retention, a Go duration (time.ParseDuration, 0 or more, at most
 //     [MaxRetention]): how long the writer keeps covered objects for
 //     point-in-time restore, so that a compaction run by anyone else keeps

@@ -18,11 +18,11 @@ func TestClaimAboveNewestSession(t *testing.T) {
 		}
 		sessions := func(a frames.Actor, logs, snapshots []uint64) {
 			for _, s := range logs {
-				putTiny(t, b, a.LogKey(s, 10*s))
-				putTiny(t, b, a.LogKey(s, 10*s+1))
+				putTiny(t, b, a.LogKey(s, frames.Seq(10*s)))
+				putTiny(t, b, a.LogKey(s, frames.Seq(10*s+1)))
 			}
 			for _, s := range snapshots {
-				putTiny(t, b, a.SnapshotKey(s, 10*s))
+				putTiny(t, b, a.SnapshotKey(s, frames.Seq(10*s)))
 			}
 		}
 		for i, c := range []struct {

@@ -30,7 +30,7 @@ type Record struct {
 	Address string
 	// Seq, on a released record, is the last sequence number of the
 	// actor's history at the release (0: unknown).
-	Seq uint64
+	Seq frames.Seq
 	// Retention is the writer's retention window (see the format in the
 	// package documentation).
 	Retention time.Duration
@@ -41,11 +41,11 @@ func (r Record) Released() bool { return r.Node == "" }
 
 // recordJSON is the record as stored.
 type recordJSON struct {
-	Epoch     uint64 `json:"epoch"`
-	Node      string `json:"node"`
-	Address   string `json:"address"`
-	Seq       uint64 `json:"seq,omitempty"`
-	Retention string `json:"retention,omitempty"`
+	Epoch     uint64     `json:"epoch"`
+	Node      string     `json:"node"`
+	Address   string     `json:"address"`
+	Seq       frames.Seq `json:"seq,omitempty"`
+	Retention string     `json:"retention,omitempty"`
 }
 
 // MarshalJSON encodes the record as own.json holds it (Marshal), so that
@@ -122,9 +122,11 @@ func ParseRecord(key string, data []byte) (Record, error) {
 	}
 	r := Record{Epoch: epoch, Node: *raw.Node, Address: *raw.Address}
 	if raw.Seq != nil {
-		if r.Seq, err = parseCount(raw.Seq); err != nil {
+		seq, err := parseCount(raw.Seq)
+		if err != nil {
 			return fail("seq " + err.Error())
 		}
+		r.Seq = frames.Seq(seq)
 		if r.Node != "" {
 			return fail("seq belongs on a released record only")
 		}

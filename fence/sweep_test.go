@@ -80,11 +80,11 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 			return o
 		}
 		// Actor 1: batches, own.json, snapshots (own.json sorts between).
-		for f := uint64(1); f <= 5; f++ {
+		for f := frames.Seq(1); f <= 5; f++ {
 			putTiny(t, b, sweepActor(1).LogKey(1, f))
 		}
 		claim(holder1, sweepActor(1))
-		for f := uint64(1); f <= 3; f++ {
+		for f := frames.Seq(1); f <= 3; f++ {
 			putTiny(t, b, sweepActor(1).SnapshotKey(1, f))
 		}
 		// Actor 2 released, actor 3 has batches and no own.json, actor 4
@@ -92,7 +92,7 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 		if err := released.Release(ctx, claim(released, sweepActor(2)), 0); err != nil {
 			t.Fatal(err)
 		}
-		for f := uint64(1); f <= 4; f++ {
+		for f := frames.Seq(1); f <= 4; f++ {
 			putTiny(t, b, sweepActor(3).LogKey(2, f))
 		}
 		claim(holder2, sweepActor(4))

@@ -16,8 +16,8 @@ import (
 // documentation (doc.go).
 type BatchHeader struct {
 	Epoch      uint64
-	FirstSeq   uint64
-	LastSeq    uint64
+	FirstSeq   Seq
+	LastSeq    Seq
 	FrameCount uint32 // frame messages, parts counted one by one
 }
 
@@ -145,8 +145,8 @@ func writeBatchHeader(w io.Writer, h BatchHeader) error {
 	}
 	bh.SetVersion(wire.FormatVersion)
 	bh.SetEpoch(h.Epoch)
-	bh.SetFirstSeq(h.FirstSeq)
-	bh.SetLastSeq(h.LastSeq)
+	bh.SetFirstSeq(uint64(h.FirstSeq))
+	bh.SetLastSeq(uint64(h.LastSeq))
 	bh.SetFrameCount(h.FrameCount)
 	return writeMessage(w, msg)
 }
@@ -167,8 +167,8 @@ func writeFrame(w io.Writer, f *Frame, pages []Page, continued bool) error {
 		return err
 	}
 	fr.SetEpoch(f.Epoch)
-	fr.SetFirstSeq(f.FirstSeq)
-	fr.SetLastSeq(f.LastSeq)
+	fr.SetFirstSeq(uint64(f.FirstSeq))
+	fr.SetLastSeq(uint64(f.LastSeq))
 	fr.SetLane(f.Lane)
 	fr.SetCommitTime(f.CommitTime)
 	switch f.Kind {
@@ -259,8 +259,8 @@ func (b *BatchReader) checkKey() error {
 	if k.Kind != KeyLog {
 		return invalid("key names a " + k.Kind.String() + " object, not a batch")
 	}
-	if k.Session != b.hdr.Epoch || k.Frame != b.hdr.LastSeq {
-		return &KeyMismatchError{Key: k, Epoch: b.hdr.Epoch, First: b.hdr.FirstSeq, Last: b.hdr.LastSeq}
+	if k.Epoch != b.hdr.Epoch || k.Seq != b.hdr.LastSeq {
+		return &KeyMismatchError{Key: k, Epoch: b.hdr.Epoch, FirstSeq: b.hdr.FirstSeq, LastSeq: b.hdr.LastSeq}
 	}
 	return nil
 }
@@ -333,7 +333,7 @@ func (b *BatchReader) next() (*Frame, error) {
 		return nil, err
 	}
 	if f.LastSeq > b.hdr.LastSeq {
-		return nil, corrupt(fmt.Sprintf("frame %d..%d runs past the header's last frame %d", f.FirstSeq, f.LastSeq, b.hdr.LastSeq))
+		return nil, corrupt(fmt.Sprintf("frame %d..%d runs past the header's last seq %d", f.FirstSeq, f.LastSeq, b.hdr.LastSeq))
 	}
 	b.read++
 	b.prev = f
@@ -377,7 +377,7 @@ func decodeBatchHeader(msg *capnp.Message) (BatchHeader, error) {
 	if v := bh.Version(); v != wire.FormatVersion {
 		return BatchHeader{}, unknownKind(fmt.Sprintf("format version %d (this build reads %d)", v, wire.FormatVersion))
 	}
-	h := BatchHeader{Epoch: bh.Epoch(), FirstSeq: bh.FirstSeq(), LastSeq: bh.LastSeq(), FrameCount: bh.FrameCount()}
+	h := BatchHeader{Epoch: bh.Epoch(), FirstSeq: Seq(bh.FirstSeq()), LastSeq: Seq(bh.LastSeq()), FrameCount: bh.FrameCount()}
 	switch {
 	case h.FrameCount == 0:
 		return BatchHeader{}, corrupt("header counts no frames")
@@ -393,7 +393,7 @@ func decodeFrame(msg *capnp.Message, size uint64) (*Frame, error) {
 	if err != nil {
 		return nil, corruptCause("frame", err)
 	}
-	f := &Frame{Epoch: fr.Epoch(), FirstSeq: fr.FirstSeq(), LastSeq: fr.LastSeq(), Lane: fr.Lane(), CommitTime: fr.CommitTime()}
+	f := &Frame{Epoch: fr.Epoch(), FirstSeq: Seq(fr.FirstSeq()), LastSeq: Seq(fr.LastSeq()), Lane: fr.Lane(), CommitTime: fr.CommitTime()}
 	switch fr.Which() {
 	case wire.Frame_Which_sqlitePages:
 		f.Kind = KindSQLitePages

@@ -64,8 +64,8 @@ func TestBatchKeyMustMatchHeader(t *testing.T) {
 		case k.Kind != KeyLog:
 		case !errors.As(err, &mm) || !errors.Is(err, ErrCorrupt):
 			t.Fatalf("key %s: %v is not a *KeyMismatchError matching ErrCorrupt", key, err)
-		case mm.Key != k || mm.Epoch != 9 || mm.First != frames[0].FirstSeq || mm.Last != last:
-			t.Fatalf("key %s: %+v, want the header epoch 9, frames %d..%d", key, mm, frames[0].FirstSeq, last)
+		case mm.Key != k || mm.Epoch != 9 || mm.FirstSeq != frames[0].FirstSeq || mm.LastSeq != last:
+			t.Fatalf("key %s: %+v, want the header epoch 9, seq %d..%d", key, mm, frames[0].FirstSeq, last)
 		}
 	}
 }

@@ -3,13 +3,55 @@ package frames
 import (
 	"encoding/binary"
 	"io"
+	"strconv"
 
 	"github.com/cespare/xxhash/v2"
 )
 
 // Checksum is a rolling database checksum, defined under "Rolling checksum"
-// in the package documentation (doc.go).
+// in the package documentation (doc.go). In text (String, MarshalText, and
+// so JSON) it is 16 lowercase hex digits.
 type Checksum uint64
+
+// String returns c as 16 lowercase hex digits.
+func (c Checksum) String() string { return string(c.appendHex(nil)) }
+
+func (c Checksum) appendHex(dst []byte) []byte {
+	for shift := 60; shift >= 0; shift -= 4 {
+		dst = append(dst, hexDigits[c>>shift&15])
+	}
+	return dst
+}
+
+// ParseChecksum parses what String returns: exactly 16 lowercase hex
+// digits.
+func ParseChecksum(s string) (Checksum, error) {
+	if len(s) != 16 {
+		return 0, &Error{Object: "checksum", Key: strconv.Quote(s), Err: invalid("not 16 hex digits")}
+	}
+	var c Checksum
+	for i := 0; i < len(s); i++ {
+		d := hexValue(s[i])
+		if d == 255 {
+			return 0, &Error{Object: "checksum", Key: strconv.Quote(s), Err: invalid("not lowercase hex")}
+		}
+		c = c<<4 | Checksum(d)
+	}
+	return c, nil
+}
+
+// MarshalText returns c as String does.
+func (c Checksum) MarshalText() ([]byte, error) { return c.appendHex(make([]byte, 0, 16)), nil }
+
+// UnmarshalText parses what MarshalText returns (ParseChecksum).
+func (c *Checksum) UnmarshalText(text []byte) error {
+	v, err := ParseChecksum(string(text))
+	if err != nil {
+		return err
+	}
+	*c = v
+	return nil
+}
 
 // PageHash returns h(pgno, page).
 func PageHash(pgno uint32, page []byte) uint64 {

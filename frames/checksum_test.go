@@ -3,7 +3,9 @@ package frames
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -71,7 +73,7 @@ func TestChecksumIncrementalMatchesFull(t *testing.T) {
 			t.Fatal(n, err)
 		}
 		if full != sum {
-			t.Fatalf("step %d: rolling %016x, full %016x", step, uint64(sum), uint64(full))
+			t.Fatalf("step %d: rolling %s, full %s", step, sum, full)
 		}
 	}
 	// And the empty database is 0.
@@ -99,5 +101,50 @@ func TestDatabaseChecksumRejectsPartialPage(t *testing.T) {
 	}
 	if _, _, err := DatabaseChecksum(bytes.NewReader(nil), 1000); !errors.Is(err, ErrInvalid) {
 		t.Fatal(err)
+	}
+}
+
+func TestChecksumText(t *testing.T) {
+	for c, want := range map[Checksum]string{
+		0:                  "0000000000000000",
+		0x1122334455667788: "1122334455667788",
+		0xabcdef:           "0000000000abcdef",
+		math.MaxUint64:     "ffffffffffffffff",
+	} {
+		if c.String() != want {
+			t.Errorf("Checksum(%#x).String() = %q, want %q", uint64(c), c.String(), want)
+		}
+		if b, _ := c.MarshalText(); string(b) != want {
+			t.Errorf("Checksum(%#x).MarshalText() = %q, want %q", uint64(c), b, want)
+		}
+		if b, err := json.Marshal(c); err != nil || string(b) != `"`+want+`"` {
+			t.Errorf("json.Marshal(Checksum(%#x)) = %s, %v", uint64(c), b, err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(6, 6))
+	for range 1000 {
+		c := Checksum(rng.Uint64())
+		got, err := ParseChecksum(c.String())
+		if err != nil || got != c {
+			t.Fatalf("ParseChecksum(%q) = %s, %v", c.String(), got, err)
+		}
+		var u Checksum
+		if err := json.Unmarshal([]byte(`"`+c.String()+`"`), &u); err != nil || u != c {
+			t.Fatalf("json.Unmarshal(%q) = %s, %v", c.String(), u, err)
+		}
+	}
+	for _, s := range []string{"", "0", "112233445566778", "11223344556677880", "1122334455667788 ",
+		"112233445566778G", "11223344556677AB", "0x11223344556677", "-122334455667788", "+122334455667788"} {
+		got, err := ParseChecksum(s)
+		var fe *Error
+		if err == nil {
+			t.Errorf("ParseChecksum(%q) = %s, want an error", s, got)
+		} else if !errors.Is(err, ErrInvalid) || !errors.As(err, &fe) {
+			t.Errorf("ParseChecksum(%q): %v is not an *Error matching ErrInvalid", s, err)
+		}
+		u := Checksum(42)
+		if err := u.UnmarshalText([]byte(s)); err == nil || u != 42 {
+			t.Errorf("UnmarshalText(%q) = %s, %v: want an error and the value unchanged", s, u, err)
+		}
 	}
 }

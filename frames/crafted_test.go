@@ -47,8 +47,8 @@ func headerMsg(t testing.TB, h BatchHeader, version uint16) []byte {
 	bh, _ := wire.NewRootBatchHeader(seg)
 	bh.SetVersion(version)
 	bh.SetEpoch(h.Epoch)
-	bh.SetFirstSeq(h.FirstSeq)
-	bh.SetLastSeq(h.LastSeq)
+	bh.SetFirstSeq(uint64(h.FirstSeq))
+	bh.SetLastSeq(uint64(h.LastSeq))
 	bh.SetFrameCount(h.FrameCount)
 	return marshal(t, msg)
 }
@@ -170,10 +170,10 @@ func TestUnknownFormatVersionRejected(t *testing.T) {
 
 // Frames that are well formed one by one but do not make a valid batch.
 func TestBatchStructureEnforced(t *testing.T) {
-	init := func(first, last uint64) Frame {
+	init := func(first, last Seq) Frame {
 		return Frame{Epoch: 1, FirstSeq: first, LastSeq: last, Kind: KindInitialize}
 	}
-	pages := func(first uint64, continued bool, numbers ...uint32) Frame {
+	pages := func(first Seq, continued bool, numbers ...uint32) Frame {
 		f := Frame{Epoch: 1, FirstSeq: first, LastSeq: first, Kind: KindSQLitePages}
 		f.SQLite = SQLitePages{PageSize: 512, DatabasePages: 10, Continued: continued}
 		for _, n := range numbers {
@@ -181,7 +181,7 @@ func TestBatchStructureEnforced(t *testing.T) {
 		}
 		return f
 	}
-	hdr := func(first, last uint64, count uint32) []byte {
+	hdr := func(first, last Seq, count uint32) []byte {
 		return headerMsg(t, BatchHeader{Epoch: 1, FirstSeq: first, LastSeq: last, FrameCount: count}, wire.FormatVersion)
 	}
 	wrongEpoch := init(1, 1)

@@ -34,16 +34,17 @@
 //
 // # Object keys
 //
-//	do/<namespace>/<actor>/own.json                    ownership record
-//	do/<namespace>/<actor>/log/<session>/<end frame>   a batch file
-//	do/<namespace>/<actor>/snapshot/<session>/<frame>  a snapshot file
-//	nodes/<node>.json                                  a node's lease
+//	do/<namespace>/<actor>/own.json                   ownership record
+//	do/<namespace>/<actor>/log/<epoch>/<last seq>     a batch file
+//	do/<namespace>/<actor>/snapshot/<epoch>/<seq>     a snapshot file
+//	nodes/<node>.json                                 a node's lease
 //
 // <namespace> is [NamespaceID](tenant, namespace): 22 characters of unpadded
 // base64url. <actor> is the lowercase hex of the actor's ID bytes
-// ([ActorKey], 1 to [MaxActorIDBytes] bytes). <session> is the ownership
-// epoch that wrote the object, <end frame> the last sequence number in the
-// batch, <frame> the sequence number the snapshot covers through. <node> is
+// ([ActorKey], 1 to [MaxActorIDBytes] bytes). <epoch> is the ownership
+// epoch that wrote the object (the objects of one epoch are its session),
+// <last seq> the last sequence number ([Seq]) in the batch, <seq> the
+// sequence number the snapshot covers through. <node> is
 // 1 to [MaxNodeIDLen] characters of [a-z0-9-] not starting with '-'
 // ([ValidNodeID]). [Actor.OwnKey], [Actor.LogKey], [Actor.SnapshotKey] and
 // [NodeKey] build keys; [ParseKey] parses them. The contents of own.json and
@@ -67,14 +68,15 @@
 // The length digit makes every shorter number sort before every longer one,
 // so byte order equals numeric order and no encoding is a prefix of another.
 // Descending, desc(n) ([Desc]) replaces every character c of asc(n) with
-// 15 - c, which reverses the order: sessions and snapshot frames are
-// descending, so a listing shows the newest first; batch end frames are
-// ascending, so a session's log lists in replay order. [ParseAsc] and
+// 15 - c, which reverses the order: epochs and snapshot sequence numbers
+// are descending, so a listing shows the newest first; batches' last
+// sequence numbers are ascending, so a session's log lists in replay
+// order. [ParseAsc] and
 // [ParseDesc] accept only what the encoders produce.
 //
 // # Batch files
 //
-// A batch file, log/<session>/<end frame>, is written by [WriteBatch] and
+// A batch file, log/<epoch>/<last seq>, is written by [WriteBatch] and
 // read by [NewBatchReader] or [ReadBatch]:
 //
 //	gzip file (Gzip file and seal) of:
@@ -96,7 +98,7 @@
 //     split into parts: consecutive messages repeating every field but the
 //     pages, all but the last marked continued, page numbers ascending across
 //     them;
-//   - the key agrees: <session> is the epoch, <end frame> is lastSeq
+//   - the key agrees: <epoch> is the epoch, <last seq> is lastSeq
 //     ([KeyMismatchError] otherwise).
 //
 // Bounds: [Limits].MaxMessageSize per message (checked before allocation),
@@ -106,7 +108,7 @@
 //
 // # Snapshot files
 //
-// A snapshot file, snapshot/<session>/<frame>, is written by
+// A snapshot file, snapshot/<epoch>/<seq>, is written by
 // [NewSnapshotWriter] and read by [NewSnapshotReader]:
 //
 //	gzip file (Gzip file and seal) of:
@@ -125,7 +127,7 @@
 //   - exactly byteLength bytes follow for each lane, then the gzip trailer,
 //     then nothing; each lane's bytes have the rolling checksum its entry
 //     declares (checked as the last page of the lane is read);
-//   - the key agrees: <session> is the epoch, <frame> is seq.
+//   - the key agrees: <epoch> is the epoch, <seq> is seq.
 //
 // Both directions stream: a snapshot of any size needs memory for one page
 // and the compressor's window, never the database.

@@ -84,18 +84,20 @@ func corruptCause(msg string, c error) error { return &problem{kind: ErrCorrupt,
 // its end without a key (NewBatchReader with key "").
 type KeyMismatchError struct {
 	Key Key // the key, parsed
-	// What the header says: the epoch, and the frames a batch covers
-	// (First..Last) or the frame a snapshot covers through (First = Last).
-	Epoch, First, Last uint64
+	// What the header says: the epoch, and the sequence numbers a batch
+	// covers (FirstSeq..LastSeq) or the one a snapshot covers through
+	// (FirstSeq = LastSeq).
+	Epoch             uint64
+	FirstSeq, LastSeq Seq
 }
 
 func (e *KeyMismatchError) Error() string {
 	if e.Key.Kind == KeySnapshot {
-		return fmt.Sprintf("corrupt header: it says epoch %d, frame %d, the key says session %d, frame %d",
-			e.Epoch, e.Last, e.Key.Session, e.Key.Frame)
+		return fmt.Sprintf("corrupt header: it says epoch %d, seq %d, the key says epoch %d, seq %d",
+			e.Epoch, e.LastSeq, e.Key.Epoch, e.Key.Seq)
 	}
-	return fmt.Sprintf("corrupt header: it says epoch %d, frames %d..%d, the key says session %d, end frame %d",
-		e.Epoch, e.First, e.Last, e.Key.Session, e.Key.Frame)
+	return fmt.Sprintf("corrupt header: it says epoch %d, seq %d..%d, the key says epoch %d, last seq %d",
+		e.Epoch, e.FirstSeq, e.LastSeq, e.Key.Epoch, e.Key.Seq)
 }
 
 func (e *KeyMismatchError) Unwrap() error { return ErrCorrupt }

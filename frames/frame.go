@@ -64,8 +64,8 @@ type SQLitePages struct {
 // field.
 type Frame struct {
 	Epoch      uint64
-	FirstSeq   uint64 // >= 1
-	LastSeq    uint64 // >= FirstSeq
+	FirstSeq   Seq // >= 1
+	LastSeq    Seq // >= FirstSeq
 	Lane       uint32
 	CommitTime int64 // Unix nanoseconds of the commit at LastSeq
 	Kind       Kind
@@ -77,8 +77,8 @@ func (f *Frame) String() string {
 	s := fmt.Sprintf("frame %d..%d epoch %d lane %d %s", f.FirstSeq, f.LastSeq, f.Epoch, f.Lane, f.Kind)
 	switch f.Kind {
 	case KindSQLitePages:
-		s += fmt.Sprintf(" pageSize %d pages %d/%d checksum %016x->%016x", f.SQLite.PageSize,
-			len(f.SQLite.Pages), f.SQLite.DatabasePages, uint64(f.SQLite.Before), uint64(f.SQLite.After))
+		s += fmt.Sprintf(" pageSize %d pages %d/%d checksum %s->%s", f.SQLite.PageSize,
+			len(f.SQLite.Pages), f.SQLite.DatabasePages, f.SQLite.Before, f.SQLite.After)
 		if f.SQLite.Continued {
 			s += " (continued)"
 		}

@@ -9,7 +9,7 @@ import (
 
 // sampleFrames builds a contiguous run of frames of every kind from a seed.
 // pageSize 512 keeps samples small enough for exhaustive damage tests.
-func sampleFrames(t testing.TB, seed uint64, epoch uint64, first uint64, n int, pageSize uint32) []Frame {
+func sampleFrames(t testing.TB, seed uint64, epoch uint64, first Seq, n int, pageSize uint32) []Frame {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var frames []Frame
@@ -18,7 +18,7 @@ func sampleFrames(t testing.TB, seed uint64, epoch uint64, first uint64, n int, 
 	dbPages := uint32(0)
 	for i := 0; i < n; i++ {
 		f := Frame{Epoch: epoch, FirstSeq: seq, Lane: 0, CommitTime: int64(1_700_000_000_000_000_000 + i)}
-		span := uint64(1 + rng.IntN(3))
+		span := Seq(1 + rng.IntN(3))
 		f.LastSeq = seq + span - 1
 		seq += span
 		switch i % 7 {

@@ -179,8 +179,8 @@ type KeyKind uint8
 
 const (
 	KeyOwn      KeyKind = iota + 1 // do/<ns>/<actor>/own.json
-	KeyLog                         // do/<ns>/<actor>/log/<session>/<end frame>
-	KeySnapshot                    // do/<ns>/<actor>/snapshot/<session>/<frame>
+	KeyLog                         // do/<ns>/<actor>/log/<epoch>/<last seq>
+	KeySnapshot                    // do/<ns>/<actor>/snapshot/<epoch>/<seq>
 	KeyNode                        // nodes/<node>.json
 )
 
@@ -204,8 +204,8 @@ type Key struct {
 	Kind      KeyKind
 	Namespace string // NamespaceID form
 	Actor     string // lowercase hex
-	Session   uint64 // KeyLog, KeySnapshot
-	Frame     uint64 // KeyLog: end frame; KeySnapshot: frame covered through
+	Epoch     uint64 // KeyLog, KeySnapshot: the epoch that wrote the object
+	Seq       Seq    // KeyLog: the batch's last sequence number; KeySnapshot: the one it covers through
 	Node      string // KeyNode
 }
 
@@ -230,24 +230,27 @@ func (a Actor) LogPrefix() string { return a.Prefix() + "log/" }
 // SnapshotPrefix returns the prefix of every snapshot of the actor.
 func (a Actor) SnapshotPrefix() string { return a.Prefix() + "snapshot/" }
 
-// LogSessionPrefix returns the prefix of one session's batches.
-func (a Actor) LogSessionPrefix(session uint64) string {
-	return string(appendDesc([]byte(a.LogPrefix()), session)) + "/"
+// LogSessionPrefix returns the prefix of the batches of one session: those
+// epoch wrote.
+func (a Actor) LogSessionPrefix(epoch uint64) string {
+	return string(appendDesc([]byte(a.LogPrefix()), epoch)) + "/"
 }
 
-// SnapshotSessionPrefix returns the prefix of one session's snapshots.
-func (a Actor) SnapshotSessionPrefix(session uint64) string {
-	return string(appendDesc([]byte(a.SnapshotPrefix()), session)) + "/"
+// SnapshotSessionPrefix returns the prefix of the snapshots of one session:
+// those epoch wrote.
+func (a Actor) SnapshotSessionPrefix(epoch uint64) string {
+	return string(appendDesc([]byte(a.SnapshotPrefix()), epoch)) + "/"
 }
 
-// LogKey returns the key of the batch of session that ends at frame end.
-func (a Actor) LogKey(session, end uint64) string {
-	return string(appendAsc([]byte(a.LogSessionPrefix(session)), end))
+// LogKey returns the key of epoch's batch whose last sequence number is
+// last.
+func (a Actor) LogKey(epoch uint64, last Seq) string {
+	return string(appendAsc([]byte(a.LogSessionPrefix(epoch)), uint64(last)))
 }
 
-// SnapshotKey returns the key of session's snapshot through frame.
-func (a Actor) SnapshotKey(session, frame uint64) string {
-	return string(appendDesc([]byte(a.SnapshotSessionPrefix(session)), frame))
+// SnapshotKey returns the key of epoch's snapshot through seq.
+func (a Actor) SnapshotKey(epoch uint64, seq Seq) string {
+	return string(appendDesc([]byte(a.SnapshotSessionPrefix(epoch)), uint64(seq)))
 }
 
 // NodesPrefix is the prefix of every node lease.
@@ -263,9 +266,9 @@ func (k Key) String() string {
 	case KeyOwn:
 		return a.OwnKey()
 	case KeyLog:
-		return a.LogKey(k.Session, k.Frame)
+		return a.LogKey(k.Epoch, k.Seq)
 	case KeySnapshot:
-		return a.SnapshotKey(k.Session, k.Frame)
+		return a.SnapshotKey(k.Epoch, k.Seq)
 	case KeyNode:
 		return NodeKey(k.Node)
 	}
@@ -304,19 +307,21 @@ func ParseKey(s string) (Key, error) {
 		return k, nil
 	case len(parts) == 6 && (parts[3] == "log" || parts[3] == "snapshot"):
 		var err error
-		if k.Session, err = ParseDesc(parts[4]); err != nil {
-			return fail("bad session number")
+		if k.Epoch, err = ParseDesc(parts[4]); err != nil {
+			return fail("bad epoch number")
 		}
+		var seq uint64
 		if parts[3] == "log" {
 			k.Kind = KeyLog
-			k.Frame, err = ParseAsc(parts[5])
+			seq, err = ParseAsc(parts[5])
 		} else {
 			k.Kind = KeySnapshot
-			k.Frame, err = ParseDesc(parts[5])
+			seq, err = ParseDesc(parts[5])
 		}
 		if err != nil {
-			return fail("bad frame number")
+			return fail("bad sequence number")
 		}
+		k.Seq = Seq(seq)
 		return k, nil
 	}
 	return fail("unknown object under the actor")

@@ -148,8 +148,8 @@ func TestKeyLayoutRoundTrip(t *testing.T) {
 		want Key
 	}{
 		{a.OwnKey(), Key{Kind: KeyOwn, Namespace: a.Namespace, Actor: a.Actor}},
-		{a.LogKey(3, 256), Key{Kind: KeyLog, Namespace: a.Namespace, Actor: a.Actor, Session: 3, Frame: 256}},
-		{a.SnapshotKey(math.MaxUint64, 0), Key{Kind: KeySnapshot, Namespace: a.Namespace, Actor: a.Actor, Session: math.MaxUint64}},
+		{a.LogKey(3, 256), Key{Kind: KeyLog, Namespace: a.Namespace, Actor: a.Actor, Epoch: 3, Seq: 256}},
+		{a.SnapshotKey(math.MaxUint64, 0), Key{Kind: KeySnapshot, Namespace: a.Namespace, Actor: a.Actor, Epoch: math.MaxUint64}},
 		{NodeKey("n0-1f"), Key{Kind: KeyNode, Node: "n0-1f"}},
 	} {
 		got, err := ParseKey(c.key)
@@ -190,8 +190,8 @@ func TestMalformedKeysRejected(t *testing.T) {
 		strings.Replace(a.OwnKey(), a.Namespace, a.Namespace[:21]+"=", 1),
 		a.Prefix() + "own.json/x", a.Prefix() + "own.jsonx", a.Prefix() + "other",
 		good + "/", good + "0", "x" + good, strings.Replace(good, "/log/", "/logs/", 1),
-		strings.Replace(good, "/fc/", "/03/", 1),   // session ascending instead of descending
-		strings.Replace(good, "/2100", "/dcff", 1), // frame descending instead of ascending
+		strings.Replace(good, "/fc/", "/03/", 1),   // epoch ascending instead of descending
+		strings.Replace(good, "/2100", "/dcff", 1), // last seq descending instead of ascending
 		a.Prefix() + "log/fc", a.Prefix() + "log/fc/2100/x",
 		a.SnapshotKey(1, 16) + "0",
 		"nodes/", "nodes/.json", "nodes/-a.json", "nodes/A.json", "nodes/a", "nodes/a.json/x", "nodes/a/b.json",

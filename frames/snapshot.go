@@ -12,8 +12,8 @@ import (
 // (doc.go).
 type Snapshot struct {
 	Epoch      uint64
-	Seq        uint64 // state after every frame through Seq; 0 = before the first
-	CommitTime int64  // Unix nanoseconds of frame Seq; 0 when Seq is 0
+	Seq        Seq   // state after every commit through Seq; 0 = before the first
+	CommitTime int64 // Unix nanoseconds of commit Seq; 0 when Seq is 0
 	Lanes      []SnapshotLane
 }
 
@@ -141,8 +141,8 @@ func (sw *SnapshotWriter) advance() {
 		if sw.lane >= 0 {
 			l := sw.hdr.Lanes[sw.lane]
 			if sw.hasher.sum != l.Checksum {
-				sw.err = sw.wrap(invalid(fmt.Sprintf("lane %d: bytes written have checksum %016x, header declares %016x",
-					l.Lane, uint64(sw.hasher.sum), uint64(l.Checksum))))
+				sw.err = sw.wrap(invalid(fmt.Sprintf("lane %d: bytes written have checksum %s, header declares %s",
+					l.Lane, sw.hasher.sum, l.Checksum)))
 				return
 			}
 		}
@@ -212,7 +212,7 @@ func writeSnapshotHeader(w io.Writer, s *Snapshot) error {
 	}
 	sh.SetVersion(wire.FormatVersion)
 	sh.SetEpoch(s.Epoch)
-	sh.SetSeq(s.Seq)
+	sh.SetSeq(uint64(s.Seq))
 	sh.SetCommitTime(s.CommitTime)
 	ll, err := sh.NewLanes(int32(len(s.Lanes)))
 	if err != nil {
@@ -267,7 +267,7 @@ func NewSnapshotReader(r io.Reader, key string, lim Limits) (*SnapshotReader, er
 	if v := sh.Version(); v != wire.FormatVersion {
 		return nil, sr.wrap(unknownKind(fmt.Sprintf("format version %d (this build reads %d)", v, wire.FormatVersion)))
 	}
-	sr.hdr = Snapshot{Epoch: sh.Epoch(), Seq: sh.Seq(), CommitTime: sh.CommitTime()}
+	sr.hdr = Snapshot{Epoch: sh.Epoch(), Seq: Seq(sh.Seq()), CommitTime: sh.CommitTime()}
 	ll, err := sh.Lanes()
 	if err != nil {
 		return nil, sr.wrap(corruptCause("snapshot lanes", err))
@@ -307,8 +307,8 @@ func (sr *SnapshotReader) checkKey() error {
 	if k.Kind != KeySnapshot {
 		return invalid("key names a " + k.Kind.String() + " object, not a snapshot")
 	}
-	if k.Session != sr.hdr.Epoch || k.Frame != sr.hdr.Seq {
-		return &KeyMismatchError{Key: k, Epoch: sr.hdr.Epoch, First: sr.hdr.Seq, Last: sr.hdr.Seq}
+	if k.Epoch != sr.hdr.Epoch || k.Seq != sr.hdr.Seq {
+		return &KeyMismatchError{Key: k, Epoch: sr.hdr.Epoch, FirstSeq: sr.hdr.Seq, LastSeq: sr.hdr.Seq}
 	}
 	return nil
 }
@@ -341,7 +341,7 @@ func (sr *SnapshotReader) NextLane() (SnapshotLane, io.Reader, error) {
 	sr.left = l.Bytes
 	sr.hasher = newLaneHasher(l.PageSize)
 	if sr.left == 0 && l.Checksum != 0 {
-		sr.err = sr.wrap(corrupt(fmt.Sprintf("lane %d is empty but declares checksum %016x", l.Lane, uint64(l.Checksum))))
+		sr.err = sr.wrap(corrupt(fmt.Sprintf("lane %d is empty but declares checksum %s", l.Lane, l.Checksum)))
 		return SnapshotLane{}, nil, sr.err
 	}
 	return l, laneReader{sr}, nil
@@ -367,7 +367,7 @@ func (lr laneReader) Read(p []byte) (int, error) {
 	if sr.left == 0 {
 		l := sr.hdr.Lanes[sr.lane]
 		if sr.hasher.sum != l.Checksum {
-			sr.err = sr.wrap(corrupt(fmt.Sprintf("lane %d: checksum %016x, header declares %016x", l.Lane, uint64(sr.hasher.sum), uint64(l.Checksum))))
+			sr.err = sr.wrap(corrupt(fmt.Sprintf("lane %d: checksum %s, header declares %s", l.Lane, sr.hasher.sum, l.Checksum)))
 			return n, sr.err
 		}
 		return n, nil

@@ -101,7 +101,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			// The key must agree with the header.
 			_, _, err = readSnapshot(data, a.SnapshotKey(7, 1235))
 			var mm *KeyMismatchError
-			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &mm) || mm.Epoch != 7 || mm.Last != 1234 || mm.Key.Frame != 1235 {
+			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &mm) || mm.Epoch != 7 || mm.LastSeq != 1234 || mm.Key.Seq != 1235 {
 				t.Fatalf("mismatched key: %v", err)
 			}
 		})

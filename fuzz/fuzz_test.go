@@ -187,7 +187,7 @@ func FuzzSnapshot(f *testing.F) {
 			}
 			c, _, err := frames.DatabaseChecksum(bytes.NewReader(lanes[i]), int(l.PageSize))
 			if err != nil || c != l.Checksum {
-				t.Fatalf("lane %d accepted with checksum %x, header says %x (%v)", l.Lane, c, l.Checksum, err)
+				t.Fatalf("lane %d accepted with checksum %s, header says %s (%v)", l.Lane, c, l.Checksum, err)
 			}
 		}
 	})
@@ -213,11 +213,28 @@ func FuzzParseKey(f *testing.F) {
 	})
 }
 
+// FuzzParseNumber: the number parsers accept only what their encoders
+// produce (keys' Asc and Desc, Seq's decimal, Checksum's hex).
 func FuzzParseNumber(f *testing.F) {
-	for _, s := range []string{"00", "0f", "110", "2100", "fffffffffffffffff", "ff", "ef", "", "0"} {
+	for _, s := range []string{"00", "0f", "110", "2100", "fffffffffffffffff", "ff", "ef", "", "0",
+		"18446744073709551615", "18446744073709551616", "007", "1122334455667788", "112233445566778G"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
+		if n, err := frames.ParseSeq(s); err == nil {
+			if n.String() != s {
+				t.Fatalf("ParseSeq(%q) = %d, which prints as %q", s, n, n.String())
+			}
+		} else if !errors.Is(err, frames.ErrInvalid) {
+			t.Fatalf("ParseSeq(%q): %v", s, err)
+		}
+		if c, err := frames.ParseChecksum(s); err == nil {
+			if c.String() != s {
+				t.Fatalf("ParseChecksum(%q) = %#x, which prints as %q", s, uint64(c), c.String())
+			}
+		} else if !errors.Is(err, frames.ErrInvalid) {
+			t.Fatalf("ParseChecksum(%q): %v", s, err)
+		}
 		if n, err := frames.ParseAsc(s); err == nil {
 			if frames.Asc(n) != s {
 				t.Fatalf("ParseAsc(%q) = %d, which encodes as %q", s, n, frames.Asc(n))

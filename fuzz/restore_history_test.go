@@ -38,15 +38,15 @@ type history struct {
 	actor frames.Actor
 	keys  []string          // every object of the actor, sorted
 	data  map[string][]byte // their bytes
-	// states is the digest of the database at every durable frame, and
-	// latest the newest frame. Every commit was made durable before the
-	// next, so each batch holds one frame and every frame boundary a
+	// states is the digest of the database at every durable sequence
+	// number, and latest the newest. Every commit was made durable before
+	// the next, so each batch holds one frame and every frame boundary a
 	// restore can stop at is a state recorded here.
-	states map[uint64][sha256.Size]byte
-	latest uint64
-	// sessionStart is the frame session 2 starts from: a frame target
-	// before it has no snapshot in the current session.
-	sessionStart uint64
+	states map[frames.Seq][sha256.Size]byte
+	latest frames.Seq
+	// sessionStart is the sequence number session 2 starts from: a seq
+	// target before it has no snapshot in the current session.
+	sessionStart frames.Seq
 }
 
 const (
@@ -71,7 +71,7 @@ func newHistory(tb testing.TB, dir string) *history {
 	h := &history{
 		actor:  frames.Actor{Namespace: frames.NamespaceID("", historyNamespace), Actor: frames.ActorKey(historyActorID)},
 		data:   map[string][]byte{},
-		states: map[uint64][sha256.Size]byte{},
+		states: map[frames.Seq][sha256.Size]byte{},
 	}
 	node, err := fence.Register(ctx, b, "127.0.0.1:1", fence.Options{})
 	if err != nil {
@@ -189,7 +189,7 @@ func (h *history) check(tb testing.TB, b bucket.Bucket, dir string) {
 		tb.Fatalf("the clean bucket holds %q (own.json %v), want %q and own.json", shape, inv.Own != nil, want)
 	}
 	for n := h.sessionStart; n <= h.latest+1; n++ {
-		target := restore.ToFrame(n)
+		target := restore.ToSeq(n)
 		if n == h.latest+1 {
 			target = restore.Latest()
 		}
@@ -202,15 +202,15 @@ func (h *history) check(tb testing.TB, b bucket.Bucket, dir string) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		wantFrame := min(n, h.latest)
-		if res.Frame != wantFrame || h.states[wantFrame] != sha256.Sum256(data) {
-			tb.Fatalf("restoring the clean bucket to %s reached frame %d, want %d with the state recorded then", target, res.Frame, wantFrame)
+		wantSeq := min(n, h.latest)
+		if res.Seq != wantSeq || h.states[wantSeq] != sha256.Sum256(data) {
+			tb.Fatalf("restoring the clean bucket to %s reached seq %d, want %d with the state recorded then", target, res.Seq, wantSeq)
 		}
 		os.Remove(dest)
 	}
 	rep, err := restore.Verify(ctx, b, h.actor, restore.VerifyOptions{ScratchDir: dir})
-	if err != nil || rep.Damaged() || rep.Frame != h.latest {
-		tb.Fatalf("verifying the clean bucket: frame %d, %v, %v", rep.Frame, rep.Problems, err)
+	if err != nil || rep.Damaged() || rep.Seq != h.latest {
+		tb.Fatalf("verifying the clean bucket: frame %d, %v, %v", rep.Seq, rep.Problems, err)
 	}
 	if !bytes.Contains(h.data[h.actor.OwnKey()], []byte(`"node":""`)) {
 		tb.Fatalf("own.json %s is not released", h.data[h.actor.OwnKey()])

@@ -28,7 +28,7 @@ import (
 //	                                       content XORed, the object
 //	                                       compressed and sealed again the
 //	                                       way the writer seals it
-//	target  frame                          restore to ToFrame(frame mod
+//	target  seq                            restore to ToSeq(seq mod
 //	                                       latest+2) instead of Latest
 //
 // An object is an index (mod their number) into the keys present, sorted;
@@ -57,10 +57,10 @@ type damaged struct {
 	// mutation changed: the seal cannot tell them from what the writer
 	// made, only the checks behind it can.
 	resealed map[string]bool
-	// target is ToFrame(frame) when toFrame is set, else Latest.
-	target  restore.Target
-	frame   uint64
-	toFrame bool
+	// target is ToSeq(seq) when toSeq is set, else Latest.
+	target restore.Target
+	seq    frames.Seq
+	toSeq  bool
 }
 
 // keyspace is every key a mutation may write: own.json, batch and snapshot
@@ -71,7 +71,7 @@ func (h *history) keyspace() []string {
 	a := h.actor
 	keys := []string{a.OwnKey(), a.LogSessionPrefix(2) + "stray", a.SnapshotSessionPrefix(2) + "stray"}
 	for s := uint64(1); s <= 3; s++ {
-		for n := uint64(0); n <= h.latest+1; n++ {
+		for n := frames.Seq(0); n <= h.latest+1; n++ {
 			keys = append(keys, a.LogKey(s, n), a.SnapshotKey(s, n))
 		}
 	}
@@ -188,8 +188,8 @@ func (h *history) mutate(t testing.TB, in []byte) damaged {
 			if !ok {
 				return d
 			}
-			d.frame, d.toFrame = uint64(n)%(h.latest+2), true
-			d.target = restore.ToFrame(d.frame)
+			d.seq, d.toSeq = frames.Seq(n)%(h.latest+2), true
+			d.target = restore.ToSeq(d.seq)
 		}
 	}
 	return d
@@ -258,13 +258,14 @@ func (d *damaged) visiblyDamaged(h *history) []string {
 	return keys
 }
 
-// past returns an object of session in the bucket at a frame after from
-// and at or before to: a batch ending there or a snapshot taken there.
-func (d *damaged) past(session, from, to uint64) (string, bool) {
+// past returns an object of epoch's session in the bucket at a sequence
+// number after from and at or before to: a batch ending there or a
+// snapshot taken there.
+func (d *damaged) past(epoch uint64, from, to frames.Seq) (string, bool) {
 	for _, k := range slices.Sorted(maps.Keys(d.objects)) {
 		pk, err := frames.ParseKey(k)
-		if err == nil && pk.Session == session && (pk.Kind == frames.KeyLog || pk.Kind == frames.KeySnapshot) &&
-			pk.Frame > from && pk.Frame <= to {
+		if err == nil && pk.Epoch == epoch && (pk.Kind == frames.KeyLog || pk.Kind == frames.KeySnapshot) &&
+			pk.Seq > from && pk.Seq <= to {
 			return k, true
 		}
 	}

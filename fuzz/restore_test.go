@@ -28,7 +28,7 @@ import (
 //     less than restoreAllocBound, whatever sizes the objects claim;
 //
 //   - a restore that succeeds returns exactly the clean database at the
-//     frame it reports (Result.Frame), never past the target, with the
+//     frame it reports (Result.Seq), never past the target, with the
 //     size and checksum it reports; the clean states all pass
 //     integrity_check (checked when the history is built), so the
 //     restored file does too;
@@ -122,15 +122,15 @@ var restoreSentinels = []error{
 	restore.ErrNoSnapshot, restore.ErrIntegrity, restore.ErrOwnMismatch, restore.ErrTargetOutOfRange, restore.ErrTailMissing,
 }
 
-// reachable is the frame a restore of the clean bucket to d's target
-// reaches, and whether it succeeds at all (a frame before session 2 has
-// no snapshot in the current session, and one past the latest is out of
-// range).
-func (h *history) reachable(d *damaged) (uint64, bool) {
-	if !d.toFrame {
+// reachable is the sequence number a restore of the clean bucket to d's
+// target reaches, and whether it succeeds at all (a seq before session 2
+// has no snapshot in the current session, and one past the latest is out
+// of range).
+func (h *history) reachable(d *damaged) (frames.Seq, bool) {
+	if !d.toSeq {
 		return h.latest, true
 	}
-	return min(d.frame, h.latest), d.frame >= h.sessionStart && d.frame <= h.latest
+	return min(d.seq, h.latest), d.seq >= h.sessionStart && d.seq <= h.latest
 }
 
 func (h *history) checkRestore(t *testing.T, d *damaged, res restore.Result, err error, dest string) {
@@ -156,25 +156,25 @@ func (h *history) checkRestore(t *testing.T, d *damaged, res restore.Result, err
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	if clean, ok := h.states[res.Frame]; !ok || sha256.Sum256(data) != clean {
-		t.Fatalf("restore to %s reports frame %d and returned a database that is not the clean state at that frame", d.target, res.Frame)
+	if clean, ok := h.states[res.Seq]; !ok || sha256.Sum256(data) != clean {
+		t.Fatalf("restore to %s reports seq %d and returned a database that is not the clean state at that seq", d.target, res.Seq)
 	}
 	sum, _, cerr := frames.DatabaseChecksum(bytes.NewReader(data), historyPageSize)
 	if int64(len(data)) != res.Bytes || cerr != nil || sum != res.Checksum {
-		t.Fatalf("restored %d bytes with checksum %016x (%v), the result says %d bytes, %016x",
-			len(data), uint64(sum), cerr, res.Bytes, uint64(res.Checksum))
+		t.Fatalf("restored %d bytes with checksum %s (%v), the result says %d bytes, %s",
+			len(data), sum, cerr, res.Bytes, res.Checksum)
 	}
 	switch {
-	case res.Frame > want:
-		t.Fatalf("restore to %s reached frame %d, past %d", d.target, res.Frame, want)
-	case res.Frame < want && (d.nothingLost(h) || d.recordsEnd(h)):
-		t.Fatalf("restore to %s returned the state at frame %d without an error, want frame %d", d.target, res.Frame, want)
-	case res.Frame < want:
+	case res.Seq > want:
+		t.Fatalf("restore to %s reached seq %d, past %d", d.target, res.Seq, want)
+	case res.Seq < want && (d.nothingLost(h) || d.recordsEnd(h)):
+		t.Fatalf("restore to %s returned the state at seq %d without an error, want seq %d", d.target, res.Seq, want)
+	case res.Seq < want:
 		// The tail is gone, or restore passed over an object it should
 		// have applied or failed on.
-		if k, ok := d.past(res.Session, res.Frame, want); ok {
-			t.Fatalf("restore to %s stopped at frame %d of session %d without an error, but %s is in the bucket",
-				d.target, res.Frame, res.Session, k)
+		if k, ok := d.past(res.Epoch, res.Seq, want); ok {
+			t.Fatalf("restore to %s stopped at seq %d of session %d without an error, but %s is in the bucket",
+				d.target, res.Seq, res.Epoch, k)
 		}
 	}
 }
@@ -187,10 +187,10 @@ func (h *history) checkVerify(t *testing.T, d *damaged, rep restore.Report, err,
 	if rep.Damaged() != (rep.Err() != nil) || rep.Err() != nil && !errors.Is(rep.Err(), restore.ErrDamage) {
 		t.Fatalf("Report.Err is %v, Damaged %v", rep.Err(), rep.Damaged())
 	}
-	if d.intact(h) && (rep.Damaged() || rep.Frame != h.latest) {
-		t.Fatalf("the clean bucket verifies to frame %d with %v", rep.Frame, rep.Problems)
+	if d.intact(h) && (rep.Damaged() || rep.Seq != h.latest) {
+		t.Fatalf("the clean bucket verifies to frame %d with %v", rep.Seq, rep.Problems)
 	}
-	if restoreErr != nil && !d.toFrame && !rep.Damaged() {
+	if restoreErr != nil && !d.toSeq && !rep.Damaged() {
 		t.Fatalf("restore failed (%v), verification found no damage: %v", restoreErr, rep.Problems)
 	}
 	named := map[string]bool{}

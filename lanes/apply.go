@@ -167,8 +167,8 @@ func (s *Set) applyFirstPart(f *frames.Frame, overlap bool) (changed bool, err e
 		return false, corrupt("page size %d, lane %d has %d", p.PageSize, f.Lane, l.t.pageSize)
 	}
 	if !overlap && p.Before != l.t.sum {
-		return false, checksumError("lane %d: checksum before is %016x, the lane's is %016x (the chain is broken)",
-			f.Lane, uint64(p.Before), uint64(l.t.sum))
+		return false, checksumError("lane %d: checksum before is %s, the lane's is %s (the chain is broken)",
+			f.Lane, p.Before, l.t.sum)
 	}
 	unwritten, err := s.checkGrowth(f, l, 0, 0)
 	if err != nil {
@@ -257,8 +257,8 @@ func (s *Set) writePart(f *frames.Frame, l *laneFile, prev, unwritten uint32) er
 	s.stats.PagesWritten += uint64(len(p.Pages))
 	s.stats.UnwrittenPages += uint64(unwritten - prev)
 	if !p.Continued && l.t.sum != p.After {
-		return checksumError("lane %d: checksum after is %016x, the lane's is %016x once applied",
-			f.Lane, uint64(p.After), uint64(l.t.sum))
+		return checksumError("lane %d: checksum after is %s, the lane's is %s once applied",
+			f.Lane, p.After, l.t.sum)
 	}
 	return nil
 }

@@ -12,13 +12,13 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-func initialize(seq uint64, lane uint32) frames.Frame {
+func initialize(seq frames.Seq, lane uint32) frames.Frame {
 	return frames.Frame{Epoch: 1, FirstSeq: seq, LastSeq: seq, Lane: lane, Kind: frames.KindInitialize}
 }
 
 // pagesFrame builds a sqlitePages frame from before's state: it writes
 // pages (number -> fill byte) and sets the size.
-func pagesFrame(seq uint64, lane uint32, m *modelLane, pageSize, size uint32, writes map[uint32]byte) frames.Frame {
+func pagesFrame(seq frames.Seq, lane uint32, m *modelLane, pageSize, size uint32, writes map[uint32]byte) frames.Frame {
 	f := frames.Frame{Epoch: 1, FirstSeq: seq, LastSeq: seq, Lane: lane, CommitTime: int64(seq) * 10, Kind: frames.KindSQLitePages}
 	p := &f.SQLite
 	p.PageSize, p.DatabasePages, p.Before = pageSize, size, m.checksum()
@@ -51,7 +51,7 @@ func TestGap(t *testing.T) {
 	if !errors.As(err, &gap) || gap.From != 2 || gap.To != 3 {
 		t.Fatalf("gap %+v, want 2..3", gap)
 	}
-	if !strings.Contains(err.Error(), "frames 2..3 are missing") || !strings.Contains(err.Error(), "frame 4..4") {
+	if !strings.Contains(err.Error(), "sequence numbers 2..3 are missing") || !strings.Contains(err.Error(), "frame 4..4") {
 		t.Fatalf("error %q does not name the missing range and the frame", err)
 	}
 	// Nothing changed: the missing frames still apply.
@@ -60,7 +60,7 @@ func TestGap(t *testing.T) {
 
 	f6 := initialize(6, 0)
 	err = s.Apply(&f6)
-	if !errors.As(err, &gap) || gap.From != 5 || gap.To != 5 || !strings.Contains(err.Error(), "frame 5 is missing") {
+	if !errors.As(err, &gap) || gap.From != 5 || gap.To != 5 || !strings.Contains(err.Error(), "sequence number 5 is missing") {
 		t.Fatalf("error %v, want frame 5 missing", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestChainBreak(t *testing.T) {
 	bad.SQLite.Before ^= 0xff
 	err := s.Apply(&bad)
 	wantErr(t, err, ErrChecksum)
-	for _, want := range []string{fmt.Sprintf("%016x", uint64(bad.SQLite.Before)), fmt.Sprintf("%016x", uint64(f3.SQLite.Before)), "frame 3..3", "chain"} {
+	for _, want := range []string{bad.SQLite.Before.String(), f3.SQLite.Before.String(), "frame 3..3", "chain"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %q does not mention %q", err, want)
 		}
@@ -120,7 +120,7 @@ func TestWrongAfter(t *testing.T) {
 				}
 			}
 			wantErr(t, err, ErrChecksum)
-			if !strings.Contains(err.Error(), fmt.Sprintf("%016x", uint64(f2.SQLite.After))) {
+			if !strings.Contains(err.Error(), f2.SQLite.After.String()) {
 				t.Fatalf("error %q does not name the checksum after", err)
 			}
 			// The pages are written: the Set no longer describes any sequence.
@@ -211,7 +211,7 @@ func TestLaneRules(t *testing.T) {
 func TestMaxLanes(t *testing.T) {
 	s := newTestSet(t)
 	for i := uint32(0); i < MaxLanes; i++ {
-		mustApply(t, s, initialize(uint64(i)+1, i))
+		mustApply(t, s, initialize(frames.Seq(i)+1, i))
 	}
 	wantErr(t, s.Apply(&frames.Frame{FirstSeq: MaxLanes + 1, LastSeq: MaxLanes + 1, Lane: MaxLanes, Kind: frames.KindNewLane, NewLane: frames.LaneSQLitePages}), ErrCorrupt)
 }

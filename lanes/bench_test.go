@@ -73,7 +73,7 @@ func BenchmarkApply(b *testing.B) {
 				// From now on version 0 applies over version 1.
 				versions[0].SQLite.Before = versions[1].SQLite.After
 
-				seq := uint64(4)
+				seq := frames.Seq(4)
 				b.SetBytes(1 << 20)
 				b.ReportAllocs()
 				for b.Loop() {

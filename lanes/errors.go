@@ -13,7 +13,7 @@ import (
 var (
 	// ErrGap: a frame starts past the next sequence number; the frames in
 	// between are missing. The error is a *GapError naming them.
-	ErrGap = errors.New("gap in the frame sequence")
+	ErrGap = errors.New("gap in the sequence numbers")
 	// ErrChecksum: a frame's checksum before does not match the lane (the
 	// chain is broken), its checksum after does not match the lane once
 	// applied, or a lane file does not hold what the Set tracked.
@@ -32,14 +32,14 @@ var (
 
 // GapError names the sequence numbers missing before a frame.
 type GapError struct {
-	From, To uint64 // missing range, inclusive
+	From, To frames.Seq // missing range, inclusive
 }
 
 func (e *GapError) Error() string {
 	if e.From == e.To {
-		return fmt.Sprintf("frame %d is missing", e.From)
+		return fmt.Sprintf("sequence number %d is missing", e.From)
 	}
-	return fmt.Sprintf("frames %d..%d are missing", e.From, e.To)
+	return fmt.Sprintf("sequence numbers %d..%d are missing", e.From, e.To)
 }
 
 // Is makes a *GapError match ErrGap.
@@ -48,10 +48,10 @@ func (e *GapError) Is(target error) bool { return target == ErrGap }
 // Error is a failure of one operation on a Set, with the object and the
 // frame it concerns.
 type Error struct {
-	Op       string // "open", "apply", "replay", "load snapshot", "write snapshot", "verify", "sync", "close", "track"
-	Key      string // the batch or snapshot object, when known
-	FirstSeq uint64 // the frame concerned; both 0 when the error is not about a frame
-	LastSeq  uint64
+	Op       string     // "open", "apply", "replay", "load snapshot", "write snapshot", "verify", "sync", "close", "track"
+	Key      string     // the batch or snapshot object, when known
+	FirstSeq frames.Seq // the frame concerned; both 0 when the error is not about a frame
+	LastSeq  frames.Seq
 	Err      error
 }
 

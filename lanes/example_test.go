@@ -49,6 +49,6 @@ func Example() {
 	fmt.Println(set.VerifyFiles(context.Background()))
 	// Output:
 	// seq 4 pages 2 bytes 8192 checksum ok true
-	// lanes: apply: frame 7..7: frames 5..6 are missing
+	// lanes: apply: frame 7..7: sequence numbers 5..6 are missing
 	// <nil>
 }

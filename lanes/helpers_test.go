@@ -62,7 +62,7 @@ func (m *modelLane) write(pgno uint32, page []byte) {
 // model is the reference for a Set.
 type model struct {
 	lanes map[uint32]*modelLane
-	seq   uint64
+	seq   frames.Seq
 	time  int64
 }
 
@@ -103,7 +103,7 @@ func newGen(seed uint64) *gen {
 
 func (g *gen) header(lane uint32, kind frames.Kind) frames.Frame {
 	first := g.m.seq + 1
-	last := first + uint64(g.rng.IntN(g.span))
+	last := first + frames.Seq(g.rng.IntN(g.span))
 	g.m.seq = last
 	g.m.time += 1 + int64(g.rng.IntN(1000))
 	return frames.Frame{Epoch: 7, FirstSeq: first, LastSeq: last, Lane: lane, CommitTime: g.m.time, Kind: kind}
@@ -256,7 +256,7 @@ func checkSet(t testing.TB, s *Set, m *model) {
 			t.Fatalf("lane %d: %d pages of %d, model %d of %d", l.Number, l.Pages, l.PageSize, ml.pages(), ml.pageSize)
 		}
 		if want := ml.checksum(); l.Checksum != want {
-			t.Fatalf("lane %d: checksum %016x, model %016x", l.Number, uint64(l.Checksum), uint64(want))
+			t.Fatalf("lane %d: checksum %s, model %s", l.Number, l.Checksum, want)
 		}
 		data, err := os.ReadFile(l.Path)
 		if err != nil {

@@ -87,7 +87,7 @@ func (h *history) merged(a, b int) frames.Frame {
 		}
 	}
 	f := h.frames[b-1]
-	f.FirstSeq = uint64(a)
+	f.FirstSeq = frames.Seq(a)
 	f.SQLite.Before = h.states[a-1].checksum()
 	f.SQLite.Pages = nil
 	ps := int(end.pageSize)
@@ -113,14 +113,14 @@ func TestOverlap(t *testing.T) {
 			mustApply(t, s, h.frames[:k]...)
 			mf := h.merged(a, b)
 			mustApply(t, s, splitParts(mf, 1+g.rng.IntN(4))...)
-			want := &model{lanes: map[uint32]*modelLane{0: h.states[b]}, seq: uint64(b), time: h.frames[b-1].CommitTime}
+			want := &model{lanes: map[uint32]*modelLane{0: h.states[b]}, seq: frames.Seq(b), time: h.frames[b-1].CommitTime}
 			checkSet(t, s, want)
 			if overlapping := s.Stats().Overlapping; (k >= a) != (overlapping == 1) {
 				t.Fatalf("%d frames counted overlapping", overlapping)
 			}
 			mustApply(t, s, h.frames[b:]...)
 			last := len(h.frames)
-			want = &model{lanes: map[uint32]*modelLane{0: h.states[last]}, seq: uint64(last), time: h.frames[last-1].CommitTime}
+			want = &model{lanes: map[uint32]*modelLane{0: h.states[last]}, seq: frames.Seq(last), time: h.frames[last-1].CommitTime}
 			checkSet(t, s, want)
 		})
 	}

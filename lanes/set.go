@@ -53,7 +53,7 @@ type Stats struct {
 type Set struct {
 	dir        string
 	lanes      map[uint32]*laneFile
-	seq        uint64
+	seq        frames.Seq
 	commitTime int64
 	part       *partial // a continued frame whose last part has not come yet
 	stats      Stats
@@ -80,7 +80,7 @@ func (s *Set) Dir() string { return s.dir }
 
 // Seq returns the last sequence number applied: the Set holds the state
 // after every frame through Seq (0: before the first).
-func (s *Set) Seq() uint64 { return s.seq }
+func (s *Set) Seq() frames.Seq { return s.seq }
 
 // CommitTime returns the commit time of frame Seq (Unix nanoseconds), 0 at
 // Seq 0.

@@ -148,8 +148,8 @@ func loadLane(ctx context.Context, l *laneFile, r io.Reader, sl frames.SnapshotL
 	// The snapshot reader checked the bytes against the header; this checks
 	// that what the tracker saw is what the reader checked.
 	if uint64(l.t.Pages()) != sl.Pages() || l.t.sum != sl.Checksum {
-		return checksumError("read %d pages with checksum %016x, the header declares %d pages with %016x",
-			l.t.Pages(), uint64(l.t.sum), sl.Pages(), uint64(sl.Checksum))
+		return checksumError("read %d pages with checksum %s, the header declares %d pages with %s",
+			l.t.Pages(), l.t.sum, sl.Pages(), sl.Checksum)
 	}
 	return nil
 }

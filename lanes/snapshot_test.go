@@ -232,7 +232,7 @@ func TestWriteSnapshotSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	if tr.Checksum() != main.Checksum || tr.Pages() != main.Pages {
-		t.Fatalf("TrackFile: %d pages %016x, lane %d %016x", tr.Pages(), uint64(tr.Checksum()), main.Pages, uint64(main.Checksum))
+		t.Fatalf("TrackFile: %d pages %s, lane %d %s", tr.Pages(), tr.Checksum(), main.Pages, main.Checksum)
 	}
 	// The Set's own tracker is the same, and a copy.
 	st, ok := s.Tracker(MainLane)

@@ -43,8 +43,8 @@ func TestTracker(t *testing.T) {
 				m.write(pgno, page)
 			}
 			if tr.Pages() != m.pages() || tr.Checksum() != m.checksum() {
-				t.Fatalf("seed %d step %d: tracker %d pages %016x, model %d pages %016x",
-					seed, i, tr.Pages(), uint64(tr.Checksum()), m.pages(), uint64(m.checksum()))
+				t.Fatalf("seed %d step %d: tracker %d pages %s, model %d pages %s",
+					seed, i, tr.Pages(), tr.Checksum(), m.pages(), m.checksum())
 			}
 		}
 		got, err := TrackFile(t.Context(), bytes.NewReader(m.data), ps)
@@ -52,7 +52,7 @@ func TestTracker(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.Pages() != tr.Pages() || got.Checksum() != tr.Checksum() {
-			t.Fatalf("TrackFile: %d pages %016x, want %d %016x", got.Pages(), uint64(got.Checksum()), tr.Pages(), uint64(tr.Checksum()))
+			t.Fatalf("TrackFile: %d pages %s, want %d %s", got.Pages(), got.Checksum(), tr.Pages(), tr.Checksum())
 		}
 		// Both trackers continue alike: TrackFile filled the table too.
 		for pgno := uint32(1); pgno <= got.Pages(); pgno++ {
@@ -75,7 +75,7 @@ func TestTrackFileLarge(t *testing.T) {
 	}
 	want, n, err := frames.DatabaseChecksum(bytes.NewReader(data), 4096)
 	if err != nil || tr.Checksum() != want || tr.Pages() != n {
-		t.Fatalf("TrackFile %d pages %016x, want %d %016x (%v)", tr.Pages(), uint64(tr.Checksum()), n, uint64(want), err)
+		t.Fatalf("TrackFile %d pages %s, want %d %s (%v)", tr.Pages(), tr.Checksum(), n, want, err)
 	}
 }
 
@@ -116,7 +116,7 @@ func TestTrackerPageSize(t *testing.T) {
 	}
 	wantErr(t, tr.SetPageSize(2048), ErrCorrupt)
 	if err := tr.Resize(0); err != nil || tr.Checksum() != 0 {
-		t.Fatalf("empty tracker has checksum %016x (%v)", uint64(tr.Checksum()), err)
+		t.Fatalf("empty tracker has checksum %s (%v)", tr.Checksum(), err)
 	}
 	if err := tr.SetPageSize(2048); err != nil {
 		t.Fatal(err)
@@ -139,6 +139,6 @@ func TestTrackerShrink(t *testing.T) {
 	}
 	want, _, _ := frames.DatabaseChecksum(bytes.NewReader(make([]byte, 10*512)), 512)
 	if tr.Checksum() != want {
-		t.Fatal(fmt.Sprintf("checksum %016x, want %016x", uint64(tr.Checksum()), uint64(want)))
+		t.Fatal(fmt.Sprintf("checksum %s, want %s", tr.Checksum(), want))
 	}
 }

@@ -53,7 +53,7 @@ func scanLane(ctx context.Context, r io.ReaderAt, t *Tracker, buf []byte, emit f
 	pages := t.Pages()
 	if pages == 0 {
 		if t.sum != 0 {
-			return checksumError("empty lane has checksum %016x", uint64(t.sum))
+			return checksumError("empty lane has checksum %s", t.sum)
 		}
 		return nil
 	}
@@ -76,7 +76,8 @@ func scanLane(ctx context.Context, r io.ReaderAt, t *Tracker, buf []byte, emit f
 		for i := int64(0); i < n; i++ {
 			h := frames.PageHash(pgno, chunk[i*ps:(i+1)*ps])
 			if h != t.pageHash(pgno) {
-				return checksumError("page %d: hash %016x, tracked %016x", pgno, h, t.pageHash(pgno))
+				// A page's hash is printed as the checksum it adds.
+				return checksumError("page %d: hash %s, tracked %s", pgno, frames.Checksum(h), frames.Checksum(t.pageHash(pgno)))
 			}
 			sum ^= frames.Checksum(h)
 			pgno++
@@ -88,7 +89,7 @@ func scanLane(ctx context.Context, r io.ReaderAt, t *Tracker, buf []byte, emit f
 		}
 	}
 	if sum != t.sum {
-		return checksumError("pages hash to checksum %016x, the rolling checksum is %016x", uint64(sum), uint64(t.sum))
+		return checksumError("pages hash to checksum %s, the rolling checksum is %s", sum, t.sum)
 	}
 	return nil
 }

@@ -31,9 +31,9 @@
 // while up to Options.Parallelism batches are downloaded and decoded
 // ahead, within a byte budget (fetch.go); frames are applied strictly in
 // order, each batch read to its verified end. A batch that starts past the
-// frame reached is skipped only when a later batch covers it, else the
-// restore fails with a gap. Then the files are checked against the
-// tracked checksums and SQLite's integrity_check runs on the database.
+// sequence number reached is skipped only when a later batch covers it,
+// else the restore fails with a gap. Then the files are checked against
+// the tracked checksums and SQLite's integrity_check runs on the database.
 // An object deleted under the restore (compaction) makes Restore list and
 // plan again, at most Options.MaxReplans times.
 //

@@ -44,31 +44,33 @@ var (
 	// can restore (see Target). A *TargetError says what it can.
 	ErrTargetOutOfRange = errors.New("target out of range")
 	// ErrTailMissing: own.json records that a released session ended at a
-	// frame its objects do not reach: its newest objects were lost. A
-	// *TailError names the range; it also matches lanes.ErrGap.
-	ErrTailMissing = errors.New("the session's newest frames are missing")
+	// sequence number its objects do not reach: its newest objects were
+	// lost. A *TailError names the range; it also matches lanes.ErrGap.
+	ErrTailMissing = errors.New("the session's newest commits are missing")
 )
 
-// TailError is a released session whose objects end before the frame its
-// release recorded (fence.Record.Seq).
+// TailError is a released session whose objects end before the sequence
+// number its release recorded (fence.Record.Seq).
 type TailError struct {
-	Key     string // own.json
-	Session uint64 // 0: no session has a snapshot
-	Reached uint64 // the newest frame the session's objects reach
-	End     uint64 // where own.json says the session ended
+	Key        string     // own.json
+	Epoch      uint64     // the session's; 0: no session has a snapshot
+	ReachedSeq frames.Seq // the newest sequence number the session's objects reach
+	EndSeq     frames.Seq // where own.json says the session ended
 }
 
 func (e *TailError) Error() string {
-	if e.Session == 0 {
-		return fmt.Sprintf("no session holds a snapshot, but %s records the actor's history released at frame %d: %v (every object was lost)",
-			e.Key, e.End, e.Gap())
+	if e.Epoch == 0 {
+		return fmt.Sprintf("no session holds a snapshot, but %s records the actor's history released at seq %d: %v (every object was lost)",
+			e.Key, e.EndSeq, e.Gap())
 	}
-	return fmt.Sprintf("session %d ends at frame %d in the bucket, but %s records it released at frame %d: %v (its newest objects were lost)",
-		e.Session, e.Reached, e.Key, e.End, e.Gap())
+	return fmt.Sprintf("session %d ends at seq %d in the bucket, but %s records it released at seq %d: %v (its newest objects were lost)",
+		e.Epoch, e.ReachedSeq, e.Key, e.EndSeq, e.Gap())
 }
 
 // Gap is the missing range.
-func (e *TailError) Gap() *lanes.GapError { return &lanes.GapError{From: e.Reached + 1, To: e.End} }
+func (e *TailError) Gap() *lanes.GapError {
+	return &lanes.GapError{From: e.ReachedSeq + 1, To: e.EndSeq}
+}
 
 // Unwrap makes a *TailError match ErrTailMissing and lanes.ErrGap.
 func (e *TailError) Unwrap() []error { return []error{ErrTailMissing, e.Gap()} }
@@ -76,33 +78,33 @@ func (e *TailError) Unwrap() []error { return []error{ErrTailMissing, e.Gap()} }
 // TargetError is a target outside what the chosen session can restore. It
 // matches ErrTargetOutOfRange.
 type TargetError struct {
-	Target  Target // as asked, OrNearest or not
-	Session uint64
-	// First and Last are the oldest and the newest frame the session can
-	// restore: its oldest snapshot, its newest batch or snapshot.
-	First, Last uint64
+	Target Target // as asked, OrNearest or not
+	Epoch  uint64 // the session's
+	// FirstSeq and LastSeq are the oldest and the newest state the session
+	// can restore: its oldest snapshot, its newest batch or snapshot.
+	FirstSeq, LastSeq frames.Seq
 	// For a time target: the oldest state the session can place in time,
-	// EarliestFrame committed at EarliestTime (zero when no state of the
+	// EarliestSeq committed at EarliestTime (zero when no state of the
 	// session records a commit time).
-	EarliestFrame uint64
-	EarliestTime  time.Time
+	EarliestSeq  frames.Seq
+	EarliestTime time.Time
 }
 
 func (e *TargetError) Error() string {
 	t := e.Target.exact()
-	holds := fmt.Sprintf("session %d holds frames %d..%d", e.Session, e.First, e.Last)
-	if f, ok := t.Frame(); ok {
-		if f > e.Last {
-			return fmt.Sprintf("%s is past the newest frame: %s", t, holds)
+	holds := fmt.Sprintf("session %d holds seq %d..%d", e.Epoch, e.FirstSeq, e.LastSeq)
+	if n, ok := t.Seq(); ok {
+		if n > e.LastSeq {
+			return fmt.Sprintf("%s is past the newest state: %s", t, holds)
 		}
 		return fmt.Sprintf("%s is before the oldest snapshot: %s", t, holds)
 	}
 	if e.EarliestTime.IsZero() {
-		return fmt.Sprintf("%s cannot be placed: no state of session %d records when it was committed (it holds frames %d..%d)",
-			t, e.Session, e.First, e.Last)
+		return fmt.Sprintf("%s cannot be placed: no state of session %d records when it was committed (it holds seq %d..%d)",
+			t, e.Epoch, e.FirstSeq, e.LastSeq)
 	}
-	return fmt.Sprintf("%s is before the oldest state the session can place in time, frame %d committed at %s: %s",
-		t, e.EarliestFrame, e.EarliestTime.UTC().Format(time.RFC3339Nano), holds)
+	return fmt.Sprintf("%s is before the oldest state the session can place in time, seq %d committed at %s: %s",
+		t, e.EarliestSeq, e.EarliestTime.UTC().Format(time.RFC3339Nano), holds)
 }
 
 func (e *TargetError) Unwrap() error { return ErrTargetOutOfRange }
@@ -110,11 +112,11 @@ func (e *TargetError) Unwrap() error { return ErrTargetOutOfRange }
 // Error is a restore, replay, verify or listing failure, with the actor,
 // session and object it concerns.
 type Error struct {
-	Op      string // "restore", "replay", "plan", "verify", "list"
-	Actor   string // the actor's prefix, do/<ns>/<actor>/ (for Actors: the namespace's, do/<ns>/)
-	Session uint64 // 0 when not known yet
-	Key     string // the object concerned, when there is one
-	Err     error
+	Op    string // "restore", "replay", "plan", "verify", "list"
+	Actor string // the actor's prefix, do/<ns>/<actor>/ (for Actors: the namespace's, do/<ns>/)
+	Epoch uint64 // the session's; 0 when not known yet
+	Key   string // the object concerned, when there is one
+	Err   error
 }
 
 func (e *Error) Error() string {
@@ -125,8 +127,8 @@ func (e *Error) Error() string {
 		b.WriteString(" ")
 		b.WriteString(e.Actor)
 	}
-	if e.Session != 0 {
-		fmt.Fprintf(&b, " session %d", e.Session)
+	if e.Epoch != 0 {
+		fmt.Fprintf(&b, " session %d", e.Epoch)
 	}
 	if e.Key != "" && !printsKey(e.Err, e.Key) {
 		b.WriteString(" ")

@@ -52,11 +52,11 @@ func TestErrorNamesItsKeyOnce(t *testing.T) {
 		"bucket":        {batch, &bucket.Error{Op: "get", Key: batch, Err: bucket.ErrNotFound}},
 		"frames":        {batch, &frames.Error{Object: "batch", Key: batch, Err: frames.ErrCorrupt}},
 		"fence":         {a.OwnKey(), badRecord},
-		"tail":          {a.OwnKey(), &restore.TailError{Key: a.OwnKey(), Session: 1, Reached: 3, End: 9}},
+		"tail":          {a.OwnKey(), &restore.TailError{Key: a.OwnKey(), Epoch: 1, ReachedSeq: 3, EndSeq: 9}},
 		"another key":   {batch, &frames.Error{Object: "batch", Key: a.LogKey(1, 3), Err: frames.ErrCorrupt}},
 		"plain message": {batch, errors.New("boom")},
 	} {
-		msg := (&restore.Error{Op: "replay", Actor: a.Prefix(), Session: 1, Key: c.key, Err: c.err}).Error()
+		msg := (&restore.Error{Op: "replay", Actor: a.Prefix(), Epoch: 1, Key: c.key, Err: c.err}).Error()
 		if n := strings.Count(msg, c.key); n != 1 {
 			t.Errorf("%s: %q names %s %d times, want once", name, msg, c.key, n)
 		}

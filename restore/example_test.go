@@ -49,7 +49,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("session", res.Session, "frame", res.Frame)
+	fmt.Println("session", res.Epoch, "seq", res.Seq)
 
 	rep, err := restore.Verify(ctx, b, actor, restore.VerifyOptions{ScratchDir: tmp})
 	if err != nil {
@@ -60,7 +60,7 @@ func Example() {
 		fmt.Println(p.Severity, p.Kind)
 	}
 	// Output:
-	// session 1 frame 2
+	// session 1 seq 2
 	// damaged: false
 }
 
@@ -96,17 +96,17 @@ func ExampleTarget_OrNearest() {
 	actor := frames.Actor{Namespace: frames.NamespaceID("", "chat"), Actor: frames.ActorKey([]byte("room-1"))}
 	dest := filepath.Join(tmp, "restored.db")
 
-	_, err = restore.Restore(ctx, b, actor, dest, restore.Options{Target: restore.ToFrame(99)})
+	_, err = restore.Restore(ctx, b, actor, dest, restore.Options{Target: restore.ToSeq(99)})
 	var te *restore.TargetError
 	if errors.As(err, &te) {
-		fmt.Printf("frame 99: out of range: session %d holds frames %d..%d\n", te.Session, te.First, te.Last)
+		fmt.Printf("seq 99: out of range: session %d holds seq %d..%d\n", te.Epoch, te.FirstSeq, te.LastSeq)
 	}
-	res, err := restore.Restore(ctx, b, actor, dest, restore.Options{Target: restore.ToFrame(99).OrNearest()})
+	res, err := restore.Restore(ctx, b, actor, dest, restore.Options{Target: restore.ToSeq(99).OrNearest()})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println("restored frame", res.Frame, "instead of", res.OutOfRange.Target)
+	fmt.Println("restored seq", res.Seq, "instead of", res.OutOfRange.Target)
 	// Output:
-	// frame 99: out of range: session 1 holds frames 0..2
-	// restored frame 2 instead of frame 99 or the nearest
+	// seq 99: out of range: session 1 holds seq 0..2
+	// restored seq 2 instead of seq 99 or the nearest
 }

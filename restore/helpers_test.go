@@ -36,9 +36,9 @@ func scaled(n int) int {
 // point is the database as it was at a durable frame boundary: the oracle
 // a restore to that point must reproduce byte for byte.
 type point struct {
-	frame uint64
-	time  time.Time // after every commit through frame, before any later one
-	data  []byte
+	seq  frames.Seq
+	time time.Time // after every commit through seq, before any later one
+	data []byte
 }
 
 // workload drives one replicated actor and records points.
@@ -210,7 +210,7 @@ func (w *workload) durable() point {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := point{frame: st.Durable, time: time.Now(), data: data}
+	p := point{seq: st.Durable, time: time.Now(), data: data}
 	// Commits after this point must carry a later time than p.time.
 	for !time.Now().After(p.time) {
 	}
@@ -235,7 +235,7 @@ func restoreTo(t testing.TB, b bucket.Bucket, a frames.Actor, target restore.Tar
 	}
 	got, _, err := frames.DatabaseChecksum(bytes.NewReader(data), dbtest.PageSize(data))
 	if err != nil || got != res.Checksum {
-		t.Fatalf("restored file checksum %016x (err %v), result says %016x", uint64(got), err, uint64(res.Checksum))
+		t.Fatalf("restored file checksum %s (err %v), result says %s", got, err, res.Checksum)
 	}
 	return res, data
 }

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -14,8 +15,8 @@ import (
 type Object struct {
 	Key     string
 	Kind    frames.KeyKind // KeyLog or KeySnapshot
-	Session uint64
-	Frame   uint64 // batch: end frame; snapshot: frame covered through
+	Epoch   uint64         // the epoch that wrote it: the session it belongs to
+	Seq     frames.Seq     // batch: its last sequence number; snapshot: the one it covers through
 	Size    int64
 	ModTime time.Time
 }
@@ -23,30 +24,30 @@ type Object struct {
 // Session is everything one ownership epoch wrote.
 type Session struct {
 	Epoch     uint64
-	Snapshots []Object // ascending Frame
-	Batches   []Object // ascending Frame (end frame)
+	Snapshots []Object // ascending Seq
+	Batches   []Object // ascending Seq (each batch's last)
 }
 
 // NewestSnapshotAtOrBefore returns the newest snapshot covering at most
-// frame, if any.
-func (s *Session) NewestSnapshotAtOrBefore(frame uint64) (Object, bool) {
+// seq, if any.
+func (s *Session) NewestSnapshotAtOrBefore(seq frames.Seq) (Object, bool) {
 	for i := len(s.Snapshots) - 1; i >= 0; i-- {
-		if s.Snapshots[i].Frame <= frame {
+		if s.Snapshots[i].Seq <= seq {
 			return s.Snapshots[i], true
 		}
 	}
 	return Object{}, false
 }
 
-// LastFrame is the newest frame the session's objects reach (0 when it
-// has none).
-func (s *Session) LastFrame() uint64 {
-	var last uint64
+// LastSeq is the newest sequence number the session's objects reach (0
+// when it has none).
+func (s *Session) LastSeq() frames.Seq {
+	var last frames.Seq
 	if n := len(s.Snapshots); n > 0 {
-		last = s.Snapshots[n-1].Frame
+		last = s.Snapshots[n-1].Seq
 	}
 	if n := len(s.Batches); n > 0 {
-		last = max(last, s.Batches[n-1].Frame)
+		last = max(last, s.Batches[n-1].Seq)
 	}
 	return last
 }
@@ -109,12 +110,12 @@ func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, err
 			inv.Own = &info
 			continue
 		}
-		s := bySession[k.Session]
+		s := bySession[k.Epoch]
 		if s == nil {
-			s = &Session{Epoch: k.Session}
-			bySession[k.Session] = s
+			s = &Session{Epoch: k.Epoch}
+			bySession[k.Epoch] = s
 		}
-		o := Object{Key: info.Key, Kind: k.Kind, Session: k.Session, Frame: k.Frame, Size: info.Size, ModTime: info.ModTime}
+		o := Object{Key: info.Key, Kind: k.Kind, Epoch: k.Epoch, Seq: k.Seq, Size: info.Size, ModTime: info.ModTime}
 		if k.Kind == frames.KeyLog {
 			s.Batches = append(s.Batches, o)
 		} else {
@@ -122,17 +123,9 @@ func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, err
 		}
 	}
 	for _, s := range bySession {
-		byFrame := func(x, y Object) int {
-			switch {
-			case x.Frame < y.Frame:
-				return -1
-			case x.Frame > y.Frame:
-				return 1
-			}
-			return 0
-		}
-		slices.SortFunc(s.Batches, byFrame)
-		slices.SortFunc(s.Snapshots, byFrame)
+		bySeq := func(x, y Object) int { return cmp.Compare(x.Seq, y.Seq) }
+		slices.SortFunc(s.Batches, bySeq)
+		slices.SortFunc(s.Snapshots, bySeq)
 		inv.Sessions = append(inv.Sessions, *s)
 	}
 	slices.SortFunc(inv.Sessions, func(x, y Session) int {

@@ -86,8 +86,8 @@ type Progress struct {
 	ObjectsDone, ObjectsTotal int
 	// BytesFetched is the compressed bytes read from the bucket so far.
 	BytesFetched int64
-	// Frame is the sequence number the state has reached.
-	Frame uint64
+	// Seq is the sequence number the state has reached.
+	Seq frames.Seq
 }
 
 // Phase is a step of a restore.
@@ -106,9 +106,9 @@ const (
 const (
 	logSubsystem = "subsystem"
 	logActor     = "actor"
-	logSession   = "session"
+	logEpoch     = "epoch"
 	logKey       = "key"
-	logFrame     = "frame"
+	logSeq       = "seq"
 	logErr       = "err"
 	logAttempt   = "attempt"
 )

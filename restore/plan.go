@@ -17,15 +17,15 @@ import (
 // and the batches that may follow it. Which batches actually apply is
 // decided while replaying, from their headers (see Replay).
 type Plan struct {
-	Actor   frames.Actor
-	Session uint64
-	Target  Target
+	Actor  frames.Actor
+	Epoch  uint64 // the session's
+	Target Target
 	// Snapshot is the newest snapshot of the session at or before the
 	// target.
 	Snapshot Object
 	// Batches are every batch of the session ending after the snapshot,
-	// ascending by end frame. Replay stops early once the target is
-	// reached.
+	// ascending by last sequence number. Replay stops early once the
+	// target is reached.
 	Batches []Object
 	// Own is the ownership record read while planning (nil: absent, or
 	// planned for an explicit session by PlanSession).
@@ -33,11 +33,11 @@ type Plan struct {
 	// OutOfRange is set when the target asked for was outside the session
 	// and OrNearest asked for the nearest state: Target is then that state.
 	OutOfRange *TargetError
-	// End is where own.json says the session ended when it was released
-	// (fence.Record.Seq; 0: not released, or unknown). A replay that wants
-	// frames past what the objects reach fails with a *TailError then,
-	// rather than return an older state.
-	End uint64
+	// EndSeq is where own.json says the session ended when it was
+	// released (fence.Record.Seq; 0: not released, or unknown). A replay
+	// that wants commits past what the objects reach fails with a
+	// *TailError then, rather than return an older state.
+	EndSeq frames.Seq
 }
 
 // check refuses a plan that planActor or PlanSession would not make: a plan
@@ -50,15 +50,15 @@ func (p Plan) check() error {
 	if !p.Actor.Valid() {
 		return bad("invalid actor %+v", p.Actor)
 	}
-	if p.Snapshot.Kind != frames.KeySnapshot || p.Snapshot.Session != p.Session || !strings.HasPrefix(p.Snapshot.Key, p.Actor.Prefix()) {
-		return bad("snapshot %q is not a snapshot of session %d of the actor", p.Snapshot.Key, p.Session)
+	if p.Snapshot.Kind != frames.KeySnapshot || p.Snapshot.Epoch != p.Epoch || !strings.HasPrefix(p.Snapshot.Key, p.Actor.Prefix()) {
+		return bad("snapshot %q is not a snapshot of session %d of the actor", p.Snapshot.Key, p.Epoch)
 	}
-	prev := p.Snapshot.Frame
+	prev := p.Snapshot.Seq
 	for _, o := range p.Batches {
-		if o.Kind != frames.KeyLog || o.Session != p.Session || o.Frame <= prev || !strings.HasPrefix(o.Key, p.Actor.Prefix()) {
-			return bad("batch %q is not a batch of session %d ending after %d", o.Key, p.Session, prev)
+		if o.Kind != frames.KeyLog || o.Epoch != p.Epoch || o.Seq <= prev || !strings.HasPrefix(o.Key, p.Actor.Prefix()) {
+			return bad("batch %q is not a batch of session %d ending after %d", o.Key, p.Epoch, prev)
 		}
-		prev = o.Frame
+		prev = o.Seq
 	}
 	return nil
 }
@@ -82,8 +82,8 @@ func (p Plan) check() error {
 // A target outside the session is a *TargetError, unless it was made by
 // OrNearest (see Target).
 func planActor(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target, lim frames.Limits) (Plan, error) {
-	fail := func(session uint64, key string, err error) (Plan, error) {
-		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Session: session, Key: key, Err: err}
+	fail := func(epoch uint64, key string, err error) (Plan, error) {
+		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Epoch: epoch, Key: key, Err: err}
 	}
 	own, err := readOwn(ctx, b, inv)
 	if err != nil {
@@ -91,9 +91,9 @@ func planActor(ctx context.Context, b bucket.Bucket, inv *Inventory, target Targ
 	}
 	s, err := chooseSession(inv, own)
 	if errors.Is(err, ErrNoSnapshot) && own != nil && own.Released() && own.Seq > 0 {
-		// own.json says the history reached a frame no object holds.
+		// own.json says the history reached a commit no object holds.
 		key := inv.Actor.OwnKey()
-		return fail(0, key, fmt.Errorf("%w: %w", &TailError{Key: key, End: own.Seq}, err))
+		return fail(0, key, fmt.Errorf("%w: %w", &TailError{Key: key, EndSeq: own.Seq}, err))
 	}
 	if err != nil {
 		return fail(0, "", err)
@@ -101,23 +101,23 @@ func planActor(ctx context.Context, b bucket.Bucket, inv *Inventory, target Targ
 	// A released own.json names where the actor's history ended; the
 	// session chosen is the newest with objects at or below its epoch
 	// (chooseSession refuses newer sessions with batches).
-	var end uint64
+	var end frames.Seq
 	if own != nil && own.Released() && own.Epoch >= s.Epoch {
 		end = own.Seq
 	}
 	// A tail lost is known from the listing for a target that wants it;
 	// for a time target, once the replay runs out of frames (replay.go).
-	if last := s.LastFrame(); last < end {
-		n, isFrame := target.Frame()
-		if target.IsLatest() || (isFrame && n > last) {
-			return fail(s.Epoch, inv.Actor.OwnKey(), &TailError{Key: inv.Actor.OwnKey(), Session: s.Epoch, Reached: last, End: end})
+	if last := s.LastSeq(); last < end {
+		n, isSeq := target.Seq()
+		if target.IsLatest() || (isSeq && n > last) {
+			return fail(s.Epoch, inv.Actor.OwnKey(), &TailError{Key: inv.Actor.OwnKey(), Epoch: s.Epoch, ReachedSeq: last, EndSeq: end})
 		}
 	}
 	p, err := planSession(ctx, b, inv.Actor, s, target, lim)
 	if err != nil {
 		return fail(s.Epoch, "", err)
 	}
-	p.Own, p.End = own, end
+	p.Own, p.EndSeq = own, end
 	return p, nil
 }
 
@@ -125,15 +125,15 @@ func planActor(ctx context.Context, b bucket.Bucket, inv *Inventory, target Targ
 // snapshot at or before the target and the batches after it. Compaction
 // replays it (Replay) to rebuild the current session; Restore plans with
 // planActor instead, which chooses the session from own.json.
-func PlanSession(ctx context.Context, b bucket.Bucket, inv *Inventory, session uint64, target Target, lim frames.Limits) (Plan, error) {
-	s, ok := inv.Session(session)
+func PlanSession(ctx context.Context, b bucket.Bucket, inv *Inventory, epoch uint64, target Target, lim frames.Limits) (Plan, error) {
+	s, ok := inv.Session(epoch)
 	if !ok {
-		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Session: session,
+		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Epoch: epoch,
 			Err: fmt.Errorf("%w: the session has no objects", ErrNoSnapshot)}
 	}
 	p, err := planSession(ctx, b, inv.Actor, s, target, lim)
 	if err != nil {
-		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Session: session, Err: err}
+		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Epoch: epoch, Err: err}
 	}
 	return p, nil
 }
@@ -196,21 +196,21 @@ func noSnapshotGap(s *Session) error {
 
 // planSession picks the snapshot and batches of session s for target.
 func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Session, target Target, lim frames.Limits) (Plan, error) {
-	p := Plan{Actor: a, Session: s.Epoch, Target: target}
+	p := Plan{Actor: a, Epoch: s.Epoch, Target: target}
 	if len(s.Snapshots) == 0 {
 		return Plan{}, fmt.Errorf("%w: the session has none", ErrNoSnapshot)
 	}
 	outOfRange := func() *TargetError {
-		e := &TargetError{Target: target, Session: s.Epoch, First: s.Snapshots[0].Frame, Last: s.Snapshots[len(s.Snapshots)-1].Frame}
+		e := &TargetError{Target: target, Epoch: s.Epoch, FirstSeq: s.Snapshots[0].Seq, LastSeq: s.Snapshots[len(s.Snapshots)-1].Seq}
 		if n := len(s.Batches); n > 0 {
-			e.Last = max(e.Last, s.Batches[n-1].Frame)
+			e.LastSeq = max(e.LastSeq, s.Batches[n-1].Seq)
 		}
 		return e
 	}
-	if f, ok := target.Frame(); ok {
-		if e := outOfRange(); f > e.Last {
-			// The listing shows where the session ends: no frame past it
-			// can be restored, and the newest state is not frame f.
+	if f, ok := target.Seq(); ok {
+		if e := outOfRange(); f > e.LastSeq {
+			// The listing shows where the session ends: no state past it
+			// can be restored, and the newest state is not seq f.
 			if !target.nearest {
 				return Plan{}, e
 			}
@@ -230,7 +230,7 @@ func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Sessio
 			}
 			found, oldest = target.admitsSnapshot(hdr.Seq, hdr.CommitTime), hdr
 		default:
-			found = p.Target.admitsSnapshot(o.Frame, 0)
+			found = p.Target.admitsSnapshot(o.Seq, 0)
 		}
 		if found {
 			p.Snapshot = o
@@ -241,15 +241,15 @@ func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Sessio
 		// away, or is in a superseded session.
 		e := outOfRange()
 		if target.kind == targetTime {
-			e.EarliestFrame, e.EarliestTime = oldest.Seq, time.Unix(0, oldest.CommitTime)
+			e.EarliestSeq, e.EarliestTime = oldest.Seq, time.Unix(0, oldest.CommitTime)
 		}
 		if !target.nearest {
 			return Plan{}, e
 		}
-		p.Snapshot, p.Target, p.OutOfRange = s.Snapshots[0], ToFrame(s.Snapshots[0].Frame), e
+		p.Snapshot, p.Target, p.OutOfRange = s.Snapshots[0], ToSeq(s.Snapshots[0].Seq), e
 	}
 	for _, o := range s.Batches {
-		if o.Frame > p.Snapshot.Frame {
+		if o.Seq > p.Snapshot.Seq {
 			p.Batches = append(p.Batches, o)
 		}
 	}

@@ -19,15 +19,15 @@ import (
 	"github.com/framectl/framectl/restore"
 )
 
-// compactTo builds what compaction would store: a snapshot of session at
-// frame, planned and replayed from the bucket as compaction does.
-func compactTo(t testing.TB, b bucket.Bucket, a frames.Actor, session, frame uint64) (string, []byte) {
+// compactTo builds what compaction would store: a snapshot of epoch's
+// session at seq, planned and replayed from the bucket as compaction does.
+func compactTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64, seq frames.Seq) (string, []byte) {
 	t.Helper()
 	inv, err := restore.Take(t.Context(), b, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan, err := restore.PlanSession(t.Context(), b, inv, session, restore.ToFrame(frame), frames.Limits{})
+	plan, err := restore.PlanSession(t.Context(), b, inv, epoch, restore.ToSeq(seq), frames.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,15 +36,15 @@ func compactTo(t testing.TB, b bucket.Bucket, a frames.Actor, session, frame uin
 		t.Fatal(err)
 	}
 	defer rep.Close()
-	if rep.Frame != frame {
-		t.Fatalf("replayed to %d, want %d", rep.Frame, frame)
+	if rep.Seq != seq {
+		t.Fatalf("replayed to %d, want %d", rep.Seq, seq)
 	}
 	var buf bytes.Buffer
-	hdr, err := rep.Set.WriteSnapshot(t.Context(), &buf, session, frames.WriteOptions{})
+	hdr, err := rep.Set.WriteSnapshot(t.Context(), &buf, epoch, frames.WriteOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.SnapshotKey(session, hdr.Seq), buf.Bytes()
+	return a.SnapshotKey(epoch, hdr.Seq), buf.Bytes()
 }
 
 // racingCompaction stores a snapshot and deletes everything it covers the
@@ -55,14 +55,14 @@ type racingCompaction struct {
 	a        frames.Actor
 	snapKey  string
 	snapshot []byte
-	frame    uint64
+	seq      frames.Seq
 	once     sync.Once
 	fired    atomic.Bool
 	err      error // of the compaction, returned by the Get that ran it
 }
 
 func (c *racingCompaction) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
-	if k, err := frames.ParseKey(key); err == nil && k.Kind == frames.KeyLog && k.Frame <= c.frame {
+	if k, err := frames.ParseKey(key); err == nil && k.Kind == frames.KeyLog && k.Seq <= c.seq {
 		c.once.Do(func() { c.err = c.compact(ctx) })
 		if c.err != nil {
 			return nil, bucket.Info{}, c.err
@@ -80,7 +80,7 @@ func (c *racingCompaction) compact(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if k, err := frames.ParseKey(o.Key); err == nil && k.Kind != frames.KeyOwn && k.Frame <= c.frame && o.Key != c.snapKey {
+		if k, err := frames.ParseKey(o.Key); err == nil && k.Kind != frames.KeyOwn && k.Seq <= c.seq && o.Key != c.snapKey {
 			covered = append(covered, o.Key)
 		}
 	}
@@ -105,8 +105,8 @@ func TestRestoreReplansWhenCompactionRaces(t *testing.T) {
 			}
 			w.closeDB()
 			mid := w.points[3]
-			snapKey, snap := compactTo(t, b, w.actor, 1, mid.frame)
-			c := &racingCompaction{Bucket: b, a: w.actor, snapKey: snapKey, snapshot: snap, frame: mid.frame}
+			snapKey, snap := compactTo(t, b, w.actor, 1, mid.seq)
+			c := &racingCompaction{Bucket: b, a: w.actor, snapKey: snapKey, snapshot: snap, seq: mid.seq}
 			dest := filepath.Join(t.TempDir(), "r.db")
 			res, err := restore.Restore(t.Context(), c, w.actor, dest, restore.Options{})
 			if err != nil {
@@ -261,11 +261,11 @@ func TestReplayRefusesBadPlan(t *testing.T) {
 		t.Fatalf("want 2 batches or more, have %d", len(good.Batches))
 	}
 	other := good.Batches[0]
-	other.Session = 2
+	other.Epoch = 2
 	for name, p := range map[string]restore.Plan{
-		"reversed":      {Actor: good.Actor, Session: 1, Snapshot: good.Snapshot, Batches: []restore.Object{good.Batches[1], good.Batches[0]}},
-		"other session": {Actor: good.Actor, Session: 1, Snapshot: good.Snapshot, Batches: []restore.Object{other}},
-		"no snapshot":   {Actor: good.Actor, Session: 1, Batches: good.Batches},
+		"reversed":      {Actor: good.Actor, Epoch: 1, Snapshot: good.Snapshot, Batches: []restore.Object{good.Batches[1], good.Batches[0]}},
+		"other session": {Actor: good.Actor, Epoch: 1, Snapshot: good.Snapshot, Batches: []restore.Object{other}},
+		"no snapshot":   {Actor: good.Actor, Epoch: 1, Batches: good.Batches},
 	} {
 		dir := t.TempDir()
 		if _, err := restore.Replay(t.Context(), b, p, dir, restore.Options{}); !errors.Is(err, frames.ErrInvalid) {

@@ -19,16 +19,16 @@ import (
 // checksums (lanes.Set.VerifyFiles), and, unless skipped, the database
 // through PRAGMA integrity_check.
 type Replayed struct {
-	// Set holds the state, at Frame. The caller may read its files, write
+	// Set holds the state, at Seq. The caller may read its files, write
 	// it out as a snapshot (Set.WriteSnapshot) or move its main lane's file
 	// away; Close closes it and removes Dir.
 	Set *lanes.Set
 	// Dir is the scratch directory holding the Set's files.
 	Dir  string
 	Plan Plan
-	// Frame and CommitTime (Unix nanoseconds; 0 when the snapshot carried
+	// Seq and CommitTime (Unix nanoseconds; 0 when the snapshot carried
 	// none and no frame was applied) describe the state reached.
-	Frame      uint64
+	Seq        frames.Seq
 	CommitTime int64
 	// Applied lists the snapshot and then every batch of which at least
 	// one frame was applied, in order.
@@ -61,10 +61,11 @@ func (r *Replayed) Close() error {
 // the bucket into the files, so memory does not grow with the database.
 //
 // A batch ending at or before the state reached is skipped unread. A batch
-// starting past the next frame is skipped only if a later batch of the
-// plan starts early enough to cover it; otherwise the replay fails with a
-// *lanes.GapError (lanes.ErrGap) naming the missing frames, inside an
-// *Error naming the session and the batch after the gap.
+// starting past the next sequence number is skipped only if a later batch
+// of the plan starts early enough to cover it; otherwise the replay fails
+// with a *lanes.GapError (lanes.ErrGap) naming the missing sequence
+// numbers, inside an *Error naming the session and the batch after the
+// gap.
 //
 // A 404 (an object deleted since the listing, by compaction) is returned
 // as an error matching bucket.ErrNotFound: plan again from a fresh listing
@@ -105,7 +106,7 @@ type replayer struct {
 // mark is a frame boundary: the sequence number a frame ends at and its
 // commit time.
 type mark struct {
-	seq        uint64
+	seq        frames.Seq
 	commitTime int64
 }
 
@@ -114,11 +115,11 @@ func replay(ctx context.Context, b bucket.Bucket, plan Plan, scratchDir string, 
 		hooks = &replayHooks{}
 	}
 	if err := plan.check(); err != nil {
-		return nil, &Error{Op: "replay", Actor: plan.Actor.Prefix(), Session: plan.Session, Err: err}
+		return nil, &Error{Op: "replay", Actor: plan.Actor.Prefix(), Epoch: plan.Epoch, Err: err}
 	}
 	dir, err := os.MkdirTemp(scratchDir, scratchPrefix)
 	if err != nil {
-		return nil, &Error{Op: "replay", Actor: plan.Actor.Prefix(), Session: plan.Session, Err: err}
+		return nil, &Error{Op: "replay", Actor: plan.Actor.Prefix(), Epoch: plan.Epoch, Err: err}
 	}
 	r := &replayer{b: b, plan: plan, opts: opts, hooks: hooks, res: &Replayed{Dir: dir, Plan: plan}, headers: map[int]frames.BatchHeader{}}
 	if err := r.run(ctx, dir); err != nil {
@@ -136,28 +137,28 @@ func (r *replayer) fail(key string, err error) error {
 	if errors.As(err, &e) {
 		return err
 	}
-	return &Error{Op: "replay", Actor: r.plan.Actor.Prefix(), Session: r.plan.Session, Key: key, Err: err}
+	return &Error{Op: "replay", Actor: r.plan.Actor.Prefix(), Epoch: r.plan.Epoch, Key: key, Err: err}
 }
 
 func (r *replayer) progress(phase Phase, key string) {
 	if r.opts.Progress == nil {
 		return
 	}
-	var frame uint64
+	var seq frames.Seq
 	if r.set != nil {
-		frame = r.set.Seq()
+		seq = r.set.Seq()
 	}
 	var fetched int64
 	if r.fetch != nil {
 		fetched = r.fetch.bytes.Load()
 	}
 	r.opts.Progress(Progress{Actor: r.plan.Actor, Phase: phase, Key: key, ObjectsDone: r.done,
-		ObjectsTotal: 1 + len(r.plan.Batches), BytesFetched: fetched + r.extra.bytes, Frame: frame})
+		ObjectsTotal: 1 + len(r.plan.Batches), BytesFetched: fetched + r.extra.bytes, Seq: seq})
 }
 
 func (r *replayer) run(ctx context.Context, dir string) error {
 	start := time.Now()
-	log := r.opts.Logger.With(logActor, r.plan.Actor.Prefix(), logSession, r.plan.Session)
+	log := r.opts.Logger.With(logActor, r.plan.Actor.Prefix(), logEpoch, r.plan.Epoch)
 	r.fetch = newFetcher(ctx, r.b, r.plan.Batches, r.opts)
 	defer r.fetch.close()
 
@@ -168,7 +169,7 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 	r.done++
 	r.res.Applied = append(r.res.Applied, r.plan.Snapshot)
 	r.hooks.object(r.plan.Snapshot, nil)
-	log.Debug("snapshot loaded", logKey, r.plan.Snapshot.Key, logFrame, r.set.Seq())
+	log.Debug("snapshot loaded", logKey, r.plan.Snapshot.Key, logSeq, r.set.Seq())
 
 	for i, o := range r.plan.Batches {
 		if r.stopped || r.plan.Target.reached(r.set.Seq()) {
@@ -182,23 +183,23 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 	}
 	r.fetch.close()
 
-	if seq := r.set.Seq(); seq < r.plan.End && !r.stopped {
-		if n, isFrame := r.plan.Target.Frame(); !isFrame || n > seq {
+	if seq := r.set.Seq(); seq < r.plan.EndSeq && !r.stopped {
+		if n, isSeq := r.plan.Target.Seq(); !isSeq || n > seq {
 			key := r.plan.Actor.OwnKey()
-			return r.fail(key, &TailError{Key: key, Session: r.plan.Session, Reached: seq, End: r.plan.End})
+			return r.fail(key, &TailError{Key: key, Epoch: r.plan.Epoch, ReachedSeq: seq, EndSeq: r.plan.EndSeq})
 		}
 	}
 	r.res.OutOfRange = r.plan.OutOfRange
-	if r.plan.Target.kind == targetTime && r.set.Seq() == r.plan.Snapshot.Frame && unknownTime(r.set.CommitTime()) {
+	if r.plan.Target.kind == targetTime && r.set.Seq() == r.plan.Snapshot.Seq && unknownTime(r.set.CommitTime()) {
 		// The snapshot's state was committed at some time before the
 		// first frame after it, and the target is before that frame:
 		// nothing says the state existed yet at the target.
-		e := &TargetError{Target: r.plan.Target, Session: r.plan.Session, First: r.plan.Snapshot.Frame, Last: r.plan.Snapshot.Frame}
+		e := &TargetError{Target: r.plan.Target, Epoch: r.plan.Epoch, FirstSeq: r.plan.Snapshot.Seq, LastSeq: r.plan.Snapshot.Seq}
 		if n := len(r.plan.Batches); n > 0 {
-			e.Last = r.plan.Batches[n-1].Frame
+			e.LastSeq = r.plan.Batches[n-1].Seq
 		}
 		if r.refused != nil {
-			e.EarliestFrame, e.EarliestTime = r.refused.seq, time.Unix(0, r.refused.commitTime)
+			e.EarliestSeq, e.EarliestTime = r.refused.seq, time.Unix(0, r.refused.commitTime)
 		}
 		if !r.plan.Target.nearest {
 			return r.fail(r.plan.Snapshot.Key, e)
@@ -209,10 +210,10 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 		return err
 	}
 	res := r.res
-	res.Set, res.Frame, res.CommitTime = r.set, r.set.Seq(), r.set.CommitTime()
+	res.Set, res.Seq, res.CommitTime = r.set, r.set.Seq(), r.set.CommitTime()
 	res.ObjectsFetched = int(r.fetch.objects.Load()) + r.extra.objects
 	res.BytesFetched = r.fetch.bytes.Load() + r.extra.bytes
-	log.Debug("replayed", logFrame, res.Frame, "applied", len(res.Applied), "skipped", len(res.Skipped),
+	log.Debug("replayed", logSeq, res.Seq, "applied", len(res.Applied), "skipped", len(res.Skipped),
 		"bytes", res.BytesFetched, "duration", time.Since(start))
 	return nil
 }
@@ -278,7 +279,7 @@ func (r *replayer) loadSnapshot(ctx context.Context, dir string) error {
 // batch applies (or skips) batch i of the plan.
 func (r *replayer) batch(ctx context.Context, i int, o Object) error {
 	seq := r.set.Seq()
-	if o.Frame <= seq {
+	if o.Seq <= seq {
 		r.fetch.skip(i)
 		r.res.Skipped = append(r.res.Skipped, o)
 		return nil
@@ -349,7 +350,7 @@ func (r *replayer) batch(ctx context.Context, i int, o Object) error {
 // frames in between are not missing. Only headers are read, and only on
 // this path, which a healthy log takes rarely (a batch uploaded twice
 // with different ranges after a lost response).
-func (r *replayer) coveredLater(ctx context.Context, i int, seq uint64) (bool, error) {
+func (r *replayer) coveredLater(ctx context.Context, i int, seq frames.Seq) (bool, error) {
 	for j := i + 1; j < len(r.plan.Batches); j++ {
 		hdr, ok := r.headers[j]
 		if !ok {

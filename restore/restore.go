@@ -19,18 +19,18 @@ type Result struct {
 	Actor frames.Actor
 	// Path is the restored database file.
 	Path string
-	// Session is the session restored, Snapshot the key of the snapshot it
+	// Epoch is the session restored, Snapshot the key of the snapshot it
 	// started from.
-	Session  uint64
+	Epoch    uint64
 	Snapshot string
 	// BatchesApplied and BatchesSkipped count the batches of the plan that
 	// applied and that were skipped as covered (see Replayed).
 	BatchesApplied, BatchesSkipped int
-	// Frame is the sequence number reached, CommitTime the commit time of
-	// that frame (zero when the snapshot carried none and no frame was
+	// Seq is the sequence number reached, CommitTime the commit time of
+	// that commit (zero when the snapshot carried none and no frame was
 	// applied: a session's first snapshot does not know when its state was
 	// committed).
-	Frame      uint64
+	Seq        frames.Seq
 	CommitTime time.Time
 	// Bytes is the size of the database, Checksum its rolling checksum.
 	Bytes    int64
@@ -45,7 +45,7 @@ type Result struct {
 	Duration time.Duration
 	// OutOfRange is set when the target was outside what the session
 	// holds and OrNearest restored the nearest state instead: it says
-	// what was asked and the range available; Frame and CommitTime say
+	// what was asked and the range available; Seq and CommitTime say
 	// what was restored.
 	OutOfRange *TargetError
 }
@@ -107,19 +107,19 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 		return fail(err)
 	}
 	res := Result{
-		Actor: a, Path: dest, Session: rep.Plan.Session, Snapshot: rep.Plan.Snapshot.Key,
+		Actor: a, Path: dest, Epoch: rep.Plan.Epoch, Snapshot: rep.Plan.Snapshot.Key,
 		BatchesApplied: len(rep.Applied) - 1, BatchesSkipped: len(rep.Skipped),
-		Frame: rep.Frame, Bytes: main.Bytes(), Checksum: main.Checksum,
+		Seq: rep.Seq, Bytes: main.Bytes(), Checksum: main.Checksum,
 		ObjectsFetched: rep.ObjectsFetched, BytesFetched: rep.BytesFetched, Replans: replans,
 		Duration: time.Since(start), OutOfRange: rep.OutOfRange,
 	}
 	if rep.CommitTime != 0 {
 		res.CommitTime = time.Unix(0, rep.CommitTime)
 	}
-	opts.Logger.Info("restored", logActor, a.Prefix(), logSession, res.Session, logFrame, res.Frame,
+	opts.Logger.Info("restored", logActor, a.Prefix(), logEpoch, res.Epoch, logSeq, res.Seq,
 		"path", dest, "bytes", res.Bytes, "duration", res.Duration)
 	report(opts, Progress{Actor: a, Phase: PhaseDone, ObjectsDone: len(rep.Applied) + len(rep.Skipped),
-		ObjectsTotal: 1 + len(rep.Plan.Batches), BytesFetched: res.BytesFetched, Frame: res.Frame})
+		ObjectsTotal: 1 + len(rep.Plan.Batches), BytesFetched: res.BytesFetched, Seq: res.Seq})
 	return res, nil
 }
 

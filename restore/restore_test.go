@@ -40,22 +40,22 @@ func TestRestoreTargets(t *testing.T) {
 
 				res, got := restoreTo(t, b, w.actor, restore.Latest())
 				dbtest.SameBytes(t, "latest", got, last.data)
-				if res.Session != 2 || res.Frame != last.frame {
-					t.Fatalf("latest: session %d frame %d, want session 2 frame %d", res.Session, res.Frame, last.frame)
+				if res.Epoch != 2 || res.Seq != last.seq {
+					t.Fatalf("latest: session %d frame %d, want session 2 frame %d", res.Epoch, res.Seq, last.seq)
 				}
 
 				for _, p := range session2 {
-					res, got := restoreTo(t, b, w.actor, restore.ToFrame(p.frame))
-					dbtest.SameBytes(t, fmt.Sprintf("frame %d", p.frame), got, p.data)
-					if res.Frame != p.frame {
-						t.Fatalf("to frame %d reached %d", p.frame, res.Frame)
+					res, got := restoreTo(t, b, w.actor, restore.ToSeq(p.seq))
+					dbtest.SameBytes(t, fmt.Sprintf("frame %d", p.seq), got, p.data)
+					if res.Seq != p.seq {
+						t.Fatalf("to frame %d reached %d", p.seq, res.Seq)
 					}
 					// The session's first point included: its first snapshot
 					// carries the commit time of the state it starts from.
 					res, got = restoreTo(t, b, w.actor, restore.AtTime(p.time))
-					dbtest.SameBytes(t, fmt.Sprintf("time of frame %d", p.frame), got, p.data)
-					if res.Frame != p.frame || res.CommitTime.After(p.time) || res.CommitTime.IsZero() {
-						t.Fatalf("at %v reached frame %d committed %v, want frame %d", p.time, res.Frame, res.CommitTime, p.frame)
+					dbtest.SameBytes(t, fmt.Sprintf("time of frame %d", p.seq), got, p.data)
+					if res.Seq != p.seq || res.CommitTime.After(p.time) || res.CommitTime.IsZero() {
+						t.Fatalf("at %v reached frame %d committed %v, want frame %d", p.time, res.Seq, res.CommitTime, p.seq)
 					}
 				}
 
@@ -63,13 +63,13 @@ func TestRestoreTargets(t *testing.T) {
 				// at or before the target, never past it.
 				for i := 1; i < len(session2); i++ {
 					lo, hi := session2[i-1], session2[i]
-					if hi.frame-lo.frame < 2 {
+					if hi.seq-lo.seq < 2 {
 						continue
 					}
-					target := lo.frame + (hi.frame-lo.frame)/2
-					res, _ := restoreTo(t, b, w.actor, restore.ToFrame(target))
-					if res.Frame < lo.frame || res.Frame > target {
-						t.Fatalf("to frame %d between %d and %d reached %d", target, lo.frame, hi.frame, res.Frame)
+					target := lo.seq + (hi.seq-lo.seq)/2
+					res, _ := restoreTo(t, b, w.actor, restore.ToSeq(target))
+					if res.Seq < lo.seq || res.Seq > target {
+						t.Fatalf("to frame %d between %d and %d reached %d", target, lo.seq, hi.seq, res.Seq)
 					}
 				}
 
@@ -77,12 +77,12 @@ func TestRestoreTargets(t *testing.T) {
 				// are before the current session's oldest snapshot.
 				for _, p := range session1[:len(session1)-1] {
 					_, err := restore.Restore(t.Context(), b, w.actor, filepath.Join(t.TempDir(), "x.db"),
-						restore.Options{Target: restore.ToFrame(p.frame)})
+						restore.Options{Target: restore.ToSeq(p.seq)})
 					var te *restore.TargetError
 					if !errors.As(err, &te) || !errors.Is(err, restore.ErrTargetOutOfRange) ||
-						te.Session != 2 || te.First != session2[0].frame || te.Last != last.frame {
+						te.Epoch != 2 || te.FirstSeq != session2[0].seq || te.LastSeq != last.seq {
 						t.Fatalf("frame %d of session 1: got %v, want a *TargetError: session 2 holds %d..%d",
-							p.frame, err, session2[0].frame, last.frame)
+							p.seq, err, session2[0].seq, last.seq)
 					}
 				}
 			})
@@ -114,13 +114,13 @@ func TestRestoreTimeInsideMergedFrame(t *testing.T) {
 			end := w.durable()
 
 			res, got := restoreTo(t, g, w.actor, restore.AtTime(between))
-			if res.Frame != end.frame-3 {
-				t.Fatalf("at a time inside the merged frame %d..%d: reached %d, want %d", end.frame-2, end.frame, res.Frame, end.frame-3)
+			if res.Seq != end.seq-3 {
+				t.Fatalf("at a time inside the merged frame %d..%d: reached %d, want %d", end.seq-2, end.seq, res.Seq, end.seq-3)
 			}
 			dbtest.SameBytes(t, "state before the merged frame", got, before)
-			res, got = restoreTo(t, g, w.actor, restore.ToFrame(end.frame-1))
-			if res.Frame != end.frame-3 {
-				t.Fatalf("to frame %d inside the merged frame: reached %d, want %d", end.frame-1, res.Frame, end.frame-3)
+			res, got = restoreTo(t, g, w.actor, restore.ToSeq(end.seq-1))
+			if res.Seq != end.seq-3 {
+				t.Fatalf("to frame %d inside the merged frame: reached %d, want %d", end.seq-1, res.Seq, end.seq-3)
 			}
 			dbtest.SameBytes(t, "state before the merged frame", got, before)
 			_, got = restoreTo(t, g, w.actor, restore.AtTime(end.time))
@@ -249,8 +249,8 @@ func TestRestoreBudgets(t *testing.T) {
 		}
 		got, _ := os.ReadFile(dest)
 		dbtest.SameBytes(t, fmt.Sprintf("%+v", opts), got, want.data)
-		if res.Frame != want.frame {
-			t.Fatalf("%+v: reached %d, want %d", opts, res.Frame, want.frame)
+		if res.Seq != want.seq {
+			t.Fatalf("%+v: reached %d, want %d", opts, res.Seq, want.seq)
 		}
 	}
 	ctx, cancel := context.WithCancel(t.Context())
@@ -298,8 +298,8 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 				if !errors.As(err, &te) || !errors.Is(err, restore.ErrTargetOutOfRange) {
 					t.Fatalf("%s: got %v, want a *TargetError", target, err)
 				}
-				if te.Session != 2 || te.First != first.frame || te.Last != last.frame {
-					t.Fatalf("%s: %+v, want session 2 holding frames %d..%d", target, te, first.frame, last.frame)
+				if te.Epoch != 2 || te.FirstSeq != first.seq || te.LastSeq != last.seq {
+					t.Fatalf("%s: %+v, want session 2 holding frames %d..%d", target, te, first.seq, last.seq)
 				}
 				if es := dirEntries(t, dir); len(es) != 0 {
 					t.Fatalf("%s: left behind %v", target, es)
@@ -310,27 +310,27 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 				t.Helper()
 				res, got := restoreTo(t, b, w.actor, target.OrNearest())
 				dbtest.SameBytes(t, target.String()+" or the nearest", got, want.data)
-				if res.Frame != want.frame || res.OutOfRange == nil || res.OutOfRange.Target.Nearest() != true {
-					t.Fatalf("%s or the nearest: frame %d, out of range %+v; want frame %d, out of range set", target, res.Frame, res.OutOfRange, want.frame)
+				if res.Seq != want.seq || res.OutOfRange == nil || res.OutOfRange.Target.Nearest() != true {
+					t.Fatalf("%s or the nearest: frame %d, out of range %+v; want frame %d, out of range set", target, res.Seq, res.OutOfRange, want.seq)
 				}
 			}
 
 			// Past the newest frame.
-			outOfRange(restore.ToFrame(last.frame + 1))
-			nearest(restore.ToFrame(last.frame+1), last)
+			outOfRange(restore.ToSeq(last.seq + 1))
+			nearest(restore.ToSeq(last.seq+1), last)
 			// Before the oldest snapshot (in the superseded session).
-			outOfRange(restore.ToFrame(first.frame - 1))
-			nearest(restore.ToFrame(first.frame-1), first)
+			outOfRange(restore.ToSeq(first.seq - 1))
+			nearest(restore.ToSeq(first.seq-1), first)
 			// Before the commit time of session 2's first snapshot: the
 			// state of the last point of session 1, committed in session 1.
 			te := outOfRange(restore.AtTime(session1[0].time))
-			if te.EarliestFrame != first.frame || !te.EarliestTime.After(session1[0].time) || te.EarliestTime.After(first.time) {
-				t.Fatalf("before the oldest snapshot: earliest frame %d at %v, want frame %d committed before %v", te.EarliestFrame, te.EarliestTime, first.frame, first.time)
+			if te.EarliestSeq != first.seq || !te.EarliestTime.After(session1[0].time) || te.EarliestTime.After(first.time) {
+				t.Fatalf("before the oldest snapshot: earliest frame %d at %v, want frame %d committed before %v", te.EarliestSeq, te.EarliestTime, first.seq, first.time)
 			}
 			nearest(restore.AtTime(session1[0].time), first)
 
 			// In range: no OutOfRange, whether or not OrNearest was asked.
-			for _, target := range []restore.Target{restore.ToFrame(last.frame), restore.ToFrame(first.frame),
+			for _, target := range []restore.Target{restore.ToSeq(last.seq), restore.ToSeq(first.seq),
 				restore.AtTime(first.time), restore.AtTime(time.Now().Add(time.Hour))} {
 				for _, tg := range []restore.Target{target, target.OrNearest()} {
 					res, _ := restoreTo(t, b, w.actor, tg)
@@ -341,8 +341,8 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 			}
 			res, got := restoreTo(t, b, w.actor, restore.AtTime(time.Now().Add(time.Hour)))
 			dbtest.SameBytes(t, "an hour from now", got, last.data)
-			if res.Frame != last.frame {
-				t.Fatalf("an hour from now: frame %d, want %d", res.Frame, last.frame)
+			if res.Seq != last.seq {
+				t.Fatalf("an hour from now: frame %d, want %d", res.Seq, last.seq)
 			}
 
 			// A new actor's first snapshot (frame 0) records no commit
@@ -354,14 +354,14 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 			a1.closeDB()
 			_, err := restore.Restore(t.Context(), b, a1.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{Target: restore.AtTime(before)})
 			te = nil
-			if !errors.As(err, &te) || te.Session != 1 || te.First != 0 || te.Last != p1.frame ||
-				te.EarliestFrame == 0 || te.EarliestFrame > p1.frame || !te.EarliestTime.After(before) {
+			if !errors.As(err, &te) || te.Epoch != 1 || te.FirstSeq != 0 || te.LastSeq != p1.seq ||
+				te.EarliestSeq == 0 || te.EarliestSeq > p1.seq || !te.EarliestTime.After(before) {
 				t.Fatalf("before the first commit: got %v (%+v), want a *TargetError with the first frame as the earliest", err, te)
 			}
 			res, got = restoreTo(t, b, a1.actor, restore.AtTime(before).OrNearest())
 			dbtest.SameBytes(t, "before the first commit, or the nearest", got, a1.points[0].data)
-			if res.Frame != 0 || res.OutOfRange == nil {
-				t.Fatalf("before the first commit, or the nearest: frame %d, out of range %v", res.Frame, res.OutOfRange)
+			if res.Seq != 0 || res.OutOfRange == nil {
+				t.Fatalf("before the first commit, or the nearest: frame %d, out of range %v", res.Seq, res.OutOfRange)
 			}
 		})
 	}

@@ -15,9 +15,9 @@ import (
 // state inside a merged run was never written down, so a restore can stop
 // only at a frame boundary:
 //
-//   - ToFrame(n) restores the state after the last frame ending at or
+//   - ToSeq(n) restores the state after the last frame ending at or
 //     before sequence n: exactly n when a frame ends at n, an earlier
-//     boundary otherwise. Result.Frame says which.
+//     boundary otherwise. Result.Seq says which.
 //   - AtTime(t) restores the state after the last frame whose commit time is
 //     at or before t. A frame carries the commit time of its last commit
 //     only, so the restore stops before the first frame whose commit time
@@ -28,18 +28,18 @@ import (
 // Targets pick a point inside the chosen session (see Restore); they never
 // reach back into a superseded session. A target the session cannot reach
 // is an error, a *TargetError (ErrTargetOutOfRange) naming the range it
-// can, rather than another state restored in its place: a frame past the
-// newest frame the session holds, a frame before its oldest snapshot, a
+// can, rather than another state restored in its place: a sequence number
+// past the newest the session holds, one before its oldest snapshot, a
 // time before the oldest state it can place in time. A snapshot that does
 // not record when its state was committed (the first snapshot of a new
-// actor, at frame 0) is placed in time by the first frame after it only,
+// actor, at seq 0) is placed in time by the first frame after it only,
 // so a time before that frame is out of range too. A time after the newest
 // commit is not: it restores the newest state, as it was then.
 //
 // OrNearest asks for the nearest state instead of the error.
 type Target struct {
 	kind    targetKind
-	frame   uint64
+	seq     frames.Seq
 	time    int64 // Unix nanoseconds
 	nearest bool
 }
@@ -48,26 +48,26 @@ type targetKind uint8
 
 const (
 	targetLatest targetKind = iota
-	targetFrame
+	targetSeq
 	targetTime
 )
 
 // Latest is the newest state of the chosen session. It is the zero Target.
 func Latest() Target { return Target{} }
 
-// ToFrame is the state after the last frame ending at or before sequence
+// ToSeq is the state after the last frame ending at or before sequence
 // number n.
-func ToFrame(n uint64) Target { return Target{kind: targetFrame, frame: n} }
+func ToSeq(n frames.Seq) Target { return Target{kind: targetSeq, seq: n} }
 
 // AtTime is the state after the last frame committed at or before t.
 func AtTime(t time.Time) Target { return Target{kind: targetTime, time: t.UnixNano()} }
 
 // OrNearest is t, except that a target outside the range the session can
 // restore restores the nearest state in it instead of failing: the newest
-// state for a frame past the newest, the oldest snapshot for a frame or a
-// time before the oldest state. Result.OutOfRange then says what was asked
-// and what the session holds; Result.Frame and CommitTime say what was
-// restored.
+// state for a sequence number past the newest, the oldest snapshot for a
+// sequence number or a time before the oldest state. Result.OutOfRange
+// then says what was asked and what the session holds; Result.Seq and
+// CommitTime say what was restored.
 func (t Target) OrNearest() Target {
 	t.nearest = true
 	return t
@@ -79,8 +79,8 @@ func (t Target) Nearest() bool { return t.nearest }
 // IsLatest reports whether t is Latest().
 func (t Target) IsLatest() bool { return t.kind == targetLatest }
 
-// Frame returns the sequence number of a ToFrame target.
-func (t Target) Frame() (uint64, bool) { return t.frame, t.kind == targetFrame }
+// Frame returns the sequence number of a ToSeq target.
+func (t Target) Seq() (frames.Seq, bool) { return t.seq, t.kind == targetSeq }
 
 // Time returns the time of an AtTime target.
 func (t Target) Time() (time.Time, bool) { return time.Unix(0, t.time), t.kind == targetTime }
@@ -88,8 +88,8 @@ func (t Target) Time() (time.Time, bool) { return time.Unix(0, t.time), t.kind =
 func (t Target) String() string {
 	s := "latest"
 	switch t.kind {
-	case targetFrame:
-		s = fmt.Sprintf("frame %d", t.frame)
+	case targetSeq:
+		s = fmt.Sprintf("seq %d", t.seq)
 	case targetTime:
 		s = "time " + time.Unix(0, t.time).UTC().Format(time.RFC3339Nano)
 	}
@@ -105,7 +105,7 @@ func (t Target) exact() Target {
 	return t
 }
 
-// admitsSnapshot reports whether a snapshot at frame seq, committed at
+// admitsSnapshot reports whether a snapshot at seq, committed at
 // commitTime, may be at or before the target.
 //
 // A snapshot without a commit time (0: a new actor's first snapshot, or a
@@ -114,10 +114,10 @@ func (t Target) exact() Target {
 // (see unknownTime): the state it holds was committed at some time before
 // the session's first frame, and only a frame of the session at or before
 // the target proves that the target is not earlier than that state.
-func (t Target) admitsSnapshot(seq uint64, commitTime int64) bool {
+func (t Target) admitsSnapshot(seq frames.Seq, commitTime int64) bool {
 	switch t.kind {
-	case targetFrame:
-		return seq <= t.frame
+	case targetSeq:
+		return seq <= t.seq
 	case targetTime:
 		return commitTime <= t.time
 	}
@@ -125,7 +125,7 @@ func (t Target) admitsSnapshot(seq uint64, commitTime int64) bool {
 }
 
 // unknownTime reports whether a state with commitTime cannot be placed in
-// time. Frame 0, the empty database before any frame, is no exception:
+// time. Seq 0, the empty database before any commit, is no exception:
 // nothing says when the actor was created, and a time before its first
 // commit may be before it existed.
 func unknownTime(commitTime int64) bool { return commitTime == 0 }
@@ -135,8 +135,8 @@ func unknownTime(commitTime int64) bool { return commitTime == 0 }
 // the restore.
 func (t Target) admitsFrame(f *frames.Frame) bool {
 	switch t.kind {
-	case targetFrame:
-		return f.LastSeq <= t.frame
+	case targetSeq:
+		return f.LastSeq <= t.seq
 	case targetTime:
 		return f.CommitTime <= t.time
 	}
@@ -145,6 +145,6 @@ func (t Target) admitsFrame(f *frames.Frame) bool {
 
 // reached reports whether a state at seq already satisfies the target,
 // so that nothing more needs to be fetched.
-func (t Target) reached(seq uint64) bool {
-	return t.kind == targetFrame && seq >= t.frame
+func (t Target) reached(seq frames.Seq) bool {
+	return t.kind == targetSeq && seq >= t.seq
 }

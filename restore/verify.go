@@ -30,7 +30,7 @@ import (
 //	truncated  damage    an object ends early
 //	checksum   damage    the checksum chain breaks while replaying, the
 //	                     replayed files do not match the final checksums,
-//	                     or a snapshot disagrees with the chain at its frame
+//	                     or a snapshot disagrees with the chain at its seq
 //	integrity  damage    the replayed current session fails integrity_check
 //	gap        damage    frames of the current session are missing after a
 //	                     snapshot and no later snapshot covers them, or a
@@ -99,9 +99,9 @@ type Problem struct {
 	Key      string
 	Kind     Kind
 	Severity Severity
-	Session  uint64 // 0 for own.json and keys framectl does not write
-	// From and To are the missing frames of a gap (inclusive).
-	From, To uint64
+	Epoch    uint64 // the session's; 0 for own.json and keys framectl does not write
+	// From and To are the missing sequence numbers of a gap (inclusive).
+	From, To frames.Seq
 	Message  string
 }
 
@@ -114,10 +114,10 @@ type Report struct {
 	Actor frames.Actor
 	// Own is own.json as parsed (nil when absent or damaged).
 	Own *fence.Record
-	// Session is the current session (the one Restore would choose; 0 when
-	// none has a snapshot), Frame the frame its replay reached.
-	Session uint64
-	Frame   uint64
+	// Epoch is the current session (the one Restore would choose; 0 when
+	// none has a snapshot), Seq the sequence number its replay reached.
+	Epoch uint64
+	Seq   frames.Seq
 	// Objects is the number of objects read, Bytes their compressed bytes.
 	Objects  int
 	Bytes    int64
@@ -208,7 +208,7 @@ func Verify(ctx context.Context, b bucket.Bucket, a frames.Actor, opts VerifyOpt
 		v := &verifier{b: b, a: a, opts: ro, progress: opts.Progress, scratch: scratch,
 			rep: Report{Actor: a}, reported: map[string]bool{}, verified: map[string]bool{},
 			batchHdr: map[string]frames.BatchHeader{}, snapHdr: map[string]frames.Snapshot{},
-			chain: map[uint64][]lanes.Lane{}}
+			chain: map[frames.Seq][]lanes.Lane{}}
 		err := v.run(ctx)
 		if err == nil {
 			slices.SortStableFunc(v.rep.Problems, func(x, y Problem) int {
@@ -241,7 +241,7 @@ type verifier struct {
 	verified map[string]bool // objects read to their verified end
 	batchHdr map[string]frames.BatchHeader
 	snapHdr  map[string]frames.Snapshot
-	chain    map[uint64][]lanes.Lane // lanes of the replayed state at each frame boundary
+	chain    map[frames.Seq][]lanes.Lane // lanes of the replayed state at each frame boundary
 }
 
 func (v *verifier) add(p Problem) {
@@ -280,13 +280,13 @@ func (v *verifier) run(ctx context.Context) error {
 		s := &inv.Sessions[i]
 		if cur != nil && s.Epoch < cur.Epoch {
 			for _, o := range append(slices.Clone(s.Snapshots), s.Batches...) {
-				v.add(Problem{Key: o.Key, Kind: KindStray, Severity: Warning, Session: s.Epoch,
+				v.add(Problem{Key: o.Key, Kind: KindStray, Severity: Warning, Epoch: s.Epoch,
 					Message: fmt.Sprintf("superseded by session %d: awaiting the tier pass", cur.Epoch)})
 			}
 		}
 	}
 	if cur != nil {
-		v.rep.Session = cur.Epoch
+		v.rep.Epoch = cur.Epoch
 		if err := v.replayCurrent(ctx, cur); err != nil {
 			return err
 		}

@@ -128,7 +128,7 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 // restored, and Restore refuses to fall back past it.
 func TestVerifyNewerSessionWithoutSnapshot(t *testing.T) {
 	o := newOwned(t, buckettest.Dir(t))
-	last := o.w.points[len(o.w.points)-1].frame
+	last := o.w.points[len(o.w.points)-1].seq
 	var buf bytes.Buffer
 	hdr, err := frames.WriteBatch(&buf, 3, []frames.Frame{{Epoch: 3, FirstSeq: last + 1, LastSeq: last + 1, Kind: frames.KindInitialize}}, frames.WriteOptions{})
 	if err != nil {
@@ -139,11 +139,11 @@ func TestVerifyNewerSessionWithoutSnapshot(t *testing.T) {
 	put(t, o.b, o.w.actor.OwnKey(), fence.Record{Epoch: 3, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal())
 	rep := verify(t, o.b, o.w.actor)
 	d := damage(rep)
-	if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindGap || d[0].Session != 3 {
+	if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindGap || d[0].Epoch != 3 {
 		t.Fatalf("damage %v, want a gap at %s", d, key)
 	}
-	if rep.Session != 2 {
-		t.Fatalf("current session %d, want 2", rep.Session)
+	if rep.Epoch != 2 {
+		t.Fatalf("current session %d, want 2", rep.Epoch)
 	}
 	_, err = restore.Restore(t.Context(), o.b, o.w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{})
 	if !errors.Is(err, restore.ErrNoSnapshot) || !errors.Is(err, lanes.ErrGap) {
@@ -178,7 +178,7 @@ func TestVerifySnapshots(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			o := newOwned(t, be.New(t))
 			mid := o.w.points[len(o.w.points)-2]
-			key, good := compactTo(t, o.b, o.w.actor, 2, mid.frame)
+			key, good := compactTo(t, o.b, o.w.actor, 2, mid.seq)
 			put(t, o.b, key, good)
 			if d := damage(verify(t, o.b, o.w.actor)); len(d) > 0 {
 				t.Fatalf("a sound compacted snapshot: damage %v", d)
@@ -191,7 +191,7 @@ func TestVerifySnapshots(t *testing.T) {
 
 			// The state of an earlier point, labelled as the state at mid.
 			before := o.w.points[len(o.w.points)-3]
-			if before.frame == mid.frame {
+			if before.seq == mid.seq {
 				t.Fatal("no commit between the points") // every round of newOwned commits
 			}
 			tr, err := lanes.TrackFile(t.Context(), bytes.NewReader(before.data), uint32(dbtest.PageSize(before.data)))
@@ -199,7 +199,7 @@ func TestVerifySnapshots(t *testing.T) {
 				t.Fatal(err)
 			}
 			var buf bytes.Buffer
-			if _, err := lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: mid.frame},
+			if _, err := lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: mid.seq},
 				[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: tr, File: bytes.NewReader(before.data)}},
 				frames.WriteOptions{}); err != nil {
 				t.Fatal(err)
@@ -239,12 +239,12 @@ func TestIntegrityCheckFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if _, err := lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: p.frame},
+	if _, err := lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: p.seq},
 		[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: tr, File: bytes.NewReader(bad)}},
 		frames.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	key := w.actor.SnapshotKey(2, p.frame)
+	key := w.actor.SnapshotKey(2, p.seq)
 	put(t, b, key, buf.Bytes())
 	put(t, b, w.actor.OwnKey(), fence.Record{Epoch: 2}.Marshal()) // as session 2's writer leaves it
 
@@ -288,7 +288,7 @@ func TestVerifyHeaderDisagreesWithKey(t *testing.T) {
 		return nil
 	}
 	var superseded string
-	for k, s := range o.session {
+	for k, s := range o.epoch {
 		if s == 1 && strings.Contains(k, "/log/") {
 			superseded = k
 		}
@@ -309,7 +309,7 @@ func TestVerifyHeaderDisagreesWithKey(t *testing.T) {
 		t.Run("flipped "+key, func(t *testing.T) {
 			put(t, o.b, key, flipped(key))
 			defer put(t, o.b, key, o.objects[key])
-			check(t, key, "corrupt header: it says epoch ", ", the key says session ", "the rest of the object confirms the damage")
+			check(t, key, "corrupt header: it says epoch ", ", the key says epoch ", "the rest of the object confirms the damage")
 			if o.onPath[key] {
 				_, err := restore.Restore(t.Context(), o.b, o.w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{})
 				var mm *frames.KeyMismatchError
@@ -320,13 +320,13 @@ func TestVerifyHeaderDisagreesWithKey(t *testing.T) {
 		})
 	}
 	t.Run("wrong key", func(t *testing.T) {
-		// The newest batch of session 2, whole, also under a later end frame.
+		// The newest batch of session 2, whole, also under a later last seq.
 		src := o.batches[len(o.batches)-1]
 		r := o.ranges[src]
 		key := o.w.actor.LogKey(2, r[1]+5)
 		put(t, o.b, key, o.objects[src])
 		defer o.b.Delete(t.Context(), key)
 		check(t, key, "stored under a wrong key: the object reads whole",
-			fmt.Sprintf("header says epoch 2, frames %d..%d, the key says session 2, end frame %d", r[0], r[1], r[1]+5))
+			fmt.Sprintf("header says epoch 2, seq %d..%d, the key says epoch 2, last seq %d", r[0], r[1], r[1]+5))
 	})
 }

@@ -18,7 +18,7 @@ import (
 func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 	var (
 		lastKey string
-		pending = map[uint64][]lanes.Lane{} // states inside the batch being read, trusted once it verifies
+		pending = map[frames.Seq][]lanes.Lane{} // states inside the batch being read, trusted once it verifies
 	)
 	hooks := &replayHooks{
 		onFrame: func(set *lanes.Set) { pending[set.Seq()] = set.Lanes() },
@@ -41,9 +41,9 @@ func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 	}
 	for k := 0; k < len(s.Snapshots); {
 		snap := s.Snapshots[k]
-		plan := Plan{Actor: v.a, Session: s.Epoch, Target: Latest(), Snapshot: snap}
+		plan := Plan{Actor: v.a, Epoch: s.Epoch, Target: Latest(), Snapshot: snap}
 		for _, o := range s.Batches {
-			if o.Frame > snap.Frame {
+			if o.Seq > snap.Seq {
 				plan.Batches = append(plan.Batches, o)
 			}
 		}
@@ -51,15 +51,15 @@ func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 		clear(pending)
 		rep, err := replay(ctx, v.b, plan, v.scratch, v.opts, hooks)
 		if err == nil {
-			v.rep.Frame = rep.Frame
-			v.chain[rep.Frame] = rep.Set.Lanes()
+			v.rep.Seq = rep.Seq
+			v.chain[rep.Seq] = rep.Set.Lanes()
 			return rep.Close()
 		}
 		kind, sev := classify(err)
 		if sev == 0 {
 			return err // I/O, a vanished object, ctx
 		}
-		next := snap.Frame + 1
+		next := snap.Seq + 1
 		var e *Error
 		errors.As(err, &e)
 		var gap *lanes.GapError
@@ -67,19 +67,19 @@ func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 		case errors.As(err, &gap):
 			next = gap.To // findGaps reports it
 		case e != nil && e.Key != "":
-			v.add(Problem{Key: e.Key, Kind: kind, Severity: Damage, Session: s.Epoch, Message: v.describe(ctx, e.Key, err)})
+			v.add(Problem{Key: e.Key, Kind: kind, Severity: Damage, Epoch: s.Epoch, Message: v.describe(ctx, e.Key, err)})
 			if k, err := frames.ParseKey(e.Key); err == nil && k.Kind == frames.KeyLog {
-				next = k.Frame
+				next = k.Seq
 			}
 		default:
 			// The files or integrity_check: the whole replay is at fault;
 			// name the newest object it applied.
-			v.add(Problem{Key: lastKey, Kind: kind, Severity: Damage, Session: s.Epoch,
+			v.add(Problem{Key: lastKey, Kind: kind, Severity: Damage, Epoch: s.Epoch,
 				Message: fmt.Sprintf("the state replayed from %s through %s: %s", snap.Key, lastKey, cause(err))})
 			return nil
 		}
 		k++
-		for k < len(s.Snapshots) && s.Snapshots[k].Frame < next {
+		for k < len(s.Snapshots) && s.Snapshots[k].Seq < next {
 			k++
 		}
 	}
@@ -87,31 +87,31 @@ func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 }
 
 // findGaps looks for missing frames after each snapshot of s, from the
-// batch headers. A damaged batch counts as present through its end frame:
+// batch headers. A damaged batch counts as present through its last seq:
 // its damage is reported, and the frames it holds are not missing, only
 // unreadable.
 func (v *verifier) findGaps(s *Session, sev Severity) {
 	type gapKey struct {
 		key      string
-		from, to uint64
+		from, to frames.Seq
 	}
 	seen := map[gapKey]bool{}
 	for _, snap := range s.Snapshots {
 		if v.damaged(snap.Key) {
 			continue
 		}
-		reached := snap.Frame
+		reached := snap.Seq
 		for i, o := range s.Batches {
-			if o.Frame <= reached {
+			if o.Seq <= reached {
 				continue
 			}
 			hdr, ok := v.batchHdr[o.Key]
 			if !ok { // damaged, or vanished
-				reached = o.Frame
+				reached = o.Seq
 				continue
 			}
 			if hdr.FirstSeq <= reached+1 {
-				reached = o.Frame
+				reached = o.Seq
 				continue
 			}
 			covered := false
@@ -128,24 +128,24 @@ func (v *verifier) findGaps(s *Session, sev Severity) {
 			g := gapKey{o.Key, reached + 1, hdr.FirstSeq - 1}
 			if !seen[g] {
 				seen[g] = true
-				sv, msg := sev, fmt.Sprintf("frames %d..%d are missing before this batch (after snapshot %s)", g.from, g.to, snap.Key)
+				sv, msg := sev, fmt.Sprintf("sequence numbers %d..%d are missing before this batch (after snapshot %s)", g.from, g.to, snap.Key)
 				if sv == Damage {
 					for _, later := range s.Snapshots {
-						if later.Frame >= g.to && !v.damaged(later.Key) {
+						if later.Seq >= g.to && !v.damaged(later.Key) {
 							sv, msg = Warning, msg+fmt.Sprintf("; snapshot %s covers them, so only a point-in-time restore between is impossible", later.Key)
 							break
 						}
 					}
 				}
-				v.add(Problem{Key: o.Key, Kind: KindGap, Severity: sv, Session: s.Epoch, From: g.from, To: g.to, Message: msg})
+				v.add(Problem{Key: o.Key, Kind: KindGap, Severity: sv, Epoch: s.Epoch, From: g.from, To: g.to, Message: msg})
 			}
-			reached = o.Frame
+			reached = o.Seq
 		}
 	}
 }
 
 // checkSnapshots compares every snapshot of the current session the replay
-// passed exactly with the replayed state at its frame.
+// passed exactly with the replayed state at its sequence number.
 func (v *verifier) checkSnapshots(s *Session) {
 	for _, snap := range s.Snapshots {
 		hdr, ok := v.snapHdr[snap.Key]
@@ -154,11 +154,11 @@ func (v *verifier) checkSnapshots(s *Session) {
 		}
 		state, ok := v.chain[hdr.Seq]
 		if !ok {
-			continue // the replay did not stop at this frame
+			continue // the replay did not stop at this sequence number
 		}
 		if msg := compareLanes(hdr, state); msg != "" {
-			v.add(Problem{Key: snap.Key, Kind: KindChecksum, Severity: Damage, Session: s.Epoch,
-				Message: fmt.Sprintf("disagrees with the log replayed to frame %d: %s", hdr.Seq, msg)})
+			v.add(Problem{Key: snap.Key, Kind: KindChecksum, Severity: Damage, Epoch: s.Epoch,
+				Message: fmt.Sprintf("disagrees with the log replayed to seq %d: %s", hdr.Seq, msg)})
 		}
 	}
 }
@@ -172,8 +172,8 @@ func compareLanes(hdr frames.Snapshot, state []lanes.Lane) string {
 	for i, l := range hdr.Lanes {
 		st := state[i]
 		if l.Lane != st.Number || l.Checksum != st.Checksum || l.Bytes != uint64(st.Bytes()) {
-			return fmt.Sprintf("lane %d has %d bytes with checksum %016x, the log's lane %d has %d bytes with %016x",
-				l.Lane, l.Bytes, uint64(l.Checksum), st.Number, st.Bytes(), uint64(st.Checksum))
+			return fmt.Sprintf("lane %d has %d bytes with checksum %s, the log's lane %d has %d bytes with %s",
+				l.Lane, l.Bytes, l.Checksum, st.Number, st.Bytes(), st.Checksum)
 		}
 	}
 	return ""

@@ -103,7 +103,7 @@ func (v *verifier) decode(ctx context.Context, o Object) error {
 		if sev == 0 {
 			return hdrErr
 		}
-		v.add(Problem{Key: o.Key, Kind: kind, Severity: sev, Session: o.Session, Message: v.describe(ctx, o.Key, hdrErr)})
+		v.add(Problem{Key: o.Key, Kind: kind, Severity: sev, Epoch: o.Epoch, Message: v.describe(ctx, o.Key, hdrErr)})
 	}
 	return nil
 }

@@ -42,10 +42,10 @@ func (v *verifier) describe(ctx context.Context, key string, err error) string {
 // headerAndKey says how a header and its key disagree.
 func headerAndKey(mm *frames.KeyMismatchError) string {
 	if mm.Key.Kind == frames.KeySnapshot {
-		return fmt.Sprintf("epoch %d, frame %d, the key says session %d, frame %d", mm.Epoch, mm.Last, mm.Key.Session, mm.Key.Frame)
+		return fmt.Sprintf("epoch %d, seq %d, the key says epoch %d, seq %d", mm.Epoch, mm.LastSeq, mm.Key.Epoch, mm.Key.Seq)
 	}
-	return fmt.Sprintf("epoch %d, frames %d..%d, the key says session %d, end frame %d",
-		mm.Epoch, mm.First, mm.Last, mm.Key.Session, mm.Key.Frame)
+	return fmt.Sprintf("epoch %d, seq %d..%d, the key says epoch %d, last seq %d",
+		mm.Epoch, mm.FirstSeq, mm.LastSeq, mm.Key.Epoch, mm.Key.Seq)
 }
 
 // readWithoutKey reads the object at key to its verified end without

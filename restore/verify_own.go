@@ -72,19 +72,22 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 	// session after its release: Release follows the final flush).
 	tailLost := false
 	if s, ok := v.inv.NewestWithSnapshot(); rec.Released() && rec.Seq > 0 && (!ok || s.Epoch <= rec.Epoch) {
-		var last, session uint64
+		var (
+			last  frames.Seq
+			epoch uint64
+		)
 		if ok {
-			last, session = s.LastFrame(), s.Epoch
+			last, epoch = s.LastSeq(), s.Epoch
 		}
 		switch {
 		case last < rec.Seq:
 			tailLost = true
-			e := &TailError{Key: key, Session: session, Reached: last, End: rec.Seq}
+			e := &TailError{Key: key, Epoch: epoch, ReachedSeq: last, EndSeq: rec.Seq}
 			gap := e.Gap()
-			v.add(Problem{Key: key, Kind: KindGap, Severity: Damage, Session: session, From: gap.From, To: gap.To, Message: e.Error()})
+			v.add(Problem{Key: key, Kind: KindGap, Severity: Damage, Epoch: epoch, From: gap.From, To: gap.To, Message: e.Error()})
 		case last > rec.Seq:
-			problem(Damage, "records the actor's history released at frame %d, but session %d reaches frame %d: the record is damaged, "+
-				"or objects were written after the release", rec.Seq, session, last)
+			problem(Damage, "records the actor's history released at seq %d, but session %d reaches seq %d: the record is damaged, "+
+				"or objects were written after the release", rec.Seq, epoch, last)
 		}
 	}
 	switch {
@@ -126,7 +129,7 @@ func (v *verifier) currentSession(own *fence.Record) *Session {
 	for i := range inv.Sessions {
 		s := &inv.Sessions[i]
 		if (cur == nil || s.Epoch > cur.Epoch) && len(s.Batches) > 0 {
-			v.add(Problem{Key: s.Batches[0].Key, Kind: KindGap, Severity: Damage, Session: s.Epoch, From: 1, To: s.Batches[0].Frame,
+			v.add(Problem{Key: s.Batches[0].Key, Kind: KindGap, Severity: Damage, Epoch: s.Epoch, From: 1, To: s.Batches[0].Seq,
 				Message: fmt.Sprintf("session %d holds %d batches but no snapshot: its frames cannot be restored", s.Epoch, len(s.Batches))})
 		}
 	}

@@ -27,12 +27,12 @@ import (
 type owned struct {
 	b       bucket.Bucket
 	w       *workload
-	want    []byte               // the latest state
-	objects map[string][]byte    // every object of the actor, own.json included
-	onPath  map[string]bool      // objects a latest restore reads
-	session map[string]uint64    // session of each batch and snapshot
-	batches []string             // session 2's batches, ascending
-	ranges  map[string][2]uint64 // each batch's frames
+	want    []byte                   // the latest state
+	objects map[string][]byte        // every object of the actor, own.json included
+	onPath  map[string]bool          // objects a latest restore reads
+	epoch   map[string]uint64        // epoch of each batch and snapshot
+	batches []string                 // session 2's batches, ascending
+	ranges  map[string][2]frames.Seq // each batch's sequence numbers
 }
 
 const ownedNode = "node-a"
@@ -62,7 +62,7 @@ func newOwned(t *testing.T, b bucket.Bucket) *owned {
 		t.Fatal(err)
 	}
 	o := &owned{b: b, w: w, want: w.points[len(w.points)-1].data, objects: map[string][]byte{}, onPath: map[string]bool{},
-		session: map[string]uint64{}, ranges: map[string][2]uint64{}}
+		epoch: map[string]uint64{}, ranges: map[string][2]frames.Seq{}}
 	for _, k := range buckettest.Keys(t, b, w.actor.Prefix()) {
 		data, _, err := bucket.ReadAll(ctx, b, k, 1<<30)
 		if err != nil {
@@ -73,8 +73,8 @@ func newOwned(t *testing.T, b bucket.Bucket) *owned {
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.session[k] = pk.Session
-		if pk.Session == 2 || pk.Kind == frames.KeyOwn {
+		o.epoch[k] = pk.Epoch
+		if pk.Epoch == 2 || pk.Kind == frames.KeyOwn {
 			o.onPath[k] = true
 		}
 		if pk.Kind == frames.KeyLog {
@@ -82,8 +82,8 @@ func newOwned(t *testing.T, b bucket.Bucket) *owned {
 			if err != nil {
 				t.Fatal(err)
 			}
-			o.ranges[k] = [2]uint64{hdr.FirstSeq, hdr.LastSeq}
-			if pk.Session == 2 {
+			o.ranges[k] = [2]frames.Seq{hdr.FirstSeq, hdr.LastSeq}
+			if pk.Epoch == 2 {
 				o.batches = append(o.batches, k)
 			}
 		}
@@ -333,20 +333,20 @@ func TestVerifyCleanBucket(t *testing.T) {
 				t.Fatalf("damage in a healthy bucket: %v", rep.Problems)
 			}
 			last := o.w.points[len(o.w.points)-1]
-			if rep.Session != 2 || rep.Frame != last.frame || rep.Own == nil || rep.Own.Epoch != 2 {
-				t.Fatalf("session %d frame %d own %+v, want session 2 frame %d", rep.Session, rep.Frame, rep.Own, last.frame)
+			if rep.Epoch != 2 || rep.Seq != last.seq || rep.Own == nil || rep.Own.Epoch != 2 {
+				t.Fatalf("session %d frame %d own %+v, want session 2 frame %d", rep.Epoch, rep.Seq, rep.Own, last.seq)
 			}
 			if rep.Objects != len(o.objects) {
 				t.Fatalf("%d objects read, the actor has %d", rep.Objects, len(o.objects))
 			}
 			stray := map[string]bool{}
 			for _, p := range rep.Problems {
-				if p.Kind != restore.KindStray || p.Severity != restore.Warning || o.session[p.Key] != 1 {
+				if p.Kind != restore.KindStray || p.Severity != restore.Warning || o.epoch[p.Key] != 1 {
 					t.Errorf("unexpected problem: %s", p)
 				}
 				stray[p.Key] = true
 			}
-			for k, s := range o.session {
+			for k, s := range o.epoch {
 				if s == 1 && !stray[k] {
 					t.Errorf("superseded object %s not reported as stray", k)
 				}
@@ -376,8 +376,8 @@ func TestVerifyGaps(t *testing.T) {
 					if rep.Damaged() {
 						t.Fatalf("the last batch deleted: %v", rep.Problems)
 					}
-					if rerr != nil || res.Frame != want[0]-1 {
-						t.Fatalf("the last batch deleted: restore reached %d (%v), want %d", res.Frame, rerr, want[0]-1)
+					if rerr != nil || res.Seq != want[0]-1 {
+						t.Fatalf("the last batch deleted: restore reached %d (%v), want %d", res.Seq, rerr, want[0]-1)
 					}
 					put()
 					continue
@@ -389,12 +389,12 @@ func TestVerifyGaps(t *testing.T) {
 					}
 				}
 				if len(gaps) != 1 || gaps[0].Kind != restore.KindGap || gaps[0].From != want[0] || gaps[0].To != want[1] ||
-					gaps[0].Key != o.batches[i+1] || gaps[0].Session != 2 {
+					gaps[0].Key != o.batches[i+1] || gaps[0].Epoch != 2 {
 					t.Fatalf("batch %s (frames %d..%d) deleted: damage %v", key, want[0], want[1], gaps)
 				}
 				var ge *lanes.GapError
 				var re *restore.Error
-				if !errors.As(rerr, &ge) || ge.From != want[0] || ge.To != want[1] || !errors.As(rerr, &re) || re.Session != 2 {
+				if !errors.As(rerr, &ge) || ge.From != want[0] || ge.To != want[1] || !errors.As(rerr, &re) || re.Epoch != 2 {
 					t.Fatalf("batch %s (frames %d..%d) deleted: restore: %v", key, want[0], want[1], rerr)
 				}
 				if _, err := os.Stat(dest); !errors.Is(err, os.ErrNotExist) {

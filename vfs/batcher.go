@@ -11,7 +11,7 @@ import (
 // version of every page written in first..last, and the database size and
 // checksum after last. A hundred updates of one row hold one page.
 type pendingBatch struct {
-	first, last   uint64
+	first, last   frames.Seq
 	commitTime    int64     // of last
 	firstTime     time.Time // when the first commit was captured
 	commits       int
@@ -26,7 +26,7 @@ type pendingBatch struct {
 
 // add merges a commit (seq) into the batch, taking ownership of its page
 // buffers. prevPages is the database size before the commit.
-func (b *pendingBatch) add(seq uint64, c *capturedCommit, prevPages uint32) {
+func (b *pendingBatch) add(seq frames.Seq, c *capturedCommit, prevPages uint32) {
 	if b.commits == 0 {
 		b.first = seq
 		b.firstTime = time.Now()

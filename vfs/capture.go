@@ -59,7 +59,7 @@ func registerCaptureVFS(name string) *captureVFS {
 //
 // Precondition, checked here and again when the first connection opens the
 // WAL: the file exists, is in WAL mode, and its WAL is absent or empty. The
-// capture must see every WAL write from the first one on; frames already in
+// capture must see every WAL write from the first one on; WAL frames already in
 // the WAL would be commits it never saw. The entry point prepares this with
 // a plain connection (the "os" VFS): journal_mode=WAL, wal_checkpoint
 // (TRUNCATE), close. Content written before (the initial switch to WAL
@@ -256,7 +256,7 @@ func (v *captureVFS) Delete(name string, syncDir bool) error {
 		return v.base.Delete(name, syncDir)
 	}
 	st.mu.Lock()
-	// The frames go away with the file: first make sure none is foreign.
+	// The WAL frames go away with the file: first make sure none is foreign.
 	// No handle is open now (SQLite closes the WAL before deleting it).
 	ferr := foreignFramesInFile(st, name)
 	err := v.base.Delete(name, syncDir)

@@ -21,14 +21,14 @@ var (
 	// ready for capture (not in WAL mode, a WAL with content, page checksums).
 	errNotPrepared = errors.New("database not prepared for capture")
 	// errFrameGap: a transaction does not start where the last commit
-	// ended, or a committed frame was overwritten: another writer appended
-	// or rewrote frames this process did not see.
+	// ended, or a committed WAL frame was overwritten: another writer
+	// appended or rewrote WAL frames this process did not see.
 	errFrameGap = errors.New("WAL frame gap")
-	// errGeneration: a WAL header or frame belongs to a WAL generation
+	// errGeneration: a WAL header or WAL frame belongs to a WAL generation
 	// whose start this process did not see.
 	errGeneration = errors.New("unexpected WAL generation")
 	// errMalformedWrite: a write to the WAL that SQLite does not make
-	// (spanning frames, a partial header, a page number of zero).
+	// (spanning WAL frames, a partial header, a page number of zero).
 	errMalformedWrite = errors.New("unexpected WAL write")
 	// errForeignWrite: the main database file was written outside a
 	// checkpoint, so the database is not (or no longer) in WAL mode.
@@ -39,19 +39,19 @@ var (
 )
 
 // captureError is what the capture reports and returns: the file it
-// concerns, the frame if any, the kind, details, and an optional cause.
+// concerns, the WAL frame if any, the kind, details, and an optional cause.
 type captureError struct {
-	Path  string
-	Frame uint32 // 1-based WAL frame index; 0 if not about one frame
-	Kind  error
-	Msg   string
-	Err   error // cause, may be nil
+	Path     string
+	WALFrame uint32 // 1-based index of SQLite's WAL frame; 0 if not about one
+	Kind     error
+	Msg      string
+	Err      error // cause, may be nil
 }
 
 func (e *captureError) Error() string {
 	s := "vfs: capture: " + e.Path
-	if e.Frame != 0 {
-		s += fmt.Sprintf(": frame %d", e.Frame)
+	if e.WALFrame != 0 {
+		s += fmt.Sprintf(": WAL frame %d", e.WALFrame)
 	}
 	s += ": " + e.Kind.Error()
 	if e.Msg != "" {

@@ -14,7 +14,7 @@ type capturedCommit struct {
 	PageSize      uint32
 	DatabasePages uint32        // database size in pages after the commit
 	Pages         []frames.Page // strictly ascending numbers, each <= DatabasePages
-	// CommitTime is the wall clock when the capture saw the commit frame
+	// CommitTime is the wall clock when the capture saw the commit WAL frame
 	// (Unix nanoseconds).
 	CommitTime int64
 

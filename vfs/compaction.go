@@ -65,7 +65,7 @@ func (r *replicator) runCompaction(done func(compact.Result, error)) {
 			r.stats.compactionErrors.Add(1)
 			r.log.Warn("compaction pass failed", logErr, err)
 		case res.Snapshot != "" || len(res.Deleted) > 0:
-			r.log.Info("compaction pass", "snapshot", res.Snapshot, "frame", res.Frame,
+			r.log.Info("compaction pass", "snapshot", res.Snapshot, logSeq, res.Seq,
 				"deleted", len(res.Deleted), "read", res.BytesRead, "written", res.BytesWritten, "took", res.Duration)
 		}
 	}()

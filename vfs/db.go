@@ -113,7 +113,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 			// history still ends where the replaced record said.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 			defer cancel()
-			var end uint64
+			var end frames.Seq
 			if own.Prev.Released() {
 				end = own.Prev.Seq
 			}

@@ -17,7 +17,7 @@
 // older state.
 //
 // What it must never do: emit a page of a rolled-back transaction, emit a
-// commit twice or out of order, skip a frame, acknowledge a commit that is
+// commit twice or out of order, skip a commit, acknowledge a commit that is
 // not in the bucket, block a VFS callback on the network in async mode, go
 // on replicating after it has seen a write it cannot account for, or start
 // a session from a state older than one the bucket acknowledged.

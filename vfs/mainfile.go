@@ -10,7 +10,7 @@ import (
 
 // mainFile is one connection's handle on an attached database file. In WAL
 // mode SQLite writes the database file only while checkpointing: wal.c
-// walCheckpoint copies frames back between SQLITE_FCNTL_CKPT_START and
+// walCheckpoint copies WAL frames back between SQLITE_FCNTL_CKPT_START and
 // SQLITE_FCNTL_CKPT_DONE, then truncates the file to the database size
 // (after CKPT_DONE: testdata/wal-trace.txt, S3c) and syncs it. Any other
 // write means the database is not in WAL mode any more (journal_mode
@@ -81,8 +81,9 @@ func (m *mainFile) CheckpointDone() {
 
 // CommitPhaseTwo marks the end of a commit of this connection: SQLite has
 // written everything of it to the WAL, padding included (phase one), and
-// released the WAL write lock. From here on, a frame this connection writes
-// that looks like its last commit frame is a new transaction, not padding.
+// released the WAL write lock. From here on, a WAL frame this connection
+// writes that looks like its last commit frame is a new transaction, not
+// padding.
 func (m *mainFile) CommitPhaseTwo() error {
 	if w := m.wal; w != nil && w.pads {
 		m.st.mu.Lock()

@@ -5,6 +5,8 @@ package vfs
 import (
 	"errors"
 	"os"
+
+	"github.com/framectl/framectl/frames"
 )
 
 // capturedWord: no shared mappings here; recordCaptured pwrites instead.
@@ -14,5 +16,5 @@ func mapCaptured(*os.File) (*capturedWord, error) {
 	return nil, errors.New("no shared file mappings on this system")
 }
 
-func (*capturedWord) store(uint64) {}
-func (*capturedWord) unmap()       {}
+func (*capturedWord) store(frames.Seq) {}
+func (*capturedWord) unmap()           {}

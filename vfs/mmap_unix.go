@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/framectl/framectl/frames"
 )
 
 // capturedWord is the captured sequence of the state file, in a shared
@@ -34,7 +36,8 @@ func mapCaptured(f *os.File) (*capturedWord, error) {
 // littleEndianHost: a native store is a little-endian store.
 var littleEndianHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-func (c *capturedWord) store(seq uint64) {
+func (c *capturedWord) store(s frames.Seq) {
+	seq := uint64(s)
 	if !littleEndianHost {
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], seq)

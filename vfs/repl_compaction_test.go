@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 )
@@ -29,17 +30,17 @@ func TestBackgroundCompaction(t *testing.T) {
 	}
 	// Wait for a pass to finish: a newer snapshot, and none of the batches
 	// it covers left (a pass uploads the snapshot, then deletes).
-	var newest uint64
+	var newest frames.Seq
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		inv, err := restore.Take(t.Context(), b, db.actor)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s, _ := inv.Session(cfg.Epoch)
-		newest = s.Snapshots[len(s.Snapshots)-1].Frame
+		newest = s.Snapshots[len(s.Snapshots)-1].Seq
 		covered := 0
 		for _, o := range s.Batches {
-			if o.Frame <= newest {
+			if o.Seq <= newest {
 				covered++
 			}
 		}
@@ -62,5 +63,5 @@ func TestBackgroundCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	dbtest.SameBytes(t, "restored vs database", fileBytes(t, out), want)
-	t.Logf("%d compaction passes; newest snapshot at %d; restore read %d objects to frame %d", st.Compactions, newest, res.ObjectsFetched, res.Frame)
+	t.Logf("%d compaction passes; newest snapshot at %d; restore read %d objects to frame %d", st.Compactions, newest, res.ObjectsFetched, res.Seq)
 }

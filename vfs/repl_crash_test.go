@@ -425,7 +425,7 @@ func killCheck(t *testing.T, b bucket.Bucket, a frames.Actor, kill int, acked []
 	}
 	for _, n := range acked {
 		if query1(t, c, fmt.Sprintf("SELECT count(*) FROM t WHERE txn = %d", n)) == "0" {
-			t.Fatalf("kill %d: transaction %d was acknowledged; the bucket (session %d, frame %d) does not hold it", kill, n, res.Session, res.Frame)
+			t.Fatalf("kill %d: transaction %d was acknowledged; the bucket (session %d, frame %d) does not hold it", kill, n, res.Epoch, res.Seq)
 		}
 	}
 	return maxTxn

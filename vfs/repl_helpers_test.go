@@ -51,8 +51,8 @@ func replConn(t testing.TB, db *DB, params ...string) *sqlite3.Conn {
 
 // replayed is a session rebuilt from the bucket alone.
 type replayed struct {
-	Path    string // the rebuilt database file
-	Seq     uint64 // last sequence applied
+	Path    string     // the rebuilt database file
+	Seq     frames.Seq // last sequence applied
 	Batches int
 	Stats   lanes.Stats
 }
@@ -98,7 +98,7 @@ func replaySession(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k.Frame <= set.Seq() {
+		if k.Seq <= set.Seq() {
 			continue
 		}
 		rc, _, err := b.Get(ctx, o.Key)
@@ -180,7 +180,7 @@ func isLogKey(key string) bool {
 }
 
 // waitInflight waits until the uploader has taken a batch ending at seq.
-func waitInflight(t testing.TB, r *replicator, seq uint64) {
+func waitInflight(t testing.TB, r *replicator, seq frames.Seq) {
 	t.Helper()
 	for range 5000 {
 		r.mu.Lock()

@@ -31,18 +31,18 @@ type pageTracker interface {
 // until each succeeds. While one upload is in flight the next batch grows,
 // so the number of PUTs adapts to the bucket's latency (group commit).
 //
-// Ordering: commit() runs inside the commit-frame write, with SQLite's WAL
-// write lock held, so commits arrive totally ordered; the uploader ships
-// batches strictly in sequence, so the bucket's log of a session is always a
-// gap-free prefix of what was captured.
+// Ordering: commit() runs inside the write of the commit WAL frame, with
+// SQLite's WAL write lock held, so commits arrive totally ordered; the
+// uploader ships batches strictly in sequence, so the bucket's log of a
+// session is always a gap-free prefix of what was captured.
 type replicator struct {
 	cfg   Config
 	actor frames.Actor
 	log   *slog.Logger
 
 	mu        sync.Mutex
-	seq       uint64 // last sequence captured
-	pages     uint32 // database size after it
+	seq       frames.Seq // last sequence captured
+	pages     uint32     // database size after it
 	pageSize  uint32
 	open      *pendingBatch   // growing batch (nil: none)
 	sealed    []*pendingBatch // full batches waiting for the uploader
@@ -56,7 +56,7 @@ type replicator struct {
 	waiters   int             // Durable calls (and Sync commits) waiting
 	done      chan struct{}   // closed when the uploader has exited
 	blocked   atomic.Bool     // writable() must take the slow path
-	durable   atomic.Uint64   // last sequence in the bucket
+	durable   atomicSeq       // last sequence in the bucket
 	pool      *pagePool
 	inflight  *pendingBatch // being uploaded
 	freeBatch *pendingBatch // one spare, so a steady stream allocates no maps
@@ -82,7 +82,7 @@ type replicator struct {
 	// every commit captured (under mu), every batch before its upload and
 	// once it landed (on the uploader).
 	state *stateWriter
-	// durableTime is the commit time of the last durable frame; only the
+	// durableTime is the commit time of the last durable commit; only the
 	// uploader touches it.
 	durableTime int64
 	// start is how the session began, for Stats (set before start).
@@ -117,6 +117,12 @@ const (
 	logErr   = "err"
 	logSeq   = "seq"
 )
+
+// atomicSeq is a sequence number read without the replicator's lock.
+type atomicSeq struct{ v atomic.Uint64 }
+
+func (a *atomicSeq) Load() frames.Seq   { return frames.Seq(a.v.Load()) }
+func (a *atomicSeq) Store(s frames.Seq) { a.v.Store(uint64(s)) }
 
 func (r *replicator) startUploads() { go r.uploadLoop() }
 
@@ -158,7 +164,7 @@ func (r *replicator) commit(c *capturedCommit) {
 	defer r.mu.Unlock()
 	defer c.release()
 	if r.stopErr != nil {
-		// Replication stopped between writable() and the commit frame:
+		// Replication stopped between writable() and the commit WAL frame:
 		// the commit is in the local WAL only, which the stop error
 		// already reports to every caller.
 		return
@@ -268,7 +274,7 @@ func (r *replicator) Durable(ctx context.Context) error {
 	return r.waitDurable(ctx, target)
 }
 
-func (r *replicator) waitDurable(ctx context.Context, target uint64) error {
+func (r *replicator) waitDurable(ctx context.Context, target frames.Seq) error {
 	waiting := false
 	defer func() {
 		if waiting {
@@ -418,11 +424,11 @@ func (r *replicator) seal(b *pendingBatch, scratch []frames.Page) (frames.Frame,
 	f := b.frame(r.cfg.Epoch, scratch)
 	for _, p := range f.SQLite.Pages {
 		if err := r.track.Write(p.Number, p.Data); err != nil {
-			return f, r.fail(fmt.Errorf("frames %d..%d: %w", b.first, b.last, err))
+			return f, r.fail(fmt.Errorf("seq %d..%d: %w", b.first, b.last, err))
 		}
 	}
 	if err := r.track.Resize(b.dbPages); err != nil {
-		return f, r.fail(fmt.Errorf("frames %d..%d: %w", b.first, b.last, err))
+		return f, r.fail(fmt.Errorf("seq %d..%d: %w", b.first, b.last, err))
 	}
 	b.after = r.track.Checksum()
 	f.SQLite.Before, f.SQLite.After = b.before, b.after
@@ -446,7 +452,7 @@ func (r *replicator) upload(buf *bytes.Buffer, b *pendingBatch, f frames.Frame) 
 	if _, err := frames.WriteBatch(buf, r.cfg.Epoch, []frames.Frame{f}, frames.WriteOptions{Level: r.cfg.Compression}); err != nil {
 		// The capture produced an invalid frame: a bug, and nothing
 		// after it can be replicated.
-		return r.fail(fmt.Errorf("encoding frames %d..%d: %w", b.first, b.last, err))
+		return r.fail(fmt.Errorf("encoding the frame of seq %d..%d: %w", b.first, b.last, err))
 	}
 	key := r.actor.LogKey(r.cfg.Epoch, b.last)
 	backoff := r.cfg.RetryMin
@@ -456,7 +462,7 @@ func (r *replicator) upload(buf *bytes.Buffer, b *pendingBatch, f frames.Frame) 
 		r.stats.puts.Add(1)
 		if err == nil {
 			r.stats.batches.Add(1)
-			r.stats.frames.Add(int64(b.commits))
+			r.stats.shipped.Add(int64(b.commits))
 			r.stats.bytesRaw.Add(b.rawBytes)
 			r.stats.bytesMerged.Add(b.bytes)
 			r.stats.bytesUploaded.Add(int64(buf.Len()))

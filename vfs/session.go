@@ -18,10 +18,10 @@ import (
 )
 
 // position is a point in an actor's history: a sequence number and the
-// commit time of that frame (Unix ns; 0 when unknown, as for the empty
+// commit time of that commit (Unix ns; 0 when unknown, as for the empty
 // database before the first commit).
 type position struct {
-	seq        uint64
+	seq        frames.Seq
 	commitTime int64
 }
 
@@ -32,7 +32,7 @@ type sessionStart struct {
 	pos   position
 	track *lanes.Tracker
 	how   Start
-	// inBucket is the session whose objects hold exactly the state the
+	// inBucket is the epoch whose objects hold exactly the state the
 	// local copy now is, at pos (reused or restored), for the state file;
 	// 0 when the local copy is ahead of the bucket (kept commits) or the
 	// actor is new.
@@ -51,14 +51,14 @@ type sessionStart struct {
 //     is a new actor: the local file, if any, is its start.
 //  2. The local copy (its WAL recovered first) is current when its checksum
 //     and size are those the state file recorded for the bucket's newest
-//     frame: it is kept, nothing is downloaded.
+//     state: it is kept, nothing is downloaded.
 //  3. A local copy that is not current but equals a state the bucket holds
 //     (the durable record) holds nothing more: the bucket's newest state is
 //     restored over it.
 //  4. Otherwise it may hold commits the bucket lacks. When it provably
 //     continues the bucket's newest session (the state file's session is
 //     the newest, written in this boot, and it captured at least to the
-//     bucket's last frame), Config.Unacknowledged decides: keep them (the session
+//     bucket's last seq), Config.Unacknowledged decides: keep them (the session
 //     starts from the local copy) or discard them (restore over them). In
 //     any other case (another owner wrote since, the machine restarted, no
 //     readable state) the local copy is moved aside (Start.Diverged), then
@@ -116,7 +116,7 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 		how.From = StartNew
 		return sessionStart{how: how}, nil
 	}
-	last := newest.LastFrame()
+	last := newest.LastSeq()
 
 	local, err := inspectLocal(ctx, cfg, path)
 	if err != nil {
@@ -158,7 +158,7 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 			how.From, how.Kept = StartKept, n
 			// The kept commits keep their sequence numbers; the session's
 			// first snapshot covers them all. Their commit time is not known.
-			return sessionStart{pos: position{seq: last + uint64(n)}, track: local.track, how: how}, nil
+			return sessionStart{pos: position{seq: last + frames.Seq(n)}, track: local.track, how: how}, nil
 		case continues:
 			how.Discarded = unacked
 			cfg.Logger.Warn("discarding unacknowledged commits of the previous session", logActor, a.Actor,
@@ -170,17 +170,17 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 			}
 			how.Diverged = aside
 			cfg.Logger.Warn("local copy may hold commits the bucket does not; moved aside before restoring",
-				logActor, a.Actor, "path", aside, "newestSession", newest.Epoch, "newestFrame", last,
-				"localSession", st.Durable.Epoch, "localDurable", st.Durable.Seq, "localCaptured", st.Captured,
+				logActor, a.Actor, "path", aside, "newestEpoch", newest.Epoch, "newestSeq", last,
+				"localEpoch", st.Durable.Epoch, "localDurable", st.Durable.Seq, "localCaptured", st.Captured,
 				"sameBoot", sameBoot(st.Boot), "readable", local.track != nil)
 		}
 	}
-	pos, session, err := restoreOver(ctx, cfg, a, path, newest.Epoch, last)
+	pos, epoch, err := restoreOver(ctx, cfg, a, path, newest.Epoch, last)
 	if err != nil {
 		return sessionStart{}, err
 	}
 	how.From = StartRestored
-	return sessionStart{pos: pos, how: how, inBucket: session}, nil
+	return sessionStart{pos: pos, how: how, inBucket: epoch}, nil
 }
 
 // newer returns the later of two records (either may be absent).
@@ -193,7 +193,7 @@ func newer(a, b stateRecord) stateRecord {
 
 // reaches reports whether an inventory shows at least r: a newer session
 // (another owner took over since), or the newest session at or below r's
-// epoch reaching r's frame (sequence numbers grow across sessions, and
+// epoch reaching r's seq (sequence numbers grow across sessions, and
 // own.json's epoch may be a claim that wrote nothing).
 func reaches(inv *restore.Inventory, r stateRecord) bool {
 	for i := range inv.Sessions {
@@ -202,7 +202,7 @@ func reaches(inv *restore.Inventory, r stateRecord) bool {
 		case s.Epoch > r.Epoch && (len(s.Snapshots) > 0 || len(s.Batches) > 0):
 			return true
 		case s.Epoch <= r.Epoch && len(s.Snapshots) > 0:
-			return s.LastFrame() >= r.Seq
+			return s.LastSeq() >= r.Seq
 		}
 	}
 	return false
@@ -219,7 +219,7 @@ func listed(inv *restore.Inventory, r stateRecord) bool {
 		objs = s.Snapshots
 	}
 	for _, o := range objs {
-		if o.Frame == r.Seq {
+		if o.Seq == r.Seq {
 			return true
 		}
 	}
@@ -267,7 +267,7 @@ func awaitListing(ctx context.Context, cfg Config, a frames.Actor, inv *restore.
 	wait := 50 * time.Millisecond
 	for attempt := 1; !reaches(inv, expect); attempt++ {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: %s lists nothing past %s, but %s records session %d up to frame %d as uploaded (waited %v): "+
+			return nil, fmt.Errorf("%w: %s lists nothing past %s, but %s records session %d up to seq %d as uploaded (waited %v): "+
 				"the listing is stale or objects were deleted (framectl verify names what is missing); the local copy is left as it is",
 				ErrListingBehind, cfg.Bucket, describeNewest(inv), source, expect.Epoch, expect.Seq, cfg.ListingWait)
 		}
@@ -292,7 +292,7 @@ func awaitListing(ctx context.Context, cfg Config, a frames.Actor, inv *restore.
 
 func describeNewest(inv *restore.Inventory) string {
 	if s, ok := inv.NewestWithSnapshot(); ok {
-		return fmt.Sprintf("session %d frame %d", s.Epoch, s.LastFrame())
+		return fmt.Sprintf("session %d seq %d", s.Epoch, s.LastSeq())
 	}
 	return "no session"
 }
@@ -356,11 +356,11 @@ func moveAside(dir, path string) (string, error) {
 const restoreFile = "restore.sqlite"
 
 // restoreOver restores the bucket's newest state to a file beside path,
-// checks that it reached at least frame last of session epoch (a restore
+// checks that it reached at least seq last of session epoch (a restore
 // lists again, and a lagging listing must not make it stop short of what
 // Open decided on), and only then renames it over the local copy. It
-// returns the state's position and session.
-func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch, last uint64) (position, uint64, error) {
+// returns the state's position and the epoch of its session.
+func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch uint64, last frames.Seq) (position, uint64, error) {
 	tmp := filepath.Join(cfg.Dir, restoreFile)
 	if err := removeWAL(tmp); err != nil {
 		return position{}, 0, err
@@ -374,12 +374,12 @@ func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, e
 		if err != nil {
 			return position{}, 0, fmt.Errorf("vfs: restoring actor %s: %w", a.Prefix(), err)
 		}
-		if res.Session > epoch || (res.Session == epoch && res.Frame >= last) {
+		if res.Epoch > epoch || (res.Epoch == epoch && res.Seq >= last) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return position{}, 0, fmt.Errorf("%w: a restore of actor %s reached session %d frame %d, but the listing before it showed session %d frame %d",
-				ErrListingBehind, a.Prefix(), res.Session, res.Frame, epoch, last)
+			return position{}, 0, fmt.Errorf("%w: a restore of actor %s reached session %d seq %d, but the listing before it showed session %d seq %d",
+				ErrListingBehind, a.Prefix(), res.Epoch, res.Seq, epoch, last)
 		}
 		select {
 		case <-time.After(wait):
@@ -397,12 +397,12 @@ func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, e
 	if err := fsync.Dir(cfg.Dir); err != nil {
 		return position{}, 0, fmt.Errorf("vfs: %w", err)
 	}
-	cfg.Logger.Info("restored from the bucket", logActor, a.Actor, "session", res.Session, logSeq, res.Frame, "bytes", res.Bytes)
+	cfg.Logger.Info("restored from the bucket", logActor, a.Actor, logEpoch, res.Epoch, logSeq, res.Seq, "bytes", res.Bytes)
 	var commitTime int64
 	if !res.CommitTime.IsZero() {
 		commitTime = res.CommitTime.UnixNano()
 	}
-	return position{res.Frame, commitTime}, res.Session, nil
+	return position{res.Seq, commitTime}, res.Epoch, nil
 }
 
 // removeWAL deletes the WAL and shared-memory files beside path: a WAL left

@@ -26,7 +26,7 @@ type sink interface {
 	// other connections commit, and its error fails that statement. SQLite
 	// sends FCNTL_COMMIT_PHASETWO after sqlite3WalEndWriteTransaction
 	// (pager.c pager_end_transaction) for every committed write
-	// transaction, including one that wrote no frame. A sink with nothing
+	// transaction, including one that wrote no WAL frame. A sink with nothing
 	// to wait for returns nil.
 	phaseTwo() error
 }

@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"fmt"
+
+	"github.com/framectl/framectl/frames"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,7 +13,7 @@ import (
 type Stats struct {
 	Commits       int64 // commits captured
 	PagesCaptured int64 // page versions captured (before merging)
-	Frames        int64 // commits shipped in batches
+	Shipped       int64 // commits shipped in batches
 	Batches       int64 // batch objects uploaded
 	PUTs          int64 // upload attempts, successful or not
 	Retries       int64 // failed upload attempts
@@ -21,7 +23,7 @@ type Stats struct {
 	BytesRaw, BytesMerged, BytesUploaded int64
 	// Captured and Durable are the last sequence numbers captured and in
 	// the bucket; Lag is how far the bucket is behind the capture.
-	Captured, Durable uint64
+	Captured, Durable frames.Seq
 	Lag               time.Duration // age of the oldest commit not yet durable (0: none); see Config.UploadInterval
 	LastPUT           time.Duration // duration of the last successful upload
 	// UploadError is the last upload failure while uploads are failing
@@ -89,11 +91,11 @@ func (f StartFrom) String() string {
 
 // counters are the replicator's live counters.
 type counters struct {
-	commits, pagesCaptured, frames, batches, puts, retries atomic.Int64
-	bytesRaw, bytesMerged, bytesUploaded                   atomic.Int64
-	backpressureFailures                                   atomic.Int64
-	compactions, compactionErrors                          atomic.Int64
-	lastPutNanos                                           atomic.Int64
+	commits, pagesCaptured, shipped, batches, puts, retries atomic.Int64
+	bytesRaw, bytesMerged, bytesUploaded                    atomic.Int64
+	backpressureFailures                                    atomic.Int64
+	compactions, compactionErrors                           atomic.Int64
+	lastPutNanos                                            atomic.Int64
 
 	errMu        sync.Mutex
 	uploadErr    error
@@ -117,7 +119,7 @@ func (c *counters) setUploadError(err error) {
 func (r *replicator) Stats() Stats {
 	c := &r.stats
 	s := Stats{
-		Commits: c.commits.Load(), PagesCaptured: c.pagesCaptured.Load(), Frames: c.frames.Load(),
+		Commits: c.commits.Load(), PagesCaptured: c.pagesCaptured.Load(), Shipped: c.shipped.Load(),
 		Batches: c.batches.Load(), PUTs: c.puts.Load(), Retries: c.retries.Load(),
 		BytesRaw: c.bytesRaw.Load(), BytesMerged: c.bytesMerged.Load(), BytesUploaded: c.bytesUploaded.Load(),
 		BackpressureFailures: c.backpressureFailures.Load(),

@@ -10,35 +10,35 @@ import (
 )
 
 // walFile is one connection's handle on an attached database's WAL. It
-// keeps the frames of the transaction its connection is writing, and when
+// keeps the WAL frames of the transaction its connection is writing, and when
 // the commit frame is complete it turns them into one capturedCommit.
 //
 // What SQLite writes (wal.c sqlite3WalFrames; observed in
 // testdata/wal-trace.txt), all under its WAL write lock:
 //   - a 32-byte WAL header at offset 0 when it starts a generation;
-//   - per frame, a 24-byte header, then the page (walWriteOneFrame); a
-//     transaction's frames are consecutive, from one past the last commit;
-//   - spilled pages of an open transaction (cache full) as frames without
+//   - per WAL frame, a 24-byte header, then the page (walWriteOneFrame); a
+//     transaction's WAL frames are consecutive, from one past the last commit;
+//   - spilled pages of an open transaction (cache full) as WAL frames without
 //     the commit flag, in earlier calls;
 //   - in-place overwrites: a page already spilled in this transaction is
-//     rewritten in its frame, page only; its checksum is then deferred, so
-//     later frames carry zero salts and checksums (iReCksum) ...
+//     rewritten in its WAL frame, page only; its checksum is then deferred, so
+//     later WAL frames carry zero salts and checksums (iReCksum) ...
 //   - ... until, after the commit frame, walRewriteChecksums rewrites the
-//     headers from the first overwritten frame on, commit frame included;
+//     headers from the first overwritten WAL frame on, commit frame included;
 //   - with psow=0 and a synced commit, padding copies of the commit frame
 //     (padFrame in walstate.go);
-//   - nothing at all on rollback: the frames stay in the file, and the
+//   - nothing at all on rollback: the WAL frames stay in the file, and the
 //     next transaction, of any connection, writes over them;
 //   - on ROLLBACK TO a savepoint whose changes spilled, nothing either:
 //     sqlite3WalSavepointUndo moves the write position (mxFrame) back to
-//     where the savepoint began, and the transaction's next frame header
-//     lands inside the transaction, over frames already written (opRewind).
+//     where the savepoint began, and the transaction's next WAL frame header
+//     lands inside the transaction, over WAL frames already written (opRewind).
 //
 // Each write is one of the walOp cases below. SQLite never writes across
-// frames, nor part of a WAL header; such a write breaks replication.
+// WAL frames, nor part of a WAL header; such a write breaks replication.
 //
 // A transaction's pages stay in the slots until its commit frame (its
-// capturedCommit carries them all anyway); the frame where it starts comes
+// capturedCommit carries them all anyway); the WAL frame where it starts comes
 // from walState, so nothing is read back from the file.
 //
 // SQLite calls a handle from one goroutine at a time; the fields it shares
@@ -52,16 +52,16 @@ type walFile struct {
 	pads bool
 	db   *mainFile // the same connection's database handle, if found
 
-	// The transaction being written: frames start..start+n-1 in slots.
-	open  bool
-	seq   uint64 // walState.txnSeq when it began
-	start uint32
-	n     int
-	// overwrote: the first frame it overwrote in place, 0 if none; its
+	// The transaction being written: WAL frames start..start+n-1 in slots.
+	open   bool
+	txnSeq uint64 // walState.txnSeq when it began
+	start  uint32
+	n      int
+	// overwrote: the first WAL frame it overwrote in place, 0 if none; its
 	// headers from there on get rewritten after the commit frame (wal.c
 	// iReCksum).
 	overwrote uint32
-	padOK     bool // the frame being written still matches the padding copy
+	padOK     bool // the WAL frame being written still matches the padding copy
 
 	// afterCommit: this handle's next writes may complete its last commit
 	// (header rewrites, padding). Those go through even when the sink is not
@@ -91,9 +91,9 @@ type walOp uint8
 
 const (
 	opHeader    walOp = iota + 1 // WAL header at offset 0: a new generation
-	opBegin                      // header of the frame where the next transaction starts
-	opAppend                     // header of the next frame of the open transaction
-	opOverwrite                  // any other bytes of a frame of the open transaction
+	opBegin                      // header of the WAL frame where the next transaction starts
+	opAppend                     // header of the next WAL frame of the open transaction
+	opOverwrite                  // any other bytes of a WAL frame of the open transaction
 	opRewrite                    // header of a frame of the last commit, rewritten with final checksums
 	opRewind                     // header of a frame inside the open transaction: it rolled back to a savepoint
 )
@@ -101,10 +101,10 @@ const (
 // walWrite is a classified write.
 type walWrite struct {
 	op    walOp
-	idx   uint32 // frame, 1-based (0 for opHeader)
-	in    int    // offset within the frame
+	idx   uint32 // WAL frame, 1-based (0 for opHeader)
+	in    int    // offset within the WAL frame
 	hdr   walHeader
-	padOK bool // the frame so far is a padding copy of the last commit frame
+	padOK bool // the WAL frame so far is a padding copy of the last commit frame
 }
 
 // completes: the write completes the last commit instead of starting or
@@ -176,7 +176,7 @@ func (w *walFile) WriteAt(p []byte, off int64) (int, error) {
 func (w *walFile) classify(p []byte, off int64) (walWrite, error) {
 	st := w.st
 	gap := func(idx uint32, msg string) (walWrite, error) {
-		return walWrite{}, &captureError{Path: w.path, Frame: idx, Kind: errFrameGap, Msg: msg}
+		return walWrite{}, &captureError{Path: w.path, WALFrame: idx, Kind: errFrameGap, Msg: msg}
 	}
 	if off < walHeaderSize {
 		if off != 0 || len(p) != walHeaderSize {
@@ -210,16 +210,16 @@ func (w *walFile) classify(p []byte, off int64) (walWrite, error) {
 	in := rel % fsz
 	if rel/fsz >= 1<<32-1 || in+int64(len(p)) > fsz {
 		return walWrite{}, &captureError{Path: w.path, Kind: errMalformedWrite,
-			Msg: fmt.Sprintf("%d bytes at offset %d span frames", len(p), off)}
+			Msg: fmt.Sprintf("%d bytes at offset %d span WAL frames", len(p), off)}
 	}
 	ww := walWrite{idx: uint32(rel/fsz) + 1, in: int(in)}
-	current := w.open && w.seq == st.txnSeq
+	current := w.open && w.txnSeq == st.txnSeq
 	switch {
 	case ww.idx < st.next:
 		// Only the header rewrites that finish the last commit
-		// (walRewriteChecksums) may touch committed frames.
+		// (walRewriteChecksums) may touch committed WAL frames.
 		if st.last != w || w.open || w.start != w.lastFirst || ww.idx < w.lastFirst || ww.idx > w.lastCommit || ww.in+len(p) > walFrameHeaderSize {
-			return gap(ww.idx, fmt.Sprintf("write into a committed frame (committed frames end at %d): the WAL was rewritten by a writer this process did not see", st.next-1))
+			return gap(ww.idx, fmt.Sprintf("write into a committed WAL frame (committed WAL frames end at %d): the WAL was rewritten by a writer this process did not see", st.next-1))
 		}
 		// It must say what the commit said: same page, same db size, and
 		// the generation's salts (they are final now).
@@ -227,18 +227,18 @@ func (w *walFile) classify(p []byte, off int64) (walWrite, error) {
 		binary.BigEndian.PutUint32(want[8:12], st.gen.salt1)
 		binary.BigEndian.PutUint32(want[12:16], st.gen.salt2)
 		if hi := min(ww.in+len(p), 16); ww.in < hi && !bytes.Equal(p[:hi-ww.in], want[ww.in:hi]) {
-			return gap(ww.idx, "rewritten frame header differs from the committed one")
+			return gap(ww.idx, "rewritten WAL frame header differs from the committed one")
 		}
 		ww.op = opRewrite
 		return ww, nil
 	case ww.idx == st.next && ww.in == 0:
 		ww.op = opBegin
 	case current && ww.idx < w.start+uint32(w.n) && ww.in == 0:
-		// SQLite writes a frame header only for a new frame at mxFrame+1
+		// SQLite writes a WAL frame header only for a new frame at mxFrame+1
 		// (walWriteOneFrame; in-place overwrites write the page alone), so
 		// a header inside the transaction means mxFrame moved back: ROLLBACK
 		// TO a savepoint (sqlite3WalSavepointUndo). Frames from idx on are
-		// rolled back. (A rewind to the transaction's first frame is
+		// rolled back. (A rewind to the transaction's first WAL frame is
 		// opBegin above: the transaction starts afresh.)
 		ww.op = opRewind
 	case current && ww.idx < w.start+uint32(w.n):
@@ -246,7 +246,7 @@ func (w *walFile) classify(p []byte, off int64) (walWrite, error) {
 	case current && ww.idx == w.start+uint32(w.n) && ww.in == 0:
 		ww.op = opAppend
 	default:
-		return gap(ww.idx, fmt.Sprintf("the next transaction must start at frame %d: another writer appended frames this process did not see", st.next))
+		return gap(ww.idx, fmt.Sprintf("the next transaction must start at WAL frame %d: another writer appended WAL frames this process did not see", st.next))
 	}
 	// A header's salts are the generation's, or zero while SQLite defers
 	// checksums after an in-place overwrite (they are rewritten after the
@@ -269,8 +269,8 @@ func (w *walFile) classify(p []byte, off int64) (walWrite, error) {
 }
 
 func (st *walState) saltError(path string, idx, s1, s2 uint32) error {
-	return &captureError{Path: path, Frame: idx, Kind: errGeneration,
-		Msg: fmt.Sprintf("frame salts %08x/%08x, but the generation this process started is %08x/%08x: written under a WAL header it did not see",
+	return &captureError{Path: path, WALFrame: idx, Kind: errGeneration,
+		Msg: fmt.Sprintf("WAL frame salts %08x/%08x, but the generation this process started is %08x/%08x: written under a WAL header it did not see",
 			s1, s2, st.gen.salt1, st.gen.salt2)}
 }
 
@@ -296,7 +296,8 @@ func (w *walFile) apply(ww walWrite, p []byte) (*capturedCommit, error) {
 		st.rewinds++
 		if w.overwrote >= ww.idx {
 			// sqlite3WalSavepointUndo: "if( pWal->iReCksum>pWal->hdr.mxFrame )
-			// pWal->iReCksum = 0", the overwrite was rolled back with its frame.
+			// pWal->iReCksum = 0", the overwrite was rolled back with its
+			// WAL frame.
 			w.overwrote = 0
 		}
 		w.addSlot()
@@ -317,8 +318,8 @@ func (w *walFile) apply(ww walWrite, p []byte) (*capturedCommit, error) {
 	}
 	// The commit frame is complete.
 	if i != w.n-1 {
-		return nil, &captureError{Path: w.path, Frame: ww.idx, Kind: errMalformedWrite,
-			Msg: fmt.Sprintf("commit frame before the transaction's last frame %d", w.start+uint32(w.n)-1)}
+		return nil, &captureError{Path: w.path, WALFrame: ww.idx, Kind: errMalformedWrite,
+			Msg: fmt.Sprintf("commit frame before the transaction's last WAL frame %d", w.start+uint32(w.n)-1)}
 	}
 	if ww.padOK && w.n == 1 {
 		st.padFrames++
@@ -329,12 +330,12 @@ func (w *walFile) apply(ww walWrite, p []byte) (*capturedCommit, error) {
 	return w.commit()
 }
 
-// begin starts a transaction at frame idx. Slots keep their buffers for
+// begin starts a transaction at WAL frame idx. Slots keep their buffers for
 // reuse; those past keepSlots go back to the pool.
 func (w *walFile) begin(idx uint32) {
 	st := w.st
 	st.txnSeq++
-	w.seq = st.txnSeq
+	w.txnSeq = st.txnSeq
 	w.open, w.start, w.overwrote, w.padOK = true, idx, 0, false
 	if len(w.slots) > keepSlots {
 		for i := keepSlots; i < len(w.slots); i++ {
@@ -354,7 +355,7 @@ func (w *walFile) addSlot() {
 	w.n++
 }
 
-// write records p, written at offset in within the frame.
+// write records p, written at offset in within the WAL frame.
 func (s *walSlot) write(p []byte, in int, pool *pagePool) {
 	if in < walFrameHeaderSize {
 		k := copy(s.hdr[in:], p)
@@ -380,8 +381,8 @@ func (s *walSlot) complete(pageSize uint32) bool {
 	return s.hdrN == walFrameHeaderSize && s.dataN == int(pageSize)
 }
 
-// commit turns the open transaction, whose last frame is the complete
-// commit frame, into a capturedCommit: the newest frame of each page,
+// commit turns the open transaction, whose last WAL frame is the complete
+// commit frame, into a capturedCommit: the newest WAL frame of each page,
 // ascending, none past the database size. Page buffers move from the slots
 // into the capturedCommit; the only copy of a page is the one from SQLite's
 // write into its slot.
@@ -397,7 +398,7 @@ func (w *walFile) commit() (*capturedCommit, error) {
 		s := &w.slots[i]
 		idx := w.start + uint32(i)
 		if !s.complete(pageSize) {
-			// Never seen with SQLite's writes; the file has the frame.
+			// Never seen with SQLite's writes; the file has the WAL frame.
 			if err := w.readBack(s, idx); err != nil {
 				return nil, err
 			}
@@ -407,7 +408,7 @@ func (w *walFile) commit() (*capturedCommit, error) {
 		}
 		pg := be32(s.hdr[0:4])
 		if pg == 0 {
-			return nil, &captureError{Path: w.path, Frame: idx, Kind: errMalformedWrite, Msg: "page number 0"}
+			return nil, &captureError{Path: w.path, WALFrame: idx, Kind: errMalformedWrite, Msg: "page number 0"}
 		}
 		keys = append(keys, uint64(pg)<<32|uint64(i))
 	}
@@ -459,10 +460,10 @@ func (w *walFile) readBack(s *walSlot, idx uint32) error {
 		s.data = st.pool.get()
 	}
 	if _, err := w.File.ReadAt(s.hdr[:], off); err != nil {
-		return &captureError{Path: w.path, Frame: idx, Kind: errMalformedWrite, Msg: "reading back a frame header", Err: err}
+		return &captureError{Path: w.path, WALFrame: idx, Kind: errMalformedWrite, Msg: "reading back a WAL frame header", Err: err}
 	}
 	if _, err := w.File.ReadAt(s.data, off+walFrameHeaderSize); err != nil {
-		return &captureError{Path: w.path, Frame: idx, Kind: errMalformedWrite, Msg: "reading back a page", Err: err}
+		return &captureError{Path: w.path, WALFrame: idx, Kind: errMalformedWrite, Msg: "reading back a page", Err: err}
 	}
 	s.hdrN, s.dataN = walFrameHeaderSize, len(s.data)
 	st.readBacks++
@@ -470,7 +471,7 @@ func (w *walFile) readBack(s *walSlot, idx uint32) error {
 }
 
 // Truncate forwards, then tells the state (walState.truncateWALLocked).
-// Emptying the WAL discards its frames: first make sure none is foreign.
+// Emptying the WAL discards its WAL frames: first make sure none is foreign.
 func (w *walFile) Truncate(size int64) error {
 	st := w.st
 	st.mu.Lock()

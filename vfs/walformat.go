@@ -16,17 +16,17 @@ import (
 //	| 0..4  | 4..8    | 8..12     | 12..16   | 16..20 | 20..24 | 24..32 over 0..24|
 //	+-------+---------+-----------+----------+--------+--------+------------------+
 //
-//	frame i (1-based) at 32 + (i-1)*(24+page size)
+//	WAL frame i (1-based) at 32 + (i-1)*(24+page size)
 //	+---------+-------------------+--------+--------+----------------+-----------+
 //	| page no | db size after     | salt-1 | salt-2 | checksum-1, -2 | page      |
 //	| 0..4    | commit, 0 if none | 8..12  | 12..16 | 16..24         | 24..24+ps |
 //	|         | 4..8              |        |        |                |           |
 //	+---------+-------------------+--------+--------+----------------+-----------+
 //
-// A frame whose "db size" is nonzero is a commit frame: it ends a
-// transaction. A frame belongs to the current generation only if its salts
-// equal the header's (readers stop at the first frame that does not match).
-// The frame checksums chain from the header through every frame; the
+// A WAL frame whose "db size" is nonzero is a commit frame: it ends a
+// transaction. A WAL frame belongs to the current generation only if its
+// salts equal the header's (readers stop at the first frame that does not
+// match). The frame checksums chain from the header through every frame; the
 // capture does not verify them (SQLite writes them, sometimes twice: see
 // opRewrite in wal.go), only the header's own checksum.
 const (
@@ -84,7 +84,7 @@ func walChecksum(b []byte, bigEndian bool, s1, s2 uint32) (uint32, uint32) {
 	return s1, s2
 }
 
-// walFrameOffset is where frame idx (1-based) starts: wal.c walFrameOffset.
+// walFrameOffset is where WAL frame idx (1-based) starts: wal.c walFrameOffset.
 // walFrameOffset(next) is also the end of the frames before next.
 func walFrameOffset(idx, pageSize uint32) int64 {
 	return walHeaderSize + int64(idx-1)*(walFrameHeaderSize+int64(pageSize))

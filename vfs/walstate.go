@@ -10,7 +10,7 @@ import (
 
 // walState is the capture state of one attached database, shared by every
 // connection to it (each has its own WAL handle, wal.go). It knows where
-// the WAL stands: the current generation, and the frame where the next
+// the WAL stands: the current generation, and the WAL frame where the next
 // transaction must start. That is enough to place each transaction without
 // reading the WAL back, and to notice anything this process did not write.
 //
@@ -32,11 +32,12 @@ type walState struct {
 	emptied bool
 	// walSeen: a WAL handle was opened since attach (precondition checked).
 	walSeen bool
-	// next is the frame where the next transaction must start: one past the
+	// next is the WAL frame where the next transaction must start: one past the
 	// last commit frame (and past its padding), 1 in a new generation.
 	next uint32
-	// tailHdr is the last frame header this process wrote at frame next,
-	// if tailSet: a transaction of ours rolled back (foreignFramesLocked).
+	// tailHdr is the last WAL frame header this process wrote at WAL frame
+	// next, if tailSet: a transaction of ours rolled back
+	// (foreignFramesLocked).
 	tailHdr [walFrameHeaderSize]byte
 	tailSet bool
 	// txnSeq is bumped whenever a transaction begins or a generation
@@ -44,16 +45,16 @@ type walState struct {
 	// the current txnSeq.
 	txnSeq uint64
 	// last is the handle of the last commit (it may still rewrite that
-	// commit's frame headers); padFrom is the same handle if it pads
+	// commit's WAL frame headers); padFrom is the same handle if it pads
 	// commits, and pad what its padding copies look like.
 	last, padFrom *walFile
 	pad           padFrame
 	pool          *pagePool
 	brokenErr     error
 	detached      bool
-	readBacks     int // frames read back from the WAL (the cache could not supply them)
+	readBacks     int // WAL frames read back from the file (the cache could not supply them)
 	padFrames     int // padding copies of commit frames skipped
-	rewinds       int // transactions that rolled back to a savepoint over spilled frames
+	rewinds       int // transactions that rolled back to a savepoint over spilled WAL frames
 
 	emitMu  sync.Mutex
 	sinkOff bool        // under emitMu: detached, the sink is gone
@@ -73,7 +74,7 @@ type walGen struct {
 	commits      uint32 // commits in this generation
 }
 
-// setNextLocked moves the frame where the next transaction starts.
+// setNextLocked moves the WAL frame where the next transaction starts.
 func (st *walState) setNextLocked(next uint32) {
 	if next != st.next {
 		st.tailSet = false
@@ -131,7 +132,7 @@ func (st *walState) openWALLocked(w *walFile) error {
 		return nil
 	}
 	if end := walFrameOffset(st.next, st.gen.pageSize); size < end {
-		return fail(errFrameGap, fmt.Sprintf("WAL is %d bytes, but its committed frames end at %d: it was truncated or replaced by another writer", size, end), nil)
+		return fail(errFrameGap, fmt.Sprintf("WAL is %d bytes, but its committed WAL frames end at %d: it was truncated or replaced by another writer", size, end), nil)
 	}
 	var b [walHeaderSize]byte
 	if _, err := w.File.ReadAt(b[:], 0); err != nil {
@@ -206,16 +207,16 @@ func (st *walState) walEmptiedLocked() {
 	st.last, st.padFrom = nil, nil
 }
 
-// foreignFramesLocked looks, before the current generation's frames are
+// foreignFramesLocked looks, before the current generation's WAL frames are
 // discarded (a restart writes a new header, a truncation or deletion
-// empties the WAL), for frames this process did not write. Another writer
-// appends at SQLite's mxFrame + 1, which is st.next, so only that frame
+// empties the WAL), for WAL frames this process did not write. Another writer
+// appends at SQLite's mxFrame + 1, which is st.next, so only that WAL frame
 // needs a look. It is foreign when it carries this generation's salts (an
-// older generation's frame has other salts), its checksum chains from the
-// frame before (so it was written after our last commit, not left over
+// older generation's WAL frame has other salts), its checksum chains from the
+// WAL frame before (so it was written after our last commit, not left over
 // from a transaction of ours rolled back before it), and it is not the
 // header this process last wrote there (one of ours rolled back after it).
-// The file must also still hold the committed frames. One size, two small
+// The file must also still hold the committed WAL frames. One size, two small
 // reads and a page read per WAL restart; nothing per commit.
 //
 // What stays undetectable: a writer outside this process that commits and
@@ -233,13 +234,13 @@ func (st *walState) foreignFramesLocked(path string, size int64, read func([]byt
 	off := walFrameOffset(k, ps)
 	if size < off {
 		return &captureError{Path: path, Kind: errFrameGap,
-			Msg: fmt.Sprintf("WAL is %d bytes, but its committed frames end at %d: truncated by another writer", size, off)}
+			Msg: fmt.Sprintf("WAL is %d bytes, but its committed WAL frames end at %d: truncated by another writer", size, off)}
 	}
 	if size < off+walFrameHeaderSize+int64(ps) {
 		return nil
 	}
 	fail := func(err error) error {
-		return &captureError{Path: path, Frame: k, Kind: errFrameGap, Msg: "reading the frame after the last commit", Err: err}
+		return &captureError{Path: path, WALFrame: k, Kind: errFrameGap, Msg: "reading the WAL frame after the last commit", Err: err}
 	}
 	frame := make([]byte, walFrameHeaderSize+int(ps)) // rare: once per restart
 	if _, err := read(frame, off); err != nil {
@@ -252,8 +253,8 @@ func (st *walState) foreignFramesLocked(path string, size int64, read func([]byt
 	if st.tailSet && bytes.Equal(hdr, st.tailHdr[:]) {
 		return nil
 	}
-	// The chain's seed: the previous frame's checksum, or for frame 1 the
-	// WAL header's (wal.c walEncodeFrame, sqlite3WalFrames).
+	// The chain's seed: the previous WAL frame's checksum, or for WAL
+	// frame 1 the WAL header's (wal.c walEncodeFrame, sqlite3WalFrames).
 	var seed [8]byte
 	seedAt := int64(24)
 	if k > 1 {
@@ -267,15 +268,15 @@ func (st *walState) foreignFramesLocked(path string, size int64, read func([]byt
 	if s1 != be32(hdr[16:20]) || s2 != be32(hdr[20:24]) {
 		return nil
 	}
-	return &captureError{Path: path, Frame: k, Kind: errFrameGap,
-		Msg: fmt.Sprintf("a frame written after the last commit (frame %d) that this process did not write: another writer is writing the WAL", k-1)}
+	return &captureError{Path: path, WALFrame: k, Kind: errFrameGap,
+		Msg: fmt.Sprintf("a WAL frame written after the last commit (WAL frame %d) that this process did not write: another writer is writing the WAL", k-1)}
 }
 
 // truncateWALLocked records a truncation of the WAL to size bytes (done).
 // SQLite truncates it to zero after a TRUNCATE checkpoint or on close with
-// journal_size_limit, and to journal_size_limit (never below the frames of
+// journal_size_limit, and to journal_size_limit (never below the WAL frames of
 // the commit just made) after the first commit of a generation (wal.c
-// walLimitSize). Cutting committed frames is something else.
+// walLimitSize). Cutting committed WAL frames is something else.
 func (st *walState) truncateWALLocked(path string, size int64) error {
 	if size < walHeaderSize {
 		st.walEmptiedLocked()
@@ -284,7 +285,7 @@ func (st *walState) truncateWALLocked(path string, size int64) error {
 	if st.gen.valid {
 		if end := walFrameOffset(st.next, st.gen.pageSize); size < end {
 			return &captureError{Path: path, Kind: errFrameGap,
-				Msg: fmt.Sprintf("WAL truncated to %d bytes, cutting committed frames (they end at %d)", size, end)}
+				Msg: fmt.Sprintf("WAL truncated to %d bytes, cutting committed WAL frames (they end at %d)", size, end)}
 		}
 	}
 	return nil
@@ -335,7 +336,7 @@ func (st *walState) notifyBroken(err error) {
 }
 
 // emit hands a commit to the sink. It runs in the xWrite of the commit
-// frame, after the write, while SQLite still holds the WAL write lock, so
+// WAL frame, after the write, while SQLite still holds the WAL write lock, so
 // commits reach the sink in WAL order. A commit staged before replication
 // halted is dropped.
 func (st *walState) emit(c *capturedCommit) {
@@ -366,18 +367,18 @@ func (st *walState) detach() {
 // With psow=0 (no powersafe overwrite) and a synced commit, wal.c
 // sqlite3WalFrames repeats the commit frame, commit flag and all, until the
 // next sector boundary, and syncs at that boundary in the middle of a
-// frame (walWriteToLog splits the write, even inside a frame header:
+// WAL frame (walWriteToLog splits the write, even inside a WAL frame header:
 // testdata/wal-trace.txt, S5 and S7). The copies are valid commit frames of
 // the same transaction; SQLite counts them into mxFrame, so the next
 // transaction starts after them, but they carry nothing new and must not be
 // emitted.
 //
-// The capture tells them from a real commit by when and what: a frame
+// The capture tells them from a real commit by when and what: a WAL frame
 // written by the handle that just committed (and pads), before its
 // connection's FCNTL_COMMIT_PHASETWO (mainFile.CommitPhaseTwo: padding is
-// written in commit phase one, so a frame after phase two belongs to a new
-// transaction), at the frame where the next transaction would start, a
-// single frame with the commit flag, whose page number, database size,
+// written in commit phase one, so a WAL frame after phase two belongs to a new
+// transaction), at the WAL frame where the next transaction would start, a
+// single WAL frame with the commit flag, whose page number, database size,
 // salts and page equal the last commit frame's. Only the checksum (bytes
 // 16..24) differs, as it chains.
 //
@@ -394,7 +395,7 @@ type padFrame struct {
 	data []byte
 }
 
-// matches reports whether p, written at offset in within a frame, agrees
+// matches reports whether p, written at offset in within a WAL frame, agrees
 // with the padding copy.
 func (pf *padFrame) matches(p []byte, in int) bool {
 	end := in + len(p)

@@ -21,8 +21,8 @@ func init() {
 		}
 		fmt.Printf("\ncompaction of the same session (forced): %v, %.1f MB/s of database\n",
 			res.Duration.Round(time.Millisecond), float64(fx.dbBytes)/(1<<20)/res.Duration.Seconds())
-		fmt.Printf("  read %s (snapshot + log), wrote %s (new snapshot through frame %d), deleted %d objects\n",
-			mib(res.BytesRead), mib(res.BytesWritten), res.Frame, len(res.Deleted))
+		fmt.Printf("  read %s (snapshot + log), wrote %s (new snapshot through seq %d), deleted %d objects\n",
+			mib(res.BytesRead), mib(res.BytesWritten), res.Seq, len(res.Deleted))
 		return nil
 	})
 }

@@ -46,16 +46,16 @@ Examples:
 `
 
 type compactResult struct {
-	Namespace    string   `json:"namespace"`
-	Actor        string   `json:"actor"`
-	Session      uint64   `json:"session"` // 0: nothing to do
-	RuleLogBytes int64    `json:"ruleLogBytes"`
-	RuleDBBytes  int64    `json:"ruleDbBytes"`
-	Due          bool     `json:"due"`
-	Snapshot     string   `json:"snapshot,omitempty"`
-	Frame        uint64   `json:"frame,omitempty"`
-	Deleted      []string `json:"deleted"`
-	Retained     int      `json:"retained"`
+	Namespace    string     `json:"namespace"`
+	Actor        string     `json:"actor"`
+	Epoch        uint64     `json:"epoch"` // the current session's; 0: nothing to do
+	RuleLogBytes int64      `json:"ruleLogBytes"`
+	RuleDBBytes  int64      `json:"ruleDbBytes"`
+	Due          bool       `json:"due"`
+	Snapshot     string     `json:"snapshot,omitempty"`
+	Seq          frames.Seq `json:"seq,omitempty"` // the snapshot's
+	Deleted      []string   `json:"deleted"`
+	Retained     int        `json:"retained"`
 	// RetentionNs is the window applied; RetentionRecorded says it is the
 	// longer one own.json records, not --retention.
 	RetentionNs       int64  `json:"retentionNs"`
@@ -80,8 +80,8 @@ func newCompactResult(r compact.Result) compactResult {
 	if deleted == nil {
 		deleted = []string{}
 	}
-	return compactResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Session: r.Session,
-		RuleLogBytes: r.RuleLogBytes, RuleDBBytes: r.RuleDBBytes, Due: r.Due, Snapshot: r.Snapshot, Frame: r.Frame,
+	return compactResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Epoch: r.Epoch,
+		RuleLogBytes: r.RuleLogBytes, RuleDBBytes: r.RuleDBBytes, Due: r.Due, Snapshot: r.Snapshot, Seq: r.Seq,
 		Deleted: deleted, Retained: r.Retained, RetentionNs: r.Retention.Nanoseconds(), RetentionRecorded: r.RetentionRecorded,
 		BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
 		Attempts: r.Attempts, DurationNs: r.Duration.Nanoseconds()}
@@ -201,7 +201,7 @@ func mustExist(ctx context.Context, b bucket.Bucket, a frames.Actor) error {
 
 func printCompact(w io.Writer, r compactResult) {
 	fmt.Fprintf(w, "actor %s (do/%s/%s/)\n", r.Actor, r.Namespace, r.Actor)
-	if r.Session == 0 {
+	if r.Epoch == 0 {
 		fmt.Fprintln(w, "  no session with a snapshot: nothing to do")
 	} else {
 		due := "not due"
@@ -209,10 +209,10 @@ func printCompact(w io.Writer, r compactResult) {
 			due = "due"
 		}
 		fmt.Fprintf(w, "  session %d: log %s since the newest snapshot, database %s: %s\n",
-			r.Session, fmtBytes(r.RuleLogBytes), fmtBytes(r.RuleDBBytes), due)
+			r.Epoch, fmtBytes(r.RuleLogBytes), fmtBytes(r.RuleDBBytes), due)
 		if r.Snapshot != "" {
-			fmt.Fprintf(w, "  wrote snapshot %s through frame %d (%s read, %s written)\n",
-				r.Snapshot, r.Frame, fmtBytes(r.BytesRead), fmtBytes(r.BytesWritten))
+			fmt.Fprintf(w, "  wrote snapshot %s through seq %d (%s read, %s written)\n",
+				r.Snapshot, r.Seq, fmtBytes(r.BytesRead), fmtBytes(r.BytesWritten))
 		}
 		recorded := ""
 		if r.RetentionRecorded {

@@ -35,11 +35,11 @@ func TestCompact(t *testing.T) {
 		t.Fatalf("compact --retention 1h: %+v", rep)
 	}
 
-	// Forced: a snapshot through frame 8, then everything it covers goes.
+	// Forced: a snapshot through seq 8, then everything it covers goes.
 	r := framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitOK)
 	rep = compactJSON(t, r)
 	a := rep.Actors[0]
-	if a.Session != 1 || a.Frame != 8 || a.Snapshot != f.actor.SnapshotKey(1, 8) || a.Error != "" {
+	if a.Epoch != 1 || a.Seq != 8 || a.Snapshot != f.actor.SnapshotKey(1, 8) || a.Error != "" {
 		t.Fatalf("compact --force: %+v", a)
 	}
 	deleted := strings.Join(a.Deleted, " ")
@@ -54,7 +54,7 @@ func TestCompact(t *testing.T) {
 	if err := json.Unmarshal([]byte(framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK).stdout), &ls); err != nil {
 		t.Fatal(err)
 	}
-	if s := ls.Actors[0].Sessions[0]; s.Batches != 0 || s.Snapshots != 1 || s.FirstFrame != 8 {
+	if s := ls.Actors[0].Sessions[0]; s.Batches != 0 || s.Snapshots != 1 || s.FirstSeq != 8 {
 		t.Errorf("after compaction: %+v", s)
 	}
 	out := filepath.Join(t.TempDir(), "out.db")

@@ -33,10 +33,10 @@ Runs framectl's whole cycle on one machine, with nothing to set up:
   3. restores the actor from the bucket to a new file and checks that it is
      byte for byte the source database;
   4. verifies every object in the bucket;
-and prints the numbers: commits, frames, batches, bytes captured and
-uploaded, PUTs, how long requests waited to be durable, restore time and
-throughput, the verify result, and where the files are (kept for ls,
-inspect and verify; remove the directory when done).
+and prints the numbers: commits, batches, bytes captured and uploaded,
+PUTs, how long requests waited to be durable, restore time and throughput,
+the verify result, and where the files are (kept for ls, inspect and
+verify; remove the directory when done).
 
 Examples:
   framectl demo
@@ -53,7 +53,7 @@ const demoAddress = "localhost:0"
 
 type demoReplication struct {
 	Commits       int64         `json:"commits"` // captured by the VFS
-	Frames        int64         `json:"frames"`  // commits shipped in batches
+	Shipped       int64         `json:"shipped"` // commits shipped in batches
 	Batches       int64         `json:"batches"`
 	PUTs          int64         `json:"puts"`
 	Retries       int64         `json:"retries"`
@@ -61,7 +61,7 @@ type demoReplication struct {
 	BytesCaptured int64         `json:"bytesCaptured"` // page bytes before merging
 	BytesMerged   int64         `json:"bytesMerged"`   // after merging runs
 	BytesUploaded int64         `json:"bytesUploaded"` // compressed objects
-	DurableFrame  uint64        `json:"durableFrame"`
+	DurableSeq    frames.Seq    `json:"durableSeq"`
 	Close         time.Duration `json:"closeNs"`
 }
 
@@ -73,8 +73,8 @@ type demoOwner struct {
 
 type demoRestore struct {
 	Path           string        `json:"path"`
-	Session        uint64        `json:"session"`
-	Frame          uint64        `json:"frame"`
+	Epoch          uint64        `json:"epoch"`
+	Seq            frames.Seq    `json:"seq"`
 	Bytes          int64         `json:"bytes"` // the database
 	ObjectsFetched int           `json:"objectsFetched"`
 	BytesFetched   int64         `json:"bytesFetched"`
@@ -84,8 +84,8 @@ type demoRestore struct {
 }
 
 func (r demoRestore) summary() string {
-	return fmt.Sprintf("session %d through frame %d: %s database from %d objects (%s) in %s, %s",
-		r.Session, r.Frame, fmtBytes(r.Bytes), r.ObjectsFetched, fmtBytes(r.BytesFetched),
+	return fmt.Sprintf("session %d through seq %d: %s database from %d objects (%s) in %s, %s",
+		r.Epoch, r.Seq, fmtBytes(r.Bytes), r.ObjectsFetched, fmtBytes(r.BytesFetched),
 		fmtDuration(r.Duration), fmtRate(r.BytesFetched, r.Duration))
 }
 
@@ -93,7 +93,7 @@ type demoVerify struct {
 	OK       bool            `json:"ok"` // no damage
 	Objects  int             `json:"objects"`
 	Bytes    int64           `json:"bytes"`
-	Frame    uint64          `json:"frame"`
+	Seq      frames.Seq      `json:"seq"`
 	Duration time.Duration   `json:"durationNs"`
 	Problems []verifyProblem `json:"problems"`
 }
@@ -103,8 +103,8 @@ func (v demoVerify) summary() string {
 	if !v.OK {
 		verdict = "DAMAGED"
 	}
-	s := fmt.Sprintf("%s: %d objects (%s) read to their verified ends, checksum chain and integrity_check through frame %d, in %s",
-		verdict, v.Objects, fmtBytes(v.Bytes), v.Frame, fmtDuration(v.Duration))
+	s := fmt.Sprintf("%s: %d objects (%s) read to their verified ends, checksum chain and integrity_check through seq %d, in %s",
+		verdict, v.Objects, fmtBytes(v.Bytes), v.Seq, fmtDuration(v.Duration))
 	for _, p := range v.Problems {
 		s += fmt.Sprintf("\n            %s %s %s: %s", p.Severity, p.Kind, p.Key, p.Message)
 	}
@@ -218,9 +218,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	rep.Workload = wl
 	st := db.Stats()
-	rep.Replication = demoReplication{Commits: st.Commits, Frames: st.Frames, Batches: st.Batches, PUTs: st.PUTs,
+	rep.Replication = demoReplication{Commits: st.Commits, Shipped: st.Shipped, Batches: st.Batches, PUTs: st.PUTs,
 		Retries: st.Retries, PagesCaptured: st.PagesCaptured, BytesCaptured: st.BytesRaw, BytesMerged: st.BytesMerged,
-		BytesUploaded: st.BytesUploaded, DurableFrame: st.Durable, Close: closeTime}
+		BytesUploaded: st.BytesUploaded, DurableSeq: st.Durable, Close: closeTime}
 
 	say("demo: restoring to %s", restored)
 	if rep.Restore, err = demoRestoreActor(ctx, b, actor, restored, stderr, out.progress()); err != nil {
@@ -261,10 +261,10 @@ func demoRestoreActor(ctx context.Context, b bucket.Bucket, a frames.Actor, out 
 		return demoRestore{}, err
 	}
 	p.finish()
-	dr := demoRestore{Path: r.Path, Session: r.Session, Frame: r.Frame, Bytes: r.Bytes, ObjectsFetched: r.ObjectsFetched,
+	dr := demoRestore{Path: r.Path, Epoch: r.Epoch, Seq: r.Seq, Bytes: r.Bytes, ObjectsFetched: r.ObjectsFetched,
 		BytesFetched: r.BytesFetched, Duration: r.Duration}
 	if r.BatchesApplied > 0 {
-		dr.LastBatch = a.LogKey(r.Session, r.Frame)
+		dr.LastBatch = a.LogKey(r.Epoch, r.Seq)
 	}
 	return dr, nil
 }
@@ -275,7 +275,7 @@ func demoVerifyActor(ctx context.Context, b bucket.Bucket, a frames.Actor) (demo
 	if err != nil {
 		return demoVerify{}, err
 	}
-	v := demoVerify{OK: !r.Damaged(), Objects: r.Objects, Bytes: r.Bytes, Frame: r.Frame, Duration: r.Duration,
+	v := demoVerify{OK: !r.Damaged(), Objects: r.Objects, Bytes: r.Bytes, Seq: r.Seq, Duration: r.Duration,
 		Problems: newVerifyReport(b.String(), a.Prefix(), []restore.Report{r}).Actors[0].Problems}
 	return v, nil
 }
@@ -334,10 +334,10 @@ func printDemo(w io.Writer, rep *demoReport) {
 		wl.Transfers, wl.RolledBack)
 	fmt.Fprintf(w, "durable     every request waited for Durable before replying: median %s, p99 %s, max %s\n",
 		fmtDuration(wl.DurableMedian), fmtDuration(wl.DurableP99), fmtDuration(wl.DurableMax))
-	fmt.Fprintf(w, "replicated  %d commits captured, %d frames in %d batches (%.1f commits per batch), %d PUTs, %d retries\n",
-		r.Commits, r.Frames, r.Batches, float64(r.Frames)/max(1, float64(r.Batches)), r.PUTs, r.Retries)
-	fmt.Fprintf(w, "            %d page versions = %s captured, %s after merging, %s uploaded (gzip), durable through frame %d\n",
-		r.PagesCaptured, fmtBytes(r.BytesCaptured), fmtBytes(r.BytesMerged), fmtBytes(r.BytesUploaded), r.DurableFrame)
+	fmt.Fprintf(w, "replicated  %d commits captured, %d shipped in %d batches (%.1f commits per batch), %d PUTs, %d retries\n",
+		r.Commits, r.Shipped, r.Batches, float64(r.Shipped)/max(1, float64(r.Batches)), r.PUTs, r.Retries)
+	fmt.Fprintf(w, "            %d page versions = %s captured, %s after merging, %s uploaded (gzip), durable through seq %d\n",
+		r.PagesCaptured, fmtBytes(r.BytesCaptured), fmtBytes(r.BytesMerged), fmtBytes(r.BytesUploaded), r.DurableSeq)
 	fmt.Fprintf(w, "restore     %s\n", rs.summary())
 	same := "yes"
 	if !rs.Identical {

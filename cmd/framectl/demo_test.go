@@ -18,7 +18,7 @@ func TestDemo(t *testing.T) {
 	}
 	wl := rep.Workload
 	if !rep.OK || !rep.Restore.Identical || !rep.Verify.OK || wl.Commits != 80 || rep.Replication.Commits != 80 ||
-		wl.Setup+wl.Inserts+wl.Updates+wl.Transfers+wl.Deletes != 80 || rep.Restore.Frame != 80 ||
+		wl.Setup+wl.Inserts+wl.Updates+wl.Transfers+wl.Deletes != 80 || rep.Restore.Seq != 80 ||
 		rep.Replication.Batches == 0 || rep.Replication.BytesUploaded == 0 || rep.Owner.Epoch != 1 {
 		t.Fatalf("demo --json: %+v", rep)
 	}

@@ -22,11 +22,11 @@ Usage: framectl inspect --bucket URL KEY [--pages] [--json]
 
 Decodes one object and prints what it holds, reading it to the end so that
 its gzip trailer, lengths and checksums are verified:
-  batch      the header (epoch, frame range, frame count), then every frame:
-             range, lane, kind, page count and numbers, database size,
-             checksum before and after, commit time
-  snapshot   the header (epoch, frame, commit time) and every lane: page
-             size, pages, bytes, checksum
+  batch      the header (epoch, sequence numbers, frame count), then every
+             frame: sequence numbers, lane, kind, page count and numbers,
+             database size, checksum before and after, commit time
+  snapshot   the header (epoch, sequence number, commit time) and every
+             lane: page size, pages, bytes, checksum
   own.json   the ownership record as parsed (epoch, node, address)
   lease      a node lease (nodes/<node>.json) as parsed: node, address,
              heartbeat, fenced
@@ -68,15 +68,15 @@ type inspectReport struct {
 
 type inspectBatch struct {
 	Epoch         uint64         `json:"epoch"`
-	FirstFrame    uint64         `json:"firstFrame"`
-	LastFrame     uint64         `json:"lastFrame"`
+	FirstSeq      frames.Seq     `json:"firstSeq"`
+	LastSeq       frames.Seq     `json:"lastSeq"`
 	FrameMessages uint32         `json:"frameMessages"`
 	Frames        []inspectFrame `json:"frames"`
 }
 
 type inspectFrame struct {
-	FirstFrame     uint64        `json:"firstFrame"`
-	LastFrame      uint64        `json:"lastFrame"`
+	FirstSeq       frames.Seq    `json:"firstSeq"`
+	LastSeq        frames.Seq    `json:"lastSeq"`
 	Epoch          uint64        `json:"epoch"`
 	Lane           uint32        `json:"lane"`
 	Kind           string        `json:"kind"`
@@ -100,19 +100,19 @@ type inspectPage struct {
 
 type inspectSnapshot struct {
 	Epoch      uint64        `json:"epoch"`
-	Frame      uint64        `json:"frame"`
+	Seq        frames.Seq    `json:"seq"`
 	CommitTime *time.Time    `json:"commitTime,omitempty"`
 	Lanes      []inspectLane `json:"lanes"`
 }
 
 type inspectLane struct {
-	Lane     uint32        `json:"lane"`
-	Kind     string        `json:"kind"`
-	PageSize uint32        `json:"pageSize"`
-	Pages    uint64        `json:"pages"`
-	Bytes    uint64        `json:"bytes"`
-	Checksum string        `json:"checksum"`
-	Data     []inspectPage `json:"data,omitempty"` // --pages
+	Lane     uint32          `json:"lane"`
+	Kind     string          `json:"kind"`
+	PageSize uint32          `json:"pageSize"`
+	Pages    uint64          `json:"pages"`
+	Bytes    uint64          `json:"bytes"`
+	Checksum frames.Checksum `json:"checksum"`
+	Data     []inspectPage   `json:"data,omitempty"` // --pages
 }
 
 // maxLeaseBytes bounds a node lease read by inspect: fence.ParseLease
@@ -120,7 +120,7 @@ type inspectLane struct {
 const maxLeaseBytes = fence.MaxRecordBytes
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("inspect", inspectHelp, "framectl inspect --bucket file:///path/to/bucket do/NSID/ACTOR/log/SESSION/FRAME", stdout, stderr)
+	c := newFlags("inspect", inspectHelp, "framectl inspect --bucket file:///path/to/bucket do/NSID/ACTOR/log/EPOCH/SEQ", stdout, stderr)
 	url := c.bucketFlag()
 	pages := c.fs.Bool("pages", false, "also print page bytes, as hex")
 	forceKind := c.fs.String("kind", "", "a local file's `KIND` (batch, snapshot, own, node) when its path does not say")
@@ -323,17 +323,15 @@ func sniff(f *os.File) (string, error) {
 	return "", nil
 }
 
-func checksumHex(c frames.Checksum) string { return fmt.Sprintf("%016x", uint64(c)) }
-
 func inspectBatchObject(r io.Reader, rep *inspectReport, withPages, text bool, w io.Writer) error {
 	br, err := frames.NewBatchReader(r, rep.Key, frames.Limits{})
 	if err != nil {
 		return err
 	}
 	h := br.Header()
-	rep.Batch = &inspectBatch{Epoch: h.Epoch, FirstFrame: h.FirstSeq, LastFrame: h.LastSeq, FrameMessages: h.FrameCount, Frames: []inspectFrame{}}
+	rep.Batch = &inspectBatch{Epoch: h.Epoch, FirstSeq: h.FirstSeq, LastSeq: h.LastSeq, FrameMessages: h.FrameCount, Frames: []inspectFrame{}}
 	if text {
-		fmt.Fprintf(w, "header: epoch %d, frames %d..%d, %d frame messages\n", h.Epoch, h.FirstSeq, h.LastSeq, h.FrameCount)
+		fmt.Fprintf(w, "header: epoch %d, seq %d..%d, %d frame messages\n", h.Epoch, h.FirstSeq, h.LastSeq, h.FrameCount)
 	}
 	var cur *inspectFrame // a frame whose parts are still arriving
 	for {
@@ -368,12 +366,12 @@ func inspectBatchObject(r io.Reader, rep *inspectReport, withPages, text bool, w
 }
 
 func newInspectFrame(f *frames.Frame) *inspectFrame {
-	fr := &inspectFrame{FirstFrame: f.FirstSeq, LastFrame: f.LastSeq, Epoch: f.Epoch, Lane: f.Lane,
+	fr := &inspectFrame{FirstSeq: f.FirstSeq, LastSeq: f.LastSeq, Epoch: f.Epoch, Lane: f.Lane,
 		Kind: f.Kind.String(), CommitTime: unixNanoTime(f.CommitTime)}
 	switch f.Kind {
 	case frames.KindSQLitePages:
 		fr.PageSize, fr.DatabasePages = f.SQLite.PageSize, f.SQLite.DatabasePages
-		fr.ChecksumBefore, fr.ChecksumAfter = checksumHex(f.SQLite.Before), checksumHex(f.SQLite.After)
+		fr.ChecksumBefore, fr.ChecksumAfter = f.SQLite.Before.String(), f.SQLite.After.String()
 	case frames.KindNewLane:
 		fr.NewLaneKind = f.NewLane.String()
 	}
@@ -383,7 +381,7 @@ func newInspectFrame(f *frames.Frame) *inspectFrame {
 func emitFrame(rep *inspectReport, f *inspectFrame, text bool, w io.Writer) {
 	f.PageCount, f.PageNumbers = len(f.pageNums), pageRanges(f.pageNums)
 	if text {
-		fmt.Fprintf(w, "frame %d..%d  epoch %d  lane %d  %s", f.FirstFrame, f.LastFrame, f.Epoch, f.Lane, f.Kind)
+		fmt.Fprintf(w, "frame %d..%d  epoch %d  lane %d  %s", f.FirstSeq, f.LastSeq, f.Epoch, f.Lane, f.Kind)
 		if f.Kind == frames.KindSQLitePages.String() {
 			fmt.Fprintf(w, "  %d pages [%s] of %d  page size %d  checksum %s -> %s",
 				f.PageCount, f.PageNumbers, f.DatabasePages, f.PageSize, f.ChecksumBefore, f.ChecksumAfter)
@@ -421,19 +419,19 @@ func inspectSnapshotObject(r io.Reader, rep *inspectReport, withPages, text bool
 		return err
 	}
 	h := sr.Header()
-	rep.Snapshot = &inspectSnapshot{Epoch: h.Epoch, Frame: h.Seq, CommitTime: unixNanoTime(h.CommitTime), Lanes: []inspectLane{}}
+	rep.Snapshot = &inspectSnapshot{Epoch: h.Epoch, Seq: h.Seq, CommitTime: unixNanoTime(h.CommitTime), Lanes: []inspectLane{}}
 	if text {
-		fmt.Fprintf(w, "header: epoch %d, through frame %d, committed %s, %d lanes\n", h.Epoch, h.Seq, fmtUnixNano(h.CommitTime), len(h.Lanes))
+		fmt.Fprintf(w, "header: epoch %d, through seq %d, committed %s, %d lanes\n", h.Epoch, h.Seq, fmtUnixNano(h.CommitTime), len(h.Lanes))
 		t := newTable(w)
 		fmt.Fprintln(t, "LANE\tKIND\tPAGE SIZE\tPAGES\tBYTES\tCHECKSUM")
 		for _, l := range h.Lanes {
-			fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\t%s\n", l.Lane, l.Kind, l.PageSize, l.Pages(), l.Bytes, checksumHex(l.Checksum))
+			fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\t%s\n", l.Lane, l.Kind, l.PageSize, l.Pages(), l.Bytes, l.Checksum)
 		}
 		t.Flush()
 	}
 	for _, l := range h.Lanes {
 		rep.Snapshot.Lanes = append(rep.Snapshot.Lanes, inspectLane{Lane: l.Lane, Kind: l.Kind.String(),
-			PageSize: l.PageSize, Pages: l.Pages(), Bytes: l.Bytes, Checksum: checksumHex(l.Checksum)})
+			PageSize: l.PageSize, Pages: l.Pages(), Bytes: l.Bytes, Checksum: l.Checksum})
 	}
 	for i := 0; ; i++ {
 		l, lr, err := sr.NextLane() // verifies the lane before it

@@ -22,9 +22,9 @@ func put(t *testing.T, b bucket.Bucket, key, body string) {
 
 func TestInspectBatch(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 4)
-	key := f.batches(t)[1] // frame 2: the first insert
+	key := f.batches(t)[1] // seq 2: the first insert
 	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
-	contains(t, "inspect", r.stdout, "batch "+key, "header: epoch 1, frames 2..2, 1 frame messages",
+	contains(t, "inspect", r.stdout, "batch "+key, "header: epoch 1, seq 2..2, 1 frame messages",
 		"frame 2..2  epoch 1  lane 0  sqlitePages", "page size 4096", "committed ", "verified")
 	if strings.Contains(r.stdout, "page 1:") {
 		t.Errorf("page bytes printed without --pages:\n%s", r.stdout)
@@ -40,7 +40,7 @@ func TestInspectBatch(t *testing.T) {
 		t.Fatalf("inspect --json: %+v", rep)
 	}
 	fr := rep.Batch.Frames[0]
-	if fr.FirstFrame != 2 || fr.LastFrame != 2 || fr.PageCount == 0 || len(fr.Pages) != fr.PageCount ||
+	if fr.FirstSeq != 2 || fr.LastSeq != 2 || fr.PageCount == 0 || len(fr.Pages) != fr.PageCount ||
 		len(fr.Pages[0].Data) != 2*4096 || fr.ChecksumBefore == fr.ChecksumAfter || fr.CommitTime == nil {
 		t.Errorf("frame %+v", fr)
 	}
@@ -59,7 +59,7 @@ func TestInspectSnapshot(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 3)
 	key := f.snapshot(t)
 	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
-	contains(t, "inspect", r.stdout, "snapshot "+key, "header: epoch 1, through frame 0", "LANE", "verified")
+	contains(t, "inspect", r.stdout, "snapshot "+key, "header: epoch 1, through seq 0", "LANE", "verified")
 
 	r = framectl(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
 	var rep inspectReport

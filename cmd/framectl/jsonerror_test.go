@@ -73,7 +73,7 @@ func TestJSONFailures(t *testing.T) {
 		{"verify namespace not found", []string{"verify", "--bucket", f.url, "--namespace", "nothing-here", "--json"}, exitNotFound, "", "no actors"},
 		{"restore not found", []string{"restore", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef", "--out", out, "--json"}, exitNotFound, "", "0badbeef"},
 		{"restore --all not found", []string{"restore", "--bucket", f.url, "--namespace", "nothing-here", "--all", "--out", t.TempDir(), "--json"}, exitNotFound, "restored", "no actors"},
-		{"restore out of range", actor(f, "restore", "--out", out, "--to-frame", "99", "--json"), exitNotFound, "", "frame 99 is past the newest frame"},
+		{"restore out of range", actor(f, "restore", "--out", out, "--to-seq", "99", "--json"), exitNotFound, "", "seq 99 is past the newest state"},
 		{"ls not found", []string{"ls", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef", "--json"}, exitNotFound, "", "0badbeef"},
 		{"inspect not found", []string{"inspect", "--bucket", f.url, missing, "--json"}, exitNotFound, "", missing},
 		{"compact not found", []string{"compact", "--bucket", f.url, "--namespace", "nothing-here", "--json"}, exitNotFound, "", "no actors"},
@@ -129,9 +129,9 @@ func TestJSONFailures(t *testing.T) {
 	}
 
 	// An out-of-range target names the range in the error.
-	r := framectl(t, actor(f, "restore", "--out", out, "--to-frame", "99", "--json")...).want(t, exitNotFound)
-	if _, e := document(t, "restore --to-frame 99", r); e.Target == nil || e.Target.FirstFrame != 0 || e.Target.LastFrame != 4 ||
-		e.Target.Session != 1 || e.Target.Requested != "frame 99" {
+	r := framectl(t, actor(f, "restore", "--out", out, "--to-seq", "99", "--json")...).want(t, exitNotFound)
+	if _, e := document(t, "restore --to-seq 99", r); e.Target == nil || e.Target.FirstSeq != 0 || e.Target.LastSeq != 4 ||
+		e.Target.Epoch != 1 || e.Target.Requested != "seq 99" {
 		t.Errorf("out of range: target %+v", e.Target)
 	}
 

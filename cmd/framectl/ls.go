@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,14 +20,14 @@ const lsHelp = `
 Usage: framectl ls --bucket URL [--namespace NS [--tenant T] | --namespace-id ID] [--actor HEX] [--headers] [--json]
 
 Lists what a bucket holds. For the whole bucket or a namespace: one line per
-actor (sessions, the newest session's frame range, snapshot and batch counts,
-bytes) and, for the whole bucket, the node leases. For one actor: own.json as
-parsed, then every session with its snapshots and batches, their keys, sizes
-and frames.
+actor (sessions, the range of sequence numbers of the newest session,
+snapshot and batch counts, bytes) and, for the whole bucket, the node leases.
+For one actor: own.json as parsed, then every session with its snapshots and
+batches, their keys, sizes and sequence numbers.
 
-A batch's key holds its end frame only; --headers reads the header of every
-batch and snapshot of the actor to show first frames, frame counts and
-snapshot sizes (one small read per object).
+A batch's key holds its last sequence number only; --headers reads the header
+of every batch and snapshot of the actor to show first sequence numbers,
+frame counts and snapshot sizes (one small read per object).
 
 Examples:
   framectl ls --bucket file:///var/lib/framectl/bucket
@@ -36,14 +37,14 @@ Examples:
 
 // lsObject is one batch or snapshot.
 type lsObject struct {
-	Kind    string    `json:"kind"` // "snapshot" or "batch"
-	Key     string    `json:"key"`
-	Session uint64    `json:"session"`
-	Frame   uint64    `json:"frame"` // batch: end frame; snapshot: frame covered through
-	Size    int64     `json:"size"`
-	ModTime time.Time `json:"modTime,omitzero"`
+	Kind    string     `json:"kind"` // "snapshot" or "batch"
+	Key     string     `json:"key"`
+	Epoch   uint64     `json:"epoch"`
+	Seq     frames.Seq `json:"seq"` // batch: its last sequence number; snapshot: the one it covers through
+	Size    int64      `json:"size"`
+	ModTime time.Time  `json:"modTime,omitzero"`
 	// Filled with --headers:
-	FirstFrame    uint64     `json:"firstFrame,omitempty"`    // batch
+	FirstSeq      frames.Seq `json:"firstSeq,omitempty"`      // batch
 	FrameMessages uint32     `json:"frameMessages,omitempty"` // batch
 	DatabaseBytes uint64     `json:"databaseBytes,omitempty"` // snapshot
 	CommitTime    *time.Time `json:"commitTime,omitempty"`    // snapshot
@@ -51,13 +52,13 @@ type lsObject struct {
 }
 
 type lsSession struct {
-	Epoch      uint64     `json:"epoch"`
-	FirstFrame uint64     `json:"firstFrame"` // oldest snapshot's frame (0 with none)
-	LastFrame  uint64     `json:"lastFrame"`  // newest batch end or snapshot frame
-	Snapshots  int        `json:"snapshots"`
-	Batches    int        `json:"batches"`
-	Bytes      int64      `json:"bytes"`
-	Objects    []lsObject `json:"objects,omitempty"` // one actor only
+	Epoch     uint64     `json:"epoch"`
+	FirstSeq  frames.Seq `json:"firstSeq"` // the oldest snapshot's (0 with none)
+	LastSeq   frames.Seq `json:"lastSeq"`  // the newest batch's or snapshot's
+	Snapshots int        `json:"snapshots"`
+	Batches   int        `json:"batches"`
+	Bytes     int64      `json:"bytes"`
+	Objects   []lsObject `json:"objects,omitempty"` // one actor only
 }
 
 type lsOwn struct {
@@ -97,7 +98,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	url := c.bucketFlag()
 	ns := c.namespaceFlags()
 	actor := c.fs.String("actor", "", "list one actor's objects: its `HEX` key")
-	headers := c.fs.Bool("headers", false, "read every object's header (with --actor): first frames, frame counts")
+	headers := c.fs.Bool("headers", false, "read every object's header (with --actor): first sequence numbers, frame counts")
 	out := c.outputFlags()
 	if code, ok := c.parseFlags(args); !ok {
 		return code
@@ -174,7 +175,7 @@ func list(ctx context.Context, b bucket.Bucket, sc scope) (*lsReport, error) {
 		for _, s := range sessions {
 			a.Sessions = append(a.Sessions, *s)
 		}
-		slices.SortFunc(a.Sessions, func(x, y lsSession) int { return cmpDesc(x.Epoch, y.Epoch) })
+		slices.SortFunc(a.Sessions, func(x, y lsSession) int { return cmp.Compare(y.Epoch, x.Epoch) })
 		clear(sessions)
 	}
 	detail := sc.actor.Actor != ""
@@ -200,23 +201,23 @@ func list(ctx context.Context, b bucket.Bucket, sc scope) (*lsReport, error) {
 			a.HasOwn = true
 			continue
 		}
-		s := sessions[k.Session]
+		s := sessions[k.Epoch]
 		if s == nil {
-			s = &lsSession{Epoch: k.Session, FirstFrame: k.Frame}
-			sessions[k.Session] = s
+			s = &lsSession{Epoch: k.Epoch, FirstSeq: k.Seq}
+			sessions[k.Epoch] = s
 		}
 		s.Bytes += info.Size
-		s.LastFrame = max(s.LastFrame, k.Frame)
-		o := lsObject{Key: info.Key, Session: k.Session, Frame: k.Frame, Size: info.Size, ModTime: info.ModTime}
+		s.LastSeq = max(s.LastSeq, k.Seq)
+		o := lsObject{Key: info.Key, Epoch: k.Epoch, Seq: k.Seq, Size: info.Size, ModTime: info.ModTime}
 		if k.Kind == frames.KeySnapshot {
-			if s.Snapshots == 0 || k.Frame < s.FirstFrame {
-				s.FirstFrame = k.Frame
+			if s.Snapshots == 0 || k.Seq < s.FirstSeq {
+				s.FirstSeq = k.Seq
 			}
 			s.Snapshots++
 			o.Kind = "snapshot"
 		} else {
 			if s.Snapshots == 0 {
-				s.FirstFrame = 0 // no snapshot: the session's start is unknown
+				s.FirstSeq = 0 // no snapshot: the session's start is unknown
 			}
 			s.Batches++
 			o.Kind = "batch"
@@ -230,29 +231,14 @@ func list(ctx context.Context, b bucket.Bucket, sc scope) (*lsReport, error) {
 		for j := range rep.Actors[i].Sessions {
 			s := &rep.Actors[i].Sessions[j]
 			// Snapshots list newest first (descending keys), batches
-			// oldest first: show them in frame order, snapshots first.
+			// oldest first: show them in sequence order, snapshots first.
 			slices.SortStableFunc(s.Objects, func(x, y lsObject) int {
-				if x.Frame != y.Frame {
-					return cmpAsc(x.Frame, y.Frame)
-				}
-				return strings.Compare(y.Kind, x.Kind)
+				return cmp.Or(cmp.Compare(x.Seq, y.Seq), strings.Compare(y.Kind, x.Kind))
 			})
 		}
 	}
 	return rep, nil
 }
-
-func cmpAsc(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
-}
-
-func cmpDesc(x, y uint64) int { return cmpAsc(y, x) }
 
 // readOwn reads and parses own.json.
 func readOwn(ctx context.Context, b bucket.Bucket, a frames.Actor, listed bool) *lsOwn {
@@ -333,7 +319,7 @@ func readHeader(ctx context.Context, b bucket.Bucket, o *lsObject) error {
 			return headerFailure(o, err)
 		}
 		h := br.Header()
-		o.FirstFrame, o.FrameMessages = h.FirstSeq, h.FrameCount
+		o.FirstSeq, o.FrameMessages = h.FirstSeq, h.FrameCount
 		return nil
 	}
 	sr, err := frames.NewSnapshotReader(r, o.Key, frames.Limits{})
@@ -362,24 +348,24 @@ func printActors(w io.Writer, rep *lsReport) {
 		fmt.Fprintf(w, "no actors under %s in %s\n", rep.Prefix, rep.Bucket)
 	} else {
 		t := newTable(w)
-		fmt.Fprintln(t, "NAMESPACE\tACTOR\tOWN\tSESSIONS\tNEWEST\tFRAMES\tSNAPSHOTS\tBATCHES\tSIZE")
+		fmt.Fprintln(t, "NAMESPACE\tACTOR\tOWN\tSESSIONS\tNEWEST\tSEQ\tSNAPSHOTS\tBATCHES\tSIZE")
 		for _, a := range rep.Actors {
 			own := "-"
 			if a.HasOwn {
 				own = "yes"
 			}
-			newest, frames, snaps, batches := "-", "-", 0, 0
+			newest, seqs, snaps, batches := "-", "-", 0, 0
 			if len(a.Sessions) > 0 {
 				s := a.Sessions[0]
 				newest = fmt.Sprint(s.Epoch)
-				frames = sessionFrames(s)
+				seqs = sessionSeqs(s)
 				snaps, batches = s.Snapshots, s.Batches
 			}
 			fmt.Fprintf(t, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", a.Namespace, a.Actor, own, len(a.Sessions),
-				newest, frames, snaps, batches, fmtBytes(a.Bytes))
+				newest, seqs, snaps, batches, fmtBytes(a.Bytes))
 		}
 		t.Flush()
-		fmt.Fprintln(w, "(NEWEST: the newest session; FRAMES, SNAPSHOTS, BATCHES: in it)")
+		fmt.Fprintln(w, "(NEWEST: the newest session; SEQ (its sequence numbers), SNAPSHOTS, BATCHES: in it)")
 	}
 	if len(rep.Nodes) > 0 {
 		fmt.Fprintln(w)
@@ -393,11 +379,11 @@ func printActors(w io.Writer, rep *lsReport) {
 	printUnknown(w, rep.Unknown)
 }
 
-func sessionFrames(s lsSession) string {
+func sessionSeqs(s lsSession) string {
 	if s.Snapshots == 0 {
-		return fmt.Sprintf("?..%d", s.LastFrame)
+		return fmt.Sprintf("?..%d", s.LastSeq)
 	}
-	return fmt.Sprintf("%d..%d", s.FirstFrame, s.LastFrame)
+	return fmt.Sprintf("%d..%d", s.FirstSeq, s.LastSeq)
 }
 
 // retentionNote describes a recorded retention window, "" when none.
@@ -418,7 +404,7 @@ func printActor(w io.Writer, a *lsActor, headers bool) {
 	case o.Record.Released():
 		end := ""
 		if o.Record.Seq > 0 {
-			end = fmt.Sprintf(" at frame %d", o.Record.Seq)
+			end = fmt.Sprintf(" at seq %d", o.Record.Seq)
 		}
 		fmt.Fprintf(w, "own.json: epoch %d, released%s%s\n", o.Record.Epoch, end, retentionNote(o.Record.Retention))
 	default:
@@ -426,21 +412,21 @@ func printActor(w io.Writer, a *lsActor, headers bool) {
 	}
 	fmt.Fprintf(w, "%d objects, %s\n", a.Objects, fmtBytes(a.Bytes))
 	for _, s := range a.Sessions {
-		fmt.Fprintf(w, "\nsession %d: frames %s, %d snapshots, %d batches, %s\n",
-			s.Epoch, sessionFrames(s), s.Snapshots, s.Batches, fmtBytes(s.Bytes))
+		fmt.Fprintf(w, "\nsession %d: seq %s, %d snapshots, %d batches, %s\n",
+			s.Epoch, sessionSeqs(s), s.Snapshots, s.Batches, fmtBytes(s.Bytes))
 		t := newTable(w)
 		if headers {
-			fmt.Fprintln(t, "  KIND\tFRAMES\tSIZE\tMODIFIED\tHEADER\tKEY")
+			fmt.Fprintln(t, "  KIND\tSEQ\tSIZE\tMODIFIED\tHEADER\tKEY")
 		} else {
-			fmt.Fprintln(t, "  KIND\tFRAMES\tSIZE\tMODIFIED\tKEY")
+			fmt.Fprintln(t, "  KIND\tSEQ\tSIZE\tMODIFIED\tKEY")
 		}
 		for _, o := range s.Objects {
-			frames := fmt.Sprintf("..%d", o.Frame)
+			seqs := fmt.Sprintf("..%d", o.Seq)
 			if o.Kind == "snapshot" {
-				frames = fmt.Sprintf("@%d", o.Frame)
+				seqs = fmt.Sprintf("@%d", o.Seq)
 			}
 			if !headers {
-				fmt.Fprintf(t, "  %s\t%s\t%d\t%s\t%s\n", o.Kind, frames, o.Size, fmtTime(o.ModTime), o.Key)
+				fmt.Fprintf(t, "  %s\t%s\t%d\t%s\t%s\n", o.Kind, seqs, o.Size, fmtTime(o.ModTime), o.Key)
 				continue
 			}
 			var hdr string
@@ -448,17 +434,17 @@ func printActor(w io.Writer, a *lsActor, headers bool) {
 			case o.HeaderError != "":
 				hdr = "DAMAGED: " + o.HeaderError
 			case o.Kind == "batch":
-				frames = fmt.Sprintf("%d..%d", o.FirstFrame, o.Frame)
+				seqs = fmt.Sprintf("%d..%d", o.FirstSeq, o.Seq)
 				hdr = fmt.Sprintf("%d frame messages", o.FrameMessages)
 			default:
 				hdr = fmt.Sprintf("database %s", fmtBytes(int64(o.DatabaseBytes)))
 			}
-			fmt.Fprintf(t, "  %s\t%s\t%d\t%s\t%s\t%s\n", o.Kind, frames, o.Size, fmtTime(o.ModTime), hdr, o.Key)
+			fmt.Fprintf(t, "  %s\t%s\t%d\t%s\t%s\t%s\n", o.Kind, seqs, o.Size, fmtTime(o.ModTime), hdr, o.Key)
 		}
 		t.Flush()
 	}
 	if !headers {
-		fmt.Fprintln(w, "\n(batch keys hold end frames: --headers reads first frames)")
+		fmt.Fprintln(w, "\n(batch keys hold last sequence numbers: --headers reads the first ones)")
 	}
 }
 

@@ -29,8 +29,8 @@ func TestLs(t *testing.T) {
 				t.Fatalf("ls --json: want one actor %s with one session, got %+v", f.actor.Actor, rep.Actors)
 			}
 			s := rep.Actors[0].Sessions[0]
-			if s.Epoch != 1 || s.Batches != len(batches) || s.Snapshots != 1 || s.LastFrame != 6 {
-				t.Errorf("session %+v: want epoch 1, %d batches, 1 snapshot, last frame 6", s, len(batches))
+			if s.Epoch != 1 || s.Batches != len(batches) || s.Snapshots != 1 || s.LastSeq != 6 {
+				t.Errorf("session %+v: want epoch 1, %d batches, 1 snapshot, last seq 6", s, len(batches))
 			}
 			if r.stderr != "" {
 				t.Errorf("ls --json wrote to stderr: %s", r.stderr)
@@ -43,9 +43,9 @@ func TestLs(t *testing.T) {
 			// One actor: every object's key.
 			r = framectl(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "ls --actor", r.stdout, batches...)
-			contains(t, "ls --actor", r.stdout, f.snapshot(t), "own.json: epoch 1, released at frame 6", "session 1")
+			contains(t, "ls --actor", r.stdout, f.snapshot(t), "own.json: epoch 1, released at seq 6", "session 1")
 
-			// With headers: first frames. Each batch holds one frame.
+			// With headers: first sequence numbers. Each batch holds one frame.
 			r = framectl(t, append([]string{"ls", "--headers", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 			rep = lsReport{}
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
@@ -58,8 +58,8 @@ func TestLs(t *testing.T) {
 				}
 				if o.Kind == "batch" {
 					n++
-					if o.FirstFrame != o.Frame || o.FrameMessages != 1 {
-						t.Errorf("%s: frames %d..%d in %d messages, want one frame", o.Key, o.FirstFrame, o.Frame, o.FrameMessages)
+					if o.FirstSeq != o.Seq || o.FrameMessages != 1 {
+						t.Errorf("%s: seq %d..%d in %d messages, want one frame", o.Key, o.FirstSeq, o.Seq, o.FrameMessages)
 					}
 				}
 			}

@@ -3,7 +3,7 @@
 // bucket, and runs a demonstration of the whole cycle.
 //
 //	framectl demo     [--bucket URL | --dir DIR] [--commits N] [--json]
-//	framectl restore  --bucket URL --namespace NS (--actor HEX | --all) --out PATH [--to-frame N | --at TIME] [--nearest]
+//	framectl restore  --bucket URL --namespace NS (--actor HEX | --all) --out PATH [--to-seq N | --at TIME] [--nearest]
 //	framectl verify   --bucket URL [--namespace NS [--actor HEX]]
 //	framectl ls       --bucket URL [--namespace NS [--actor HEX]] [--headers]
 //	framectl inspect  [--bucket URL] KEY|FILE [--pages]

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -25,71 +24,72 @@ newest snapshot at or before the target and applies the batches after it.
 
 Every object is read to its end and checked (gzip trailer, lengths, the
 checksum chain frame by frame, the final checksum), a missing range of
-frames is a gap that fails the restore naming it, and the result passes
-PRAGMA integrity_check before it is renamed over FILE: a failed restore
-leaves nothing behind. The restored file is in WAL mode, without a WAL.
+sequence numbers is a gap that fails the restore naming it, and the result
+passes PRAGMA integrity_check before it is renamed over FILE: a failed
+restore leaves nothing behind. The restored file is in WAL mode, without a WAL.
 
 Targets (default: the latest state):
-  --to-frame N   the state after the last frame ending at or before N
+  --to-seq N     the state after the last frame ending at or before sequence
+                 number N (each commit is one, counted across sessions)
   --at TIME      the state after the last frame committed at or before TIME
                  (RFC 3339, e.g. 2025-06-01T12:00:00Z)
-  --nearest      with --to-frame or --at: a target outside what the session
+  --nearest      with --to-seq or --at: a target outside what the session
                  holds restores the nearest state instead of failing
 Frames in a batch merge runs of commits, so a restore stops at a frame
-boundary: the output says which frame and commit time it reached.
+boundary: the output says which sequence number and commit time it reached.
 
 A target the session cannot reach fails with exit 4 and names the range it
-can: a frame past its newest frame or before its oldest snapshot, a time
-before the oldest state it can place in time (a new actor's first commit,
-or the oldest snapshot kept). A time after the newest commit restores the
-newest state. Restore reads the current session only: frames of a
-superseded session are before its oldest snapshot. With --nearest the
+can: a sequence number past its newest or before its oldest snapshot, a
+time before the oldest state it can place in time (a new actor's first
+commit, or the oldest snapshot kept). A time after the newest commit
+restores the newest state. Restore reads the current session only: commits
+of a superseded session are before its oldest snapshot. With --nearest the
 output says the target was out of range and which state was restored.
 
 Examples:
   framectl restore --bucket file:///var/lib/framectl/bucket --namespace chat --actor 726f6f6d2d31 --out room-1.db
   framectl restore --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat --all --out ./restored/
   framectl restore --bucket file:///tmp/b --namespace-id Sx1CEZLQgCtH3lmtBp0oqA --actor 64656d6f --out old.db --at 2025-06-01T12:00:00Z
-  framectl restore --bucket file:///tmp/b --namespace chat --actor 726f6f6d2d31 --out first.db --to-frame 1 --nearest
+  framectl restore --bucket file:///tmp/b --namespace chat --actor 726f6f6d2d31 --out first.db --to-seq 1 --nearest
 `
 
 // restoreResult is one restored actor, for output.
 type restoreResult struct {
-	Namespace      string     `json:"namespace"`
-	Actor          string     `json:"actor"`
-	Path           string     `json:"path"`
-	Session        uint64     `json:"session"`
-	Snapshot       string     `json:"snapshot"`
-	BatchesApplied int        `json:"batchesApplied"`
-	BatchesSkipped int        `json:"batchesSkipped"`
-	Frame          uint64     `json:"frame"`
-	CommitTime     *time.Time `json:"commitTime,omitempty"`
-	Bytes          int64      `json:"bytes"`
-	Checksum       string     `json:"checksum"`
-	ObjectsFetched int        `json:"objectsFetched"`
-	BytesFetched   int64      `json:"bytesFetched"`
-	Replans        int        `json:"replans"`
-	DurationNs     int64      `json:"durationNs"`
+	Namespace      string          `json:"namespace"`
+	Actor          string          `json:"actor"`
+	Path           string          `json:"path"`
+	Epoch          uint64          `json:"epoch"`
+	Snapshot       string          `json:"snapshot"`
+	BatchesApplied int             `json:"batchesApplied"`
+	BatchesSkipped int             `json:"batchesSkipped"`
+	Seq            frames.Seq      `json:"seq"`
+	CommitTime     *time.Time      `json:"commitTime,omitempty"`
+	Bytes          int64           `json:"bytes"`
+	Checksum       frames.Checksum `json:"checksum"`
+	ObjectsFetched int             `json:"objectsFetched"`
+	BytesFetched   int64           `json:"bytesFetched"`
+	Replans        int             `json:"replans"`
+	DurationNs     int64           `json:"durationNs"`
 	// OutOfRange: the target was outside the session and --nearest
-	// restored Frame instead.
+	// restored Seq instead.
 	OutOfRange *targetRange `json:"outOfRange,omitempty"`
 }
 
 // targetRange is what a session can restore, for a target outside it.
 type targetRange struct {
-	Requested  string `json:"requested"` // the target as asked
-	Message    string `json:"message"`
-	Session    uint64 `json:"session"`
-	FirstFrame uint64 `json:"firstFrame"` // the oldest snapshot
-	LastFrame  uint64 `json:"lastFrame"`  // the newest frame
+	Requested string     `json:"requested"` // the target as asked
+	Message   string     `json:"message"`
+	Epoch     uint64     `json:"epoch"`
+	FirstSeq  frames.Seq `json:"firstSeq"` // the oldest snapshot
+	LastSeq   frames.Seq `json:"lastSeq"`  // the newest state
 	// For a time target: the oldest state the session can place in time.
-	EarliestFrame uint64     `json:"earliestFrame,omitempty"`
-	EarliestTime  *time.Time `json:"earliestTime,omitempty"`
+	EarliestSeq  frames.Seq `json:"earliestSeq,omitempty"`
+	EarliestTime *time.Time `json:"earliestTime,omitempty"`
 }
 
 func newTargetRange(e *restore.TargetError) *targetRange {
-	r := &targetRange{Requested: e.Target.String(), Message: e.Error(), Session: e.Session,
-		FirstFrame: e.First, LastFrame: e.Last, EarliestFrame: e.EarliestFrame}
+	r := &targetRange{Requested: e.Target.String(), Message: e.Error(), Epoch: e.Epoch,
+		FirstSeq: e.FirstSeq, LastSeq: e.LastSeq, EarliestSeq: e.EarliestSeq}
 	if !e.EarliestTime.IsZero() {
 		t := e.EarliestTime.UTC()
 		r.EarliestTime = &t
@@ -107,9 +107,9 @@ func targetRangeOf(err error) *targetRange {
 }
 
 func newRestoreResult(r restore.Result) restoreResult {
-	out := restoreResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Path: r.Path, Session: r.Session,
-		Snapshot: r.Snapshot, BatchesApplied: r.BatchesApplied, BatchesSkipped: r.BatchesSkipped, Frame: r.Frame,
-		Bytes: r.Bytes, Checksum: checksumHex(r.Checksum), ObjectsFetched: r.ObjectsFetched, BytesFetched: r.BytesFetched,
+	out := restoreResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Path: r.Path, Epoch: r.Epoch,
+		Snapshot: r.Snapshot, BatchesApplied: r.BatchesApplied, BatchesSkipped: r.BatchesSkipped, Seq: r.Seq,
+		Bytes: r.Bytes, Checksum: r.Checksum, ObjectsFetched: r.ObjectsFetched, BytesFetched: r.BytesFetched,
 		Replans: r.Replans, DurationNs: r.Duration.Nanoseconds()}
 	if !r.CommitTime.IsZero() {
 		t := r.CommitTime.UTC()
@@ -127,12 +127,12 @@ func (r restoreResult) summary() string {
 		committed = " (committed " + r.CommitTime.Format(time.RFC3339Nano) + ")"
 	}
 	d := time.Duration(r.DurationNs)
-	s := fmt.Sprintf("%s: session %d, frame %d%s, %s from a snapshot and %d batches (%d skipped as covered), "+
+	s := fmt.Sprintf("%s: session %d, seq %d%s, %s from a snapshot and %d batches (%d skipped as covered), "+
 		"%d objects / %s fetched in %s (%s)",
-		r.Path, r.Session, r.Frame, committed, fmtBytes(r.Bytes), r.BatchesApplied, r.BatchesSkipped,
+		r.Path, r.Epoch, r.Seq, committed, fmtBytes(r.Bytes), r.BatchesApplied, r.BatchesSkipped,
 		r.ObjectsFetched, fmtBytes(r.BytesFetched), fmtDuration(d), fmtRate(r.BytesFetched, d))
 	if r.OutOfRange != nil {
-		s += fmt.Sprintf("; OUT OF RANGE: %s: restored the nearest state, frame %d", r.OutOfRange.Message, r.Frame)
+		s += fmt.Sprintf("; OUT OF RANGE: %s: restored the nearest state, seq %d", r.OutOfRange.Message, r.Seq)
 	}
 	return s
 }
@@ -152,9 +152,9 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	actor := c.fs.String("actor", "", "restore this actor (its `HEX` key, as ls prints) to the file --out")
 	all := c.fs.Bool("all", false, "restore every actor of the namespace into the directory --out")
 	dest := c.fs.String("out", "", "the database `FILE` to write (with --all: the DIRECTORY)")
-	toFrame := c.fs.String("to-frame", "", "restore the state after the last frame ending at or before `N`")
+	toSeq := c.fs.String("to-seq", "", "restore the state after the last frame ending at or before sequence number `N`")
 	at := c.fs.String("at", "", "restore the state after the last frame committed at or before `TIME` (RFC 3339)")
-	nearest := c.fs.Bool("nearest", false, "with --to-frame or --at: restore the nearest state when the target is outside what the session holds")
+	nearest := c.fs.Bool("nearest", false, "with --to-seq or --at: restore the nearest state when the target is outside what the session holds")
 	parallel := c.fs.Int("parallel", 0, "batches fetched ahead of the replay (default 4); with --all also actors at once")
 	out := c.outputFlags()
 	if code, ok := c.parseFlags(args); !ok {
@@ -172,20 +172,20 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return c.usageError("--actor and --all exclude each other")
 	case *dest == "":
 		return c.usageError("--out is required: the file to write (with --all, a directory)")
-	case *toFrame != "" && *at != "":
-		return c.usageError("--to-frame and --at exclude each other")
-	case *nearest && *toFrame == "" && *at == "":
-		return c.usageError("--nearest applies to a target: give --to-frame N or --at TIME")
+	case *toSeq != "" && *at != "":
+		return c.usageError("--to-seq and --at exclude each other")
+	case *nearest && *toSeq == "" && *at == "":
+		return c.usageError("--nearest applies to a target: give --to-seq N or --at TIME")
 	case *parallel < 0:
 		return c.usageError("--parallel %d: must be positive", *parallel)
 	}
 	opts := restore.Options{Parallelism: *parallel, Actors: *parallel}
-	if *toFrame != "" {
-		n, err := strconv.ParseUint(*toFrame, 10, 64)
+	if *toSeq != "" {
+		n, err := frames.ParseSeq(*toSeq)
 		if err != nil {
-			return c.usageError("--to-frame %q: not a frame number", *toFrame)
+			return c.usageError("--to-seq %q: not a sequence number (decimal, as ls and restore print them)", *toSeq)
 		}
-		opts.Target = restore.ToFrame(n)
+		opts.Target = restore.ToSeq(n)
 	}
 	if *at != "" {
 		t, err := time.Parse(time.RFC3339Nano, *at)

@@ -5,12 +5,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 )
 
 // rows counts the rows of table t in a database file, read-only.
@@ -48,14 +50,14 @@ func TestRestore(t *testing.T) {
 			f := replicate(t, be.New(t), 8)
 			out := filepath.Join(t.TempDir(), "restored.db")
 			r := framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
-			contains(t, "restore", r.stdout, out, "session 1, frame 8")
+			contains(t, "restore", r.stdout, out, "session 1, seq 8")
 			contains(t, "progress", r.stderr, "restore "+f.actor.Actor+": 100%")
 			wantSameFile(t, f.source, out)
 
 			// Again over the file it wrote, as JSON: nothing on stderr.
 			r = framectl(t, append([]string{"restore", "--out", out, "--json"}, f.actorFlags()...)...).want(t, exitOK)
 			rep := restoreJSON(t, r)
-			if len(rep.Restored) != 1 || rep.Restored[0].Frame != 8 || rep.Restored[0].Path != out || rep.Target != "latest" {
+			if len(rep.Restored) != 1 || rep.Restored[0].Seq != 8 || rep.Restored[0].Path != out || rep.Target != "latest" {
 				t.Errorf("restore --json: %+v", rep)
 			}
 			if r.stderr != "" {
@@ -71,23 +73,23 @@ func TestRestore(t *testing.T) {
 }
 
 // Point in time: every commit of the fixture is a batch of its own, so each
-// frame is a boundary restore can stop at.
-func TestRestoreToFrame(t *testing.T) {
+// sequence number is a frame boundary restore can stop at.
+func TestRestoreToSeq(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 8)
 	dir := t.TempDir()
-	// Frames: 1 CREATE, 2 INSERT, 3 INSERT, 4 UPDATE, 5 INSERT, ...
-	out := filepath.Join(dir, "frame4.db")
-	r := framectl(t, append([]string{"restore", "--out", out, "--to-frame", "4", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+	// Commits: 1 CREATE, 2 INSERT, 3 INSERT, 4 UPDATE, 5 INSERT, ...
+	out := filepath.Join(dir, "seq4.db")
+	r := framectl(t, append([]string{"restore", "--out", out, "--to-seq", "4", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 	rep := restoreJSON(t, r)
-	if got := rep.Restored[0]; got.Frame != 4 || got.CommitTime == nil || rep.Target != "frame 4" {
-		t.Fatalf("--to-frame 4 reached %+v", got)
+	if got := rep.Restored[0]; got.Seq != 4 || got.CommitTime == nil || rep.Target != "seq 4" {
+		t.Fatalf("--to-seq 4 reached %+v", got)
 	}
 	if n := rows(t, out); n != 2 {
-		t.Errorf("at frame 4 the table has %d rows, want 2", n)
+		t.Errorf("at seq 4 the table has %d rows, want 2", n)
 	}
 
-	// --at the commit time of frame 5 reaches frame 5 (3 rows); a
-	// nanosecond earlier, frame 4.
+	// --at the commit time of seq 5 reaches seq 5 (3 rows); a
+	// nanosecond earlier, seq 4.
 	r = framectl(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 5), "--json").want(t, exitOK)
 	var ins inspectReport
 	if err := json.Unmarshal([]byte(r.stdout), &ins); err != nil {
@@ -95,14 +97,14 @@ func TestRestoreToFrame(t *testing.T) {
 	}
 	at := *ins.Batch.Frames[0].CommitTime
 	for _, tc := range []struct {
-		at    time.Time
-		frame uint64
-		rows  int
+		at   time.Time
+		seq  frames.Seq
+		rows int
 	}{{at, 5, 3}, {at.Add(-time.Nanosecond), 4, 2}} {
 		out := filepath.Join(dir, "at.db")
 		r = framectl(t, append([]string{"restore", "--out", out, "--at", tc.at.Format(time.RFC3339Nano), "--json"}, f.actorFlags()...)...).want(t, exitOK)
-		if got := restoreJSON(t, r).Restored[0]; got.Frame != tc.frame {
-			t.Errorf("--at %s reached frame %d, want %d", tc.at.Format(time.RFC3339Nano), got.Frame, tc.frame)
+		if got := restoreJSON(t, r).Restored[0]; got.Seq != tc.seq {
+			t.Errorf("--at %s reached seq %d, want %d", tc.at.Format(time.RFC3339Nano), got.Seq, tc.seq)
 		}
 		if n := rows(t, out); n != tc.rows {
 			t.Errorf("--at %s: %d rows, want %d", tc.at.Format(time.RFC3339Nano), n, tc.rows)
@@ -122,22 +124,22 @@ func TestRestoreOutOfRange(t *testing.T) {
 		return framectl(t, append(append([]string{"restore", "--out", out}, args...), f.actorFlags()...)...).want(t, code)
 	}
 
-	r := restoreTo(exitNotFound, "--to-frame", "99")
-	contains(t, "stderr", r.stderr, "frame 99 is past the newest frame: session 1 holds frames 0..8", "--nearest")
+	r := restoreTo(exitNotFound, "--to-seq", "99")
+	contains(t, "stderr", r.stderr, "seq 99 is past the newest state: session 1 holds seq 0..8", "--nearest")
 	if es, _ := os.ReadDir(dir); len(es) != 0 {
 		t.Fatalf("a failed restore left %v", es)
 	}
-	rep := restoreJSON(t, restoreTo(exitOK, "--to-frame", "99", "--nearest", "--json"))
+	rep := restoreJSON(t, restoreTo(exitOK, "--to-seq", "99", "--nearest", "--json"))
 	got := rep.Restored[0]
-	if got.Frame != 8 || got.OutOfRange == nil || got.OutOfRange.Requested != "frame 99 or the nearest" ||
-		got.OutOfRange.FirstFrame != 0 || got.OutOfRange.LastFrame != 8 || rep.Target != "frame 99 or the nearest" {
-		t.Fatalf("--to-frame 99 --nearest: %+v (out of range %+v)", got, got.OutOfRange)
+	if got.Seq != 8 || got.OutOfRange == nil || got.OutOfRange.Requested != "seq 99 or the nearest" ||
+		got.OutOfRange.FirstSeq != 0 || got.OutOfRange.LastSeq != 8 || rep.Target != "seq 99 or the nearest" {
+		t.Fatalf("--to-seq 99 --nearest: %+v (out of range %+v)", got, got.OutOfRange)
 	}
 	wantSameFile(t, f.source, out)
-	r = restoreTo(exitOK, "--to-frame", "99", "--nearest")
-	contains(t, "restore --nearest", r.stdout, "OUT OF RANGE: frame 99 is past the newest frame", "restored the nearest state, frame 8")
+	r = restoreTo(exitOK, "--to-seq", "99", "--nearest")
+	contains(t, "restore --nearest", r.stdout, "OUT OF RANGE: seq 99 is past the newest state", "restored the nearest state, seq 8")
 
-	// Before the first commit: the first snapshot (frame 0, the empty
+	// Before the first commit: the first snapshot (seq 0, the empty
 	// database) does not say when it was made.
 	r = framectl(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 1), "--json").want(t, exitOK)
 	var ins inspectReport
@@ -147,15 +149,15 @@ func TestRestoreOutOfRange(t *testing.T) {
 	first := *ins.Batch.Frames[0].CommitTime
 	before := first.Add(-time.Nanosecond).Format(time.RFC3339Nano)
 	r = restoreTo(exitNotFound, "--at", before)
-	contains(t, "stderr", r.stderr, "is before the oldest state the session can place in time, frame 1 committed at "+first.Format(time.RFC3339Nano))
+	contains(t, "stderr", r.stderr, "is before the oldest state the session can place in time, seq 1 committed at "+first.Format(time.RFC3339Nano))
 	got = restoreJSON(t, restoreTo(exitOK, "--at", before, "--nearest", "--json")).Restored[0]
-	if got.Frame != 0 || got.OutOfRange == nil || got.OutOfRange.EarliestFrame != 1 || !got.OutOfRange.EarliestTime.Equal(first) {
+	if got.Seq != 0 || got.OutOfRange == nil || got.OutOfRange.EarliestSeq != 1 || !got.OutOfRange.EarliestTime.Equal(first) {
 		t.Fatalf("--at %s --nearest: %+v (out of range %+v)", before, got, got.OutOfRange)
 	}
 
 	// After the newest commit: the newest state, in range.
 	got = restoreJSON(t, restoreTo(exitOK, "--at", time.Now().Add(time.Hour).Format(time.RFC3339), "--json")).Restored[0]
-	if got.Frame != 8 || got.OutOfRange != nil {
+	if got.Seq != 8 || got.OutOfRange != nil {
 		t.Fatalf("--at an hour from now: %+v", got)
 	}
 	wantSameFile(t, f.source, out)
@@ -189,7 +191,7 @@ func TestRestoreDamaged(t *testing.T) {
 		}
 		out := filepath.Join(t.TempDir(), "out.db")
 		r := framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitDamage)
-		contains(t, "stderr", r.stderr, "frame 3 is missing", batches[3])
+		contains(t, "stderr", r.stderr, "sequence number 3 is missing", batches[3])
 	})
 }
 
@@ -217,8 +219,9 @@ func TestRestoreUsage(t *testing.T) {
 		{append(base, "--out", file), "--actor HEX"},
 		{append(base, "--actor", "00", "--all", "--out", dir), "exclude each other"},
 		{append(base, "--actor", "00"), "--out is required"},
-		{append(base, "--actor", "00", "--out", file, "--to-frame", "3", "--at", "2025-01-01T00:00:00Z"), "exclude each other"},
-		{append(base, "--actor", "00", "--out", file, "--to-frame", "-3"), "not a frame number"},
+		{append(base, "--actor", "00", "--out", file, "--to-seq", "3", "--at", "2025-01-01T00:00:00Z"), "exclude each other"},
+		{append(base, "--actor", "00", "--out", file, "--to-seq", "-3"), "not a sequence number"},
+		{append(base, "--actor", "00", "--out", file, "--to-seq", "03"), "not a sequence number"},
 		{append(base, "--actor", "00", "--out", file, "--at", "yesterday"), "RFC 3339"},
 		{append(base, "--actor", "00", "--out", dir), "is a directory"},
 		{append(base, "--all", "--out", file), "is a file"},
@@ -229,7 +232,7 @@ func TestRestoreUsage(t *testing.T) {
 		contains(t, "stderr", r.stderr, tc.want, "try: framectl restore --bucket")
 	}
 	r := framectl(t, "restore", "--help").want(t, exitOK)
-	contains(t, "restore --help", r.stdout, "Examples:", "-to-frame", "-at", "-nearest")
+	contains(t, "restore --help", r.stdout, "Examples:", "-to-seq", "-at", "-nearest")
 }
 
 func TestRestoreUnreachable(t *testing.T) {
@@ -237,4 +240,66 @@ func TestRestoreUnreachable(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.db")
 	r := framectl(t, "restore", "--bucket", unreachable, "--namespace", "n", "--actor", "00", "--out", out).want(t, exitIO)
 	contains(t, "stderr", r.stderr, "framectl restore: ")
+}
+
+// The JSON documents name each number once: "epoch" for the session's
+// epoch, "seq" (or firstSeq, lastSeq) for a sequence number, as JSON
+// numbers; a checksum is 16 lowercase hex digits. Decoded into plain maps,
+// not into the structs that write them, so a renamed tag or a number
+// turned into a string fails here.
+func TestJSONNames(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 6)
+	decode := func(args ...string) map[string]any {
+		t.Helper()
+		r := framectl(t, append(append(args, "--json"), f.actorFlags()...)...).want(t, exitOK)
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, r.stdout)
+		}
+		return doc
+	}
+	want := func(what string, obj any, fields map[string]any) {
+		t.Helper()
+		m, ok := obj.(map[string]any)
+		if !ok {
+			t.Fatalf("%s: %v is not an object", what, obj)
+		}
+		for k, v := range fields {
+			if m[k] != v {
+				t.Errorf("%s: %q is %#v, want %#v (the object: %v)", what, k, m[k], v, m)
+			}
+		}
+		for _, old := range []string{"session", "frame", "firstFrame", "lastFrame"} {
+			if _, ok := m[old]; ok {
+				t.Errorf("%s: still has %q: %v", what, old, m)
+			}
+		}
+	}
+	first := func(doc map[string]any, key string) any {
+		t.Helper()
+		list, ok := doc[key].([]any)
+		if !ok || len(list) == 0 {
+			t.Fatalf("%q is not a list with an element: %v", key, doc)
+		}
+		return list[0]
+	}
+
+	out := filepath.Join(t.TempDir(), "r.db")
+	res := first(decode("restore", "--out", out, "--to-seq", "4"), "restored")
+	want("restore", res, map[string]any{"epoch": 1.0, "seq": 4.0})
+	if sum, _ := res.(map[string]any)["checksum"].(string); len(sum) != 16 || strings.Trim(sum, "0123456789abcdef") != "" {
+		t.Errorf("restore: checksum %#v is not 16 lowercase hex digits", res.(map[string]any)["checksum"])
+	}
+	ls := first(decode("ls"), "actors").(map[string]any)
+	sessions, _ := ls["sessions"].([]any)
+	if len(sessions) != 1 {
+		t.Fatalf("ls: sessions %v", ls["sessions"])
+	}
+	want("ls session", sessions[0], map[string]any{"epoch": 1.0, "firstSeq": 0.0, "lastSeq": 6.0})
+	objects, _ := sessions[0].(map[string]any)["objects"].([]any)
+	if len(objects) == 0 {
+		t.Fatalf("ls: no objects in %v", sessions[0])
+	}
+	want("ls object", objects[len(objects)-1], map[string]any{"epoch": 1.0, "seq": 6.0, "kind": "batch"})
+	want("verify", first(decode("verify"), "actors"), map[string]any{"epoch": 1.0, "seq": 6.0})
 }

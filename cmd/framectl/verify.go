@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -34,21 +35,21 @@ Examples:
 `
 
 type verifyProblem struct {
-	Key      string `json:"key"`
-	Kind     string `json:"kind"`
-	Severity string `json:"severity"` // "damage" or "warning"
-	Session  uint64 `json:"session,omitempty"`
-	From     uint64 `json:"from,omitempty"` // a gap's missing frames
-	To       uint64 `json:"to,omitempty"`
-	Message  string `json:"message"`
+	Key      string     `json:"key"`
+	Kind     string     `json:"kind"`
+	Severity string     `json:"severity"` // "damage" or "warning"
+	Epoch    uint64     `json:"epoch,omitempty"`
+	From     frames.Seq `json:"from,omitempty"` // a gap's missing sequence numbers
+	To       frames.Seq `json:"to,omitempty"`
+	Message  string     `json:"message"`
 }
 
 type verifyActor struct {
 	Namespace  string          `json:"namespace,omitempty"` // empty: keys outside any actor
 	Actor      string          `json:"actor,omitempty"`
 	Own        *fence.Record   `json:"own,omitempty"`
-	Session    uint64          `json:"session"` // the current session, 0 if none has a snapshot
-	Frame      uint64          `json:"frame"`   // the frame its replay reached
+	Epoch      uint64          `json:"epoch"` // the current session's, 0 if none has a snapshot
+	Seq        frames.Seq      `json:"seq"`   // the sequence number its replay reached
 	Objects    int             `json:"objects"`
 	Bytes      int64           `json:"bytes"`
 	DurationNs int64           `json:"durationNs"`
@@ -69,12 +70,12 @@ type verifyReport struct {
 func newVerifyReport(bucketURL, prefix string, reports []restore.Report) verifyReport {
 	rep := verifyReport{Bucket: bucketURL, Prefix: prefix, Actors: []verifyActor{}}
 	for _, r := range reports {
-		va := verifyActor{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Own: r.Own, Session: r.Session, Frame: r.Frame,
+		va := verifyActor{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Own: r.Own, Epoch: r.Epoch, Seq: r.Seq,
 			Objects: r.Objects, Bytes: r.Bytes, DurationNs: r.Duration.Nanoseconds(), Damaged: r.Damaged(),
 			Problems: []verifyProblem{}}
 		for _, p := range r.Problems {
 			va.Problems = append(va.Problems, verifyProblem{Key: p.Key, Kind: string(p.Kind), Severity: p.Severity.String(),
-				Session: p.Session, From: p.From, To: p.To, Message: p.Message})
+				Epoch: p.Epoch, From: p.From, To: p.To, Message: p.Message})
 			if p.Severity == restore.Damage {
 				rep.Damage++
 			} else {
@@ -174,8 +175,8 @@ func printVerify(w io.Writer, rep *verifyReport) {
 			if a.Damaged {
 				status = "DAMAGED"
 			}
-			fmt.Fprintf(w, "actor %s (do/%s/%s/): %s: session %d verified through frame %d, %d objects, %s, in %s\n",
-				a.Actor, a.Namespace, a.Actor, status, a.Session, a.Frame, a.Objects, fmtBytes(a.Bytes),
+			fmt.Fprintf(w, "actor %s (do/%s/%s/): %s: session %d verified through seq %d, %d objects, %s, in %s\n",
+				a.Actor, a.Namespace, a.Actor, status, a.Epoch, a.Seq, a.Objects, fmtBytes(a.Bytes),
 				fmtDuration(time.Duration(a.DurationNs)))
 		}
 		for _, p := range a.Problems {

@@ -31,11 +31,11 @@ func TestVerifyClean(t *testing.T) {
 				append([]string{"verify"}, f.actorFlags()...),
 			} {
 				r := framectl(t, args...).want(t, exitOK)
-				contains(t, strings.Join(args, " "), r.stdout, f.actor.Actor, "ok: session 1 verified through frame 6", ": clean")
+				contains(t, strings.Join(args, " "), r.stdout, f.actor.Actor, "ok: session 1 verified through seq 6", ": clean")
 			}
 			r := framectl(t, "verify", "--bucket", f.url, "--json").want(t, exitOK)
 			rep := verifyJSON(t, r)
-			if !rep.Clean || rep.Damage != 0 || len(rep.Actors) != 1 || rep.Actors[0].Frame != 6 {
+			if !rep.Clean || rep.Damage != 0 || len(rep.Actors) != 1 || rep.Actors[0].Seq != 6 {
 				t.Errorf("verify --json: %+v", rep)
 			}
 			if rep.Warnings != 0 || len(rep.Actors[0].Problems) != 0 {
@@ -164,9 +164,9 @@ func TestTailLoss(t *testing.T) {
 				t.Fatalf("want a gap of frame 6 named by %s, got %+v", f.actor.OwnKey(), rep.Actors[0].Problems)
 			}
 			r := framectl(t, append([]string{"restore", "--out", filepath.Join(t.TempDir(), "r.db")}, f.actorFlags()...)...).want(t, exitDamage)
-			contains(t, "restore", r.stderr, "frame 6 is missing", f.actor.OwnKey())
+			contains(t, "restore", r.stderr, "sequence number 6 is missing", f.actor.OwnKey())
 			// A frame the log still reaches restores as before.
-			framectl(t, append([]string{"restore", "--to-frame", "5", "--out", filepath.Join(t.TempDir(), "r5.db")}, f.actorFlags()...)...).want(t, exitOK)
+			framectl(t, append([]string{"restore", "--to-seq", "5", "--out", filepath.Join(t.TempDir(), "r5.db")}, f.actorFlags()...)...).want(t, exitOK)
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
 )
 
 // host is the actor map of one node and the lifecycle of every actor in
@@ -259,15 +260,15 @@ func (h *host) tick(now time.Time) {
 
 // actorStatus is one line of GET /status.
 type actorStatus struct {
-	Namespace string  `json:"namespace"`
-	ID        string  `json:"id"`
-	Epoch     uint64  `json:"epoch"`
-	State     string  `json:"state"`
-	Requests  int     `json:"requests"`
-	IdleFor   float64 `json:"idle_seconds"`
-	Durable   uint64  `json:"durable_seq"`
-	Captured  uint64  `json:"captured_seq"`
-	Stopped   string  `json:"stopped,omitempty"`
+	Namespace string     `json:"namespace"`
+	ID        string     `json:"id"`
+	Epoch     uint64     `json:"epoch"`
+	State     string     `json:"state"`
+	Requests  int        `json:"requests"`
+	IdleFor   float64    `json:"idle_seconds"`
+	Durable   frames.Seq `json:"durable_seq"`
+	Captured  frames.Seq `json:"captured_seq"`
+	Stopped   string     `json:"stopped,omitempty"`
 }
 
 func (h *host) actorStatuses() []actorStatus {

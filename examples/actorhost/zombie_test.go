@@ -178,8 +178,8 @@ func zombie(t *testing.T, b bucket.Bucket) {
 		}
 		checkNotes(t, "served", s.id, s.acks, served)
 		restored, res := restoredNotes(t, b, ns, s.id)
-		if res.Session <= zombieEpoch[s.id] {
-			t.Errorf("%s: restore chose session %d, the zombie's was %d", s.id, res.Session, zombieEpoch[s.id])
+		if res.Epoch <= zombieEpoch[s.id] {
+			t.Errorf("%s: restore chose session %d, the zombie's was %d", s.id, res.Epoch, zombieEpoch[s.id])
 		}
 		if !slices.Equal(served, restored) {
 			t.Errorf("%s: restore differs from the new owner's state:\nserved   %v\nrestored %v", s.id, served, restored)
