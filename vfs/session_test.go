@@ -140,6 +140,12 @@ func TestReopenWithLaggingListing(t *testing.T) {
 // are held, and crashes: the local copy holds 5 unacknowledged commits.
 func unackedCrash(t *testing.T, b bucket.Bucket) (Config, *buckettest.Gate) {
 	t.Helper()
+	return unackedCrashN(t, b, 5)
+}
+
+// unackedCrashN is unackedCrash with n unacknowledged commits.
+func unackedCrashN(t *testing.T, b bucket.Bucket, n int) (Config, *buckettest.Gate) {
+	t.Helper()
 	g := buckettest.NewGate(b, isLogKey)
 	cfg := replTestConfig(t, g)
 	db, c := reopen(t, cfg, 1)
@@ -149,7 +155,7 @@ func unackedCrash(t *testing.T, b bucket.Bucket) (Config, *buckettest.Gate) {
 		t.Fatal(err)
 	}
 	g.Hold()
-	insertRows(t, c, 11, 15)
+	insertRows(t, c, 11, 10+n)
 	db.crash()
 	c.Close()
 	g.Release()
@@ -234,19 +240,7 @@ func TestUnacknowledgedCommits(t *testing.T) {
 		for _, policy := range []Unacknowledged{KeepUnacknowledged, DiscardUnacknowledged} {
 			// A kill between a commit's WAL write and its captured record:
 			// the file holds one commit more than the state file counts.
-			g := buckettest.NewGate(b, isLogKey)
-			cfg := replTestConfig(t, g)
-			db, c := reopen(t, cfg, 1)
-			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
-			insertRows(t, c, 1, 10)
-			if err := db.Durable(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			g.Hold()
-			insertRows(t, c, 11, 11)
-			db.crash()
-			c.Close()
-			g.Release()
+			cfg, _ := unackedCrashN(t, b, 1)
 			st, err := readState(cfg.Dir)
 			if err != nil || st.Captured != st.Durable.Seq+1 {
 				t.Fatalf("state %+v, %v: want one commit captured past the durable one", st, err)
