@@ -304,13 +304,11 @@ func testRoundTrip(t *testing.T, be backend) {
 // wantErr checks that err wraps want and is an *Error naming op and key.
 func wantErr(t testing.TB, err, want error, op, key string) {
 	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("%s %q: got %v, want %v", op, key, err, want)
-	}
+	require.ErrorIs(t, err, want, "%s %q", op, key)
 	var e *bucket.Error
-	if !errors.As(err, &e) || e.Op != op || e.Key != key {
-		t.Fatalf("%s %q: error %#v does not name the operation and key", op, key, err)
-	}
+	require.ErrorAs(t, err, &e, "%s %q", op, key)
+	require.Equal(t, op, e.Op, "%s %q: the operation the error names", op, key)
+	require.Equal(t, key, e.Key, "%s %q: the key the error names", op, key)
 }
 
 func testInvalidKeys(t *testing.T, be backend) {
