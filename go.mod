@@ -8,6 +8,7 @@ require (
 	github.com/klauspost/compress v1.20.4
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/ncruces/go-sqlite3 v0.37.0
+	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.49.0
 )
 

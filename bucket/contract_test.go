@@ -16,6 +16,8 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // backend is one implementation the contract suite runs against.
@@ -109,9 +111,7 @@ func put(t testing.TB, b bucket.Bucket, key, body string) bucket.Info {
 	info, err := retry(t, func() (bucket.Info, error) {
 		return b.Put(t.Context(), key, strings.NewReader(body), int64(len(body)), bucket.Condition{})
 	})
-	if err != nil {
-		t.Fatalf("put %s: %v", key, err)
-	}
+	require.NoError(t, err, "put %s", key)
 	return info
 }
 
@@ -137,9 +137,7 @@ func get(t testing.TB, b bucket.Bucket, key string) (string, bucket.Info, error)
 func mustGet(t testing.TB, b bucket.Bucket, key string) (string, bucket.Info) {
 	t.Helper()
 	body, info, err := get(t, b, key)
-	if err != nil {
-		t.Fatalf("get %s: %v", key, err)
-	}
+	require.NoError(t, err, "get %s", key)
 	return body, info
 }
 
@@ -150,17 +148,14 @@ func stat(t testing.TB, b bucket.Bucket, key string) (bucket.Info, error) {
 
 func del(t testing.TB, b bucket.Bucket, key string) {
 	t.Helper()
-	if _, err := retry(t, func() (struct{}, error) { return struct{}{}, b.Delete(t.Context(), key) }); err != nil {
-		t.Fatalf("delete %s: %v", key, err)
-	}
+	_, err := retry(t, func() (struct{}, error) { return struct{}{}, b.Delete(t.Context(), key) })
+	require.NoError(t, err, "delete %s", key)
 }
 
 func listPage(t testing.TB, b bucket.Bucket, prefix, startAfter string, limit int) bucket.Page {
 	t.Helper()
 	p, err := retry(t, func() (bucket.Page, error) { return b.List(t.Context(), prefix, startAfter, limit) })
-	if err != nil {
-		t.Fatalf("list %q after %q: %v", prefix, startAfter, err)
-	}
+	require.NoError(t, err, "list %q after %q", prefix, startAfter)
 	return p
 }
 
@@ -283,21 +278,22 @@ func testRoundTrip(t *testing.T, be backend) {
 	wantErr(t, err, bucket.ErrNotFound, "stat", "obj/a")
 	_, _, err = get(t, b, "obj/a")
 	wantErr(t, err, bucket.ErrNotFound, "get", "obj/a")
-	if l := listAll(t, b, "obj/", "", 0); len(l) != 1 || l[0].Key != "obj/empty" {
-		t.Fatalf("list after delete: %+v", l)
-	}
+	l = listAll(t, b, "obj/", "", 0)
+	require.Len(t, l, 1, "list after delete")
+	require.Equal(t, "obj/empty", l[0].Key, "list after delete")
 
 	// A body of unknown size (-1) streams.
 	data := bytes.Repeat([]byte("0123456789abcdef"), 4096)
 	info, err := retry(t, func() (bucket.Info, error) {
 		return b.Put(ctx, "obj/stream", io.MultiReader(bytes.NewReader(data)), -1, bucket.Condition{})
 	})
-	if err != nil {
-		t.Fatalf("put of unknown size: %v", err)
-	}
+	require.NoError(t, err, "put of unknown size")
 	body, gs := mustGet(t, b, "obj/stream")
-	if body != string(data) || gs.ETag != info.ETag || gs.Size != int64(len(data)) {
-		t.Fatalf("put of unknown size: got %d bytes %+v, put %+v", len(body), gs, info)
+	require.Equal(t, info.ETag, gs.ETag, "put of unknown size: stat %+v, put %+v", gs, info)
+	require.Equal(t, int64(len(data)), gs.Size, "put of unknown size: stat %+v, put %+v", gs, info)
+	// 64 KiB: a diff of the bodies would drown the message.
+	if body != string(data) {
+		t.Fatalf("put of unknown size: the %d bytes read back differ from the %d put", len(body), len(data))
 	}
 
 	if b.String() == "" {
@@ -308,13 +304,11 @@ func testRoundTrip(t *testing.T, be backend) {
 // wantErr checks that err wraps want and is an *Error naming op and key.
 func wantErr(t testing.TB, err, want error, op, key string) {
 	t.Helper()
-	if !errors.Is(err, want) {
-		t.Fatalf("%s %q: got %v, want %v", op, key, err, want)
-	}
+	require.ErrorIs(t, err, want, "%s %q", op, key)
 	var e *bucket.Error
-	if !errors.As(err, &e) || e.Op != op || e.Key != key {
-		t.Fatalf("%s %q: error %#v does not name the operation and key", op, key, err)
-	}
+	require.ErrorAs(t, err, &e, "%s %q", op, key)
+	require.Equal(t, op, e.Op, "%s %q: the operation the error names", op, key)
+	require.Equal(t, key, e.Key, "%s %q: the key the error names", op, key)
 }
 
 func testInvalidKeys(t *testing.T, be backend) {
@@ -347,15 +341,12 @@ func testInvalidKeys(t *testing.T, be backend) {
 	for _, key := range good {
 		put(t, b, key, "first")
 		put(t, b, key, "v:"+key) // overwriting takes a different path on versitygw
-		if body, _ := mustGet(t, b, key); body != "v:"+key {
-			t.Fatalf("key %q: read %q", key, body)
-		}
+		body, _ := mustGet(t, b, key)
+		require.Equal(t, "v:"+key, body, "key %q: read", key)
 	}
 	want := slices.Clone(good)
 	slices.Sort(want)
-	if got := keysOf(listAll(t, b, "", "", 0)); !slices.Equal(got, want) {
-		t.Fatalf("list of unusual keys:\n got %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, keysOf(listAll(t, b, "", "", 0)), "list of unusual keys")
 }
 
 func testPutArguments(t *testing.T, be backend) {
@@ -379,9 +370,8 @@ func testPutArguments(t *testing.T, be backend) {
 			t.Errorf("%s: got %v, want an argument error for key args", c.name, err)
 		}
 	}
-	if _, err := stat(t, b, "args"); !errors.Is(err, bucket.ErrNotFound) {
-		t.Errorf("refused puts stored something: %v", err)
-	}
+	_, err := stat(t, b, "args")
+	assert.ErrorIs(t, err, bucket.ErrNotFound, "refused puts stored something")
 }
 
 func testShortBody(t *testing.T, be backend) {
@@ -391,9 +381,7 @@ func testShortBody(t *testing.T, be backend) {
 	_, err := retry(t, func() (bucket.Info, error) {
 		return b.Put(ctx, "short", strings.NewReader("abc"), 10, bucket.Condition{})
 	})
-	if err == nil {
-		t.Fatal("short body accepted")
-	}
+	require.Error(t, err, "short body accepted")
 	if _, err := stat(t, b, "short"); !errors.Is(err, bucket.ErrNotFound) {
 		t.Fatalf("short body stored: %v", err)
 	}
@@ -403,13 +391,10 @@ func testShortBody(t *testing.T, be backend) {
 		_, err = retry(t, func() (bucket.Info, error) {
 			return b.Put(ctx, "short", strings.NewReader("abc"), 10, cond)
 		})
-		if err == nil {
-			t.Fatalf("short body accepted (%+v)", cond)
-		}
+		require.Error(t, err, "short body accepted (%+v)", cond)
 	}
-	if body, _ := mustGet(t, b, "short"); body != "original" {
-		t.Fatalf("after failed puts: %q", body)
-	}
+	body, _ := mustGet(t, b, "short")
+	require.Equal(t, "original", body, "after failed puts")
 }
 
 // orderKeys exercise byte order: '!' < '-' < '.' < '/' < digits < upper <
@@ -429,12 +414,10 @@ func testOrder(t *testing.T, be backend) {
 	wg.Wait()
 	sorted := slices.Clone(orderKeys)
 	slices.Sort(sorted)
-	if !slices.Equal(sorted, orderKeys) {
-		t.Fatalf("test keys not in byte order: %q", sorted)
-	}
+	require.Equal(t, orderKeys, sorted, "test keys not in byte order")
 
 	expect := func(prefix, after string) []string {
-		var out []string
+		out := []string{} // keysOf returns an empty slice, not nil
 		for _, k := range orderKeys {
 			if strings.HasPrefix(k, prefix) && k > after {
 				out = append(out, k)
@@ -446,9 +429,7 @@ func testOrder(t *testing.T, be backend) {
 	for _, prefix := range prefixes {
 		for _, limit := range []int{0, 1, 2, 5} {
 			got := keysOf(listAll(t, b, prefix, "", limit))
-			if want := expect(prefix, ""); !slices.Equal(got, want) {
-				t.Errorf("list %q limit %d:\n got %q\nwant %q", prefix, limit, got, want)
-			}
+			assert.Equal(t, expect(prefix, ""), got, "list %q limit %d", prefix, limit)
 		}
 	}
 	// StartAfter at every key and between keys, alone and with prefixes.
@@ -456,16 +437,15 @@ func testOrder(t *testing.T, be backend) {
 	for _, after := range afters {
 		for _, prefix := range []string{"", "a", "c/d", "do/ns/ac"} {
 			got := keysOf(listAll(t, b, prefix, after, 3))
-			if want := expect(prefix, after); !slices.Equal(got, want) {
-				t.Errorf("list %q after %q:\n got %q\nwant %q", prefix, after, got, want)
-			}
+			assert.Equal(t, expect(prefix, after), got, "list %q after %q", prefix, after)
 		}
 	}
 	// ETag and size in listings are those of the objects.
 	for _, o := range listAll(t, b, "c/", "", 0) {
-		if s, err := stat(t, b, o.Key); err != nil || s.ETag != o.ETag || o.Size != int64(len(o.Key)) {
-			t.Errorf("listed %+v, stat %+v %v", o, s, err)
-		}
+		s, err := stat(t, b, o.Key)
+		assert.NoError(t, err, "listed %+v, stat %+v", o, s)
+		assert.Equal(t, o.ETag, s.ETag, "listed %+v, stat %+v", o, s)
+		assert.Equal(t, int64(len(o.Key)), o.Size, "listed %+v, stat %+v", o, s)
 	}
 }
 
@@ -514,9 +494,7 @@ func testManyKeys(t *testing.T, be backend) {
 	}
 	for _, limit := range []int{0, 7, 1000, 1500, 2100, 5000} {
 		got := keysOf(listAll(t, b, "m/", "", limit))
-		if !slices.Equal(got, want) {
-			t.Fatalf("limit %d: %d keys, want %d, first difference at %d", limit, len(got), len(want), firstDiff(got, want))
-		}
+		require.Equal(t, want, got, "limit %d: %d keys, want %d, first difference at %d", limit, len(got), len(want), firstDiff(got, want))
 	}
 	// Exactly 2,100 remain after the first page of 2,100: More is exact.
 	if p := listPage(t, b, "m/", "", n); p.More || len(p.Objects) != n {
@@ -532,21 +510,16 @@ func testManyKeys(t *testing.T, be backend) {
 			sub = append(sub, k)
 		}
 	}
-	if got := keysOf(listAll(t, b, "m/0", "", 100)); !slices.Equal(got, sub) {
-		t.Fatalf("prefix m/0: %d keys, want %d", len(got), len(sub))
-	}
+	got := keysOf(listAll(t, b, "m/0", "", 100))
+	require.Equal(t, sub, got, "prefix m/0: %d keys, want %d", len(got), len(sub))
 	// bucket.All walks every page. It stops at the first error, so it runs
 	// behind the faults.
 	var all []string
 	for o, err := range bucket.All(t.Context(), unwrap(b), "m/") {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		all = append(all, o.Key)
 	}
-	if !slices.Equal(all, want) {
-		t.Fatalf("All: %d keys, want %d", len(all), len(want))
-	}
+	require.Equal(t, want, all, "All: %d keys, want %d", len(all), len(want))
 }
 
 // unwrap returns the bucket behind a Faulty one.
@@ -596,9 +569,8 @@ func testCreateOnlyRace(t *testing.T, be backend) {
 		}
 		body, _ := mustGet(t, b, key)
 		var stored int
-		if _, err := fmt.Sscanf(body, "writer %d round", &stored); err != nil {
-			t.Fatalf("round %d: stored %q", r, body)
-		}
+		_, err := fmt.Sscanf(body, "writer %d round", &stored)
+		require.NoError(t, err, "round %d: stored %q", r, body)
 		if len(winners) != 1 || winners[0] != stored {
 			t.Fatalf("round %d: winners %v, stored %q", r, winners, body)
 		}
@@ -636,22 +608,19 @@ func testCompareAndSwap(t *testing.T, be backend) {
 	// CAS on an absent key fails and creates nothing.
 	_, err = condPut(t, b, "cas-absent", "x", bucket.Condition{IfMatch: v2.ETag})
 	wantErr(t, err, bucket.ErrPrecondition, "put", "cas-absent")
-	if _, err := stat(t, b, "cas-absent"); !errors.Is(err, bucket.ErrNotFound) {
-		t.Fatalf("CAS on an absent key: %v", err)
-	}
+	_, err = stat(t, b, "cas-absent")
+	require.ErrorIs(t, err, bucket.ErrNotFound, "CAS on an absent key")
 	// Create-only on an existing key fails and changes nothing.
 	_, err = condPut(t, b, "cas", "v4", bucket.Condition{IfAbsent: true})
 	wantErr(t, err, bucket.ErrPrecondition, "put", "cas")
-	if body, _ := mustGet(t, b, "cas"); body != "v2" {
-		t.Fatalf("create-only overwrote: %q", body)
-	}
+	body, _ = mustGet(t, b, "cas")
+	require.Equal(t, "v2", body, "create-only overwrote")
 	// After a delete, create-only works again and a CAS on the old ETag fails.
 	del(t, b, "cas")
 	_, err = condPut(t, b, "cas", "v2", bucket.Condition{IfMatch: v2.ETag})
 	wantErr(t, err, bucket.ErrPrecondition, "put", "cas")
-	if _, err := condPut(t, b, "cas", "v5", bucket.Condition{IfAbsent: true}); err != nil {
-		t.Fatalf("create-only after delete: %v", err)
-	}
+	_, err = condPut(t, b, "cas", "v5", bucket.Condition{IfAbsent: true})
+	require.NoError(t, err, "create-only after delete")
 }
 
 // testCASCounter increments a counter from several goroutines with
@@ -705,14 +674,10 @@ func testCASCounter(t *testing.T, be backend) {
 	m := parseCounter(body)
 	total := 0
 	for w := range workers {
-		if m[w] != incs {
-			t.Errorf("worker %d: entry %d, want %d", w, m[w], incs)
-		}
+		assert.Equal(t, incs, m[w], "worker %d: entry", w)
 		total += m[w]
 	}
-	if total != workers*incs {
-		t.Fatalf("counter %q: total %d, want %d", body, total, workers*incs)
-	}
+	require.Equal(t, workers*incs, total, "counter %q: total", body)
 }
 
 func parseCounter(s string) map[int]int {
@@ -816,28 +781,20 @@ func testKeyConflict(t *testing.T, be backend) {
 		t.Fatalf("CAS on a directory: %v", err)
 	}
 	del(t, b, "r") // not an object: nothing happens
-	if body, _ := mustGet(t, b, "r/s"); body != "r/s" {
-		t.Fatalf("r/s after deleting r: %q", body)
-	}
-	if got := keysOf(listAll(t, b, "", "", 0)); !slices.Equal(got, []string{"p", "r/s"}) {
-		t.Fatalf("list: %q", got)
-	}
+	body, _ := mustGet(t, b, "r/s")
+	require.Equal(t, "r/s", body, "r/s after deleting r")
+	require.Equal(t, []string{"p", "r/s"}, keysOf(listAll(t, b, "", "", 0)), "list")
 	// Deleting frees the name, in both directions.
 	del(t, b, "p")
-	if _, err := condPut(t, b, "p/q/r", "p/q/r", bucket.Condition{IfAbsent: true}); err != nil {
-		t.Fatalf("p/q/r after deleting p: %v", err)
-	}
+	_, err = condPut(t, b, "p/q/r", "p/q/r", bucket.Condition{IfAbsent: true})
+	require.NoError(t, err, "p/q/r after deleting p")
 	del(t, b, "r/s")
-	if _, err := condPut(t, b, "r", "r", bucket.Condition{IfAbsent: true}); err != nil {
-		t.Fatalf("r after deleting r/s: %v", err)
-	}
+	_, err = condPut(t, b, "r", "r", bucket.Condition{IfAbsent: true})
+	require.NoError(t, err, "r after deleting r/s")
 	del(t, b, "p/q/r")
-	if _, err := condPut(t, b, "p", "p", bucket.Condition{IfAbsent: true}); err != nil {
-		t.Fatalf("p after deleting p/q/r: %v", err)
-	}
-	if got := keysOf(listAll(t, b, "", "", 0)); !slices.Equal(got, []string{"p", "r"}) {
-		t.Fatalf("list: %q", got)
-	}
+	_, err = condPut(t, b, "p", "p", bucket.Condition{IfAbsent: true})
+	require.NoError(t, err, "p after deleting p/q/r")
+	require.Equal(t, []string{"p", "r"}, keysOf(listAll(t, b, "", "", 0)), "list")
 }
 
 func testDeleteMany(t *testing.T, be backend) {
@@ -854,15 +811,9 @@ func testDeleteMany(t *testing.T, be backend) {
 	// other key has been tried.
 	err := deleteMany([]string{"d/1", "d/missing", "d//bad", "d/2", "d/3/x"})
 	wantErr(t, err, bucket.ErrInvalidKey, "delete", "d//bad")
-	if got := keysOf(listAll(t, b, "", "", 0)); !slices.Equal(got, []string{"keep"}) {
-		t.Fatalf("after DeleteMany: %q", got)
-	}
-	if err := deleteMany([]string{"d/1", "d/missing"}); err != nil {
-		t.Fatalf("DeleteMany of missing keys: %v", err)
-	}
-	if err := deleteMany(nil); err != nil {
-		t.Fatalf("DeleteMany of nothing: %v", err)
-	}
+	require.Equal(t, []string{"keep"}, keysOf(listAll(t, b, "", "", 0)), "after DeleteMany")
+	require.NoError(t, deleteMany([]string{"d/1", "d/missing"}), "DeleteMany of missing keys")
+	require.NoError(t, deleteMany(nil), "DeleteMany of nothing")
 	// More keys than one S3 request takes.
 	var keys []string
 	for i := range 1234 {
@@ -877,12 +828,9 @@ func testDeleteMany(t *testing.T, be backend) {
 		})
 	}
 	wg.Wait()
-	if err := deleteMany(append(keys, "bulk/missing")); err != nil {
-		t.Fatalf("DeleteMany of %d keys: %v", len(keys), err)
-	}
-	if got := keysOf(listAll(t, b, "", "", 0)); !slices.Equal(got, []string{"keep"}) {
-		t.Fatalf("after bulk DeleteMany: %d keys left", len(got))
-	}
+	require.NoError(t, deleteMany(append(keys, "bulk/missing")), "DeleteMany of %d keys", len(keys))
+	got := keysOf(listAll(t, b, "", "", 0))
+	require.Equal(t, []string{"keep"}, got, "after bulk DeleteMany: %d keys left", len(got))
 }
 
 func testReadAll(t *testing.T, be backend) {
@@ -904,9 +852,9 @@ func testReadAll(t *testing.T, be backend) {
 	}
 	for _, limit := range []int64{100, 101, 1 << 20} {
 		got, info, err := readAll("ra", limit)
-		if err != nil || string(got) != data || info.ETag != p.ETag {
-			t.Fatalf("ReadAll limit %d: %d bytes %+v %v", limit, len(got), info, err)
-		}
+		require.NoError(t, err, "ReadAll limit %d: %d bytes %+v", limit, len(got), info)
+		require.Equal(t, data, string(got), "ReadAll limit %d: %d bytes %+v", limit, len(got), info)
+		require.Equal(t, p.ETag, info.ETag, "ReadAll limit %d: %d bytes %+v", limit, len(got), info)
 	}
 	for _, limit := range []int64{99, 1, 0} {
 		got, _, err := readAll("ra", limit)
@@ -921,7 +869,5 @@ func testReadAll(t *testing.T, be backend) {
 	_, _, err := readAll("ra-missing", 10)
 	wantErr(t, err, bucket.ErrNotFound, "get", "ra-missing")
 	_, _, err = readAll("ra", -1)
-	if err == nil {
-		t.Fatal("ReadAll with a negative limit succeeded")
-	}
+	require.Error(t, err, "ReadAll with a negative limit succeeded")
 }

@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/stretchr/testify/require"
 )
 
 // The "stop" helper puts one key and stops itself (SIGSTOP) right after
@@ -57,9 +57,7 @@ func stopHelper() int {
 func processState(t *testing.T, pid int) byte {
 	t.Helper()
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// "pid (comm) S ...": comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 || i+2 >= len(stat) {
@@ -81,9 +79,7 @@ func TestDirStoppedWriter(t *testing.T) {
 	)
 	root := t.TempDir()
 	d, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	v0 := put(t, d, key, "version 0")
 	leaseInfo := put(t, d, lease, "lease 0")
 
@@ -92,12 +88,8 @@ func TestDirStoppedWriter(t *testing.T) {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	done := false
 	t.Cleanup(func() {
 		if !done { // SIGKILL ends a stopped process too
@@ -125,9 +117,7 @@ func TestDirStoppedWriter(t *testing.T) {
 	defer cancel()
 	try := func(what string, err error) {
 		t.Helper()
-		if err != nil {
-			t.Fatalf("%s while another process is stopped holding %s's lock: %v", what, key, err)
-		}
+		require.NoError(t, err, "%s while another process is stopped holding %s's lock", what, key)
 	}
 	putCtx := func(ctx context.Context, k, body string, cond bucket.Condition) (bucket.Info, error) {
 		return d.Put(ctx, k, strings.NewReader(body), int64(len(body)), cond)
@@ -141,9 +131,7 @@ func TestDirStoppedWriter(t *testing.T) {
 	_, err = putCtx(ctx, "do/ns/actor/log/1", "batch", bucket.Condition{})
 	try("put of a key beside it", err)
 	_, err = putCtx(ctx, "do/ns/actor/log/1", "batch", bucket.Condition{IfAbsent: true})
-	if !errors.Is(err, bucket.ErrPrecondition) {
-		t.Fatalf("create-only put of an existing key beside it: %v", err)
-	}
+	require.ErrorIs(t, err, bucket.ErrPrecondition, "create-only put of an existing key beside it")
 	try("delete of a key beside it", d.Delete(ctx, "do/ns/actor/log/1"))
 	try("delete of a key in another directory", d.Delete(ctx, "do/ns/other/own.json"))
 
@@ -168,20 +156,17 @@ func TestDirStoppedWriter(t *testing.T) {
 	}
 	// Only the stopped process's body is waiting in tmp/: the parent's
 	// abandoned puts left nothing.
-	if ents, err := os.ReadDir(filepath.Join(root, bucket.ReservedName, "tmp")); err != nil || len(ents) != 1 {
-		t.Fatalf("temporary files while stopped: %v %v", ents, err)
-	}
+	ents, err := os.ReadDir(filepath.Join(root, bucket.ReservedName, "tmp"))
+	require.NoError(t, err, "temporary files while stopped")
+	require.Len(t, ents, 1, "temporary files while stopped")
 
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
 	var etag string
 	if !lines.Scan() {
 		t.Fatalf("helper said nothing after SIGCONT: %s", stderr.String())
 	}
-	if _, err := fmt.Sscanf(lines.Text(), "put %s", &etag); err != nil {
-		t.Fatalf("helper: %q: %v", lines.Text(), err)
-	}
+	_, err = fmt.Sscanf(lines.Text(), "put %s", &etag)
+	require.NoError(t, err, "helper: %q", lines.Text())
 	done = true
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v\n%s", err, stderr.String())
@@ -189,16 +174,13 @@ func TestDirStoppedWriter(t *testing.T) {
 	if body, info := mustGet(t, d, key); body != stopBody || info.ETag != etag {
 		t.Fatalf("after SIGCONT %s holds %q %+v, want the helper's put (ETag %s)", key, body, info, etag)
 	}
-	if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{key, lease}) {
-		t.Fatalf("keys %q", got)
-	}
-	if ents, err := os.ReadDir(filepath.Join(root, bucket.ReservedName, "tmp")); err != nil || len(ents) != 0 {
-		t.Fatalf("temporary files left: %v %v", ents, err)
-	}
+	require.Equal(t, []string{key, lease}, keysOf(listAll(t, d, "", "", 0)), "keys")
+	ents, err = os.ReadDir(filepath.Join(root, bucket.ReservedName, "tmp"))
+	require.NoError(t, err, "temporary files left")
+	require.Len(t, ents, 0, "temporary files left")
 	// The key is free again.
-	if _, err := putCtx(ctx, key, "after", bucket.Condition{IfMatch: etag}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = putCtx(ctx, key, "after", bucket.Condition{IfMatch: etag})
+	require.NoError(t, err)
 }
 
 // TestDirParkedWriterInProcess: a goroutine parked inside a Put, holding
@@ -207,13 +189,9 @@ func TestDirStoppedWriter(t *testing.T) {
 func TestDirParkedWriterInProcess(t *testing.T) {
 	root := t.TempDir()
 	d, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	other, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lease := put(t, d, "nodes/n.json", "0")
 	parked, finish := parkPut(t, d, "do/ns/a/own.json", "locked")
 	<-parked
@@ -223,18 +201,12 @@ func TestDirParkedWriterInProcess(t *testing.T) {
 	for i, b := range []*bucket.Dir{d, other, d, other} {
 		body := fmt.Sprint(i + 1)
 		info, err := b.Put(ctx, "nodes/n.json", strings.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: lease.ETag})
-		if err != nil {
-			t.Fatalf("lease renewal %d while a goroutine holds another key: %v", i+1, err)
-		}
+		require.NoError(t, err, "lease renewal %d while a goroutine holds another key", i+1)
 		lease = info
-		if _, err := b.Put(ctx, "do/ns/a/log/"+body, strings.NewReader(body), int64(len(body)), bucket.Condition{IfAbsent: true}); err != nil {
-			t.Fatalf("put beside the held key: %v", err)
-		}
-		if err := b.Delete(ctx, "do/ns/a/log/"+body); err != nil {
-			t.Fatalf("delete beside the held key: %v", err)
-		}
+		_, err = b.Put(ctx, "do/ns/a/log/"+body, strings.NewReader(body), int64(len(body)), bucket.Condition{IfAbsent: true})
+		require.NoError(t, err, "put beside the held key")
+		require.NoError(t, b.Delete(ctx, "do/ns/a/log/"+body), "delete beside the held key")
 	}
-	if _, err := finish(); err != nil {
-		t.Fatalf("the parked put: %v", err)
-	}
+	_, err = finish()
+	require.NoError(t, err, "the parked put")
 }

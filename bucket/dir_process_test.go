@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/stretchr/testify/require"
 )
 
 // The two-process tests re-run this test binary as a helper: with
@@ -163,13 +164,9 @@ func runHelpers(t *testing.T, n int, mode, root string, rounds, workers int) [][
 			t.Fatal(err)
 		}
 		stdout, err := p.cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		p.stdout = bufio.NewScanner(stdout)
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.cmd.Start())
 		procs[i] = p
 	}
 	for i, p := range procs {
@@ -201,9 +198,7 @@ func TestDirTwoProcessesCreateOnly(t *testing.T) {
 	const rounds, workers = 150, 3
 	root := t.TempDir()
 	b, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	outs := runHelpers(t, 2, "race", root, rounds, workers)
 	winners := make([][]string, rounds)
 	perProcess := make([]int, len(outs))
@@ -237,9 +232,7 @@ func TestDirTwoProcessesCAS(t *testing.T) {
 	const incs, workers, procs = 40, 2, 2
 	root := t.TempDir()
 	b, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	put(t, b, "counter", "0")
 	outs := runHelpers(t, procs, "cas", root, incs, workers)
 	for i, lines := range outs {

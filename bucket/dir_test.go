@@ -17,15 +17,15 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func newDir(t *testing.T) (*bucket.Dir, string) {
 	t.Helper()
 	root := t.TempDir()
 	d, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return d, root
 }
 
@@ -43,9 +43,7 @@ func files(t *testing.T, root string) []string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	slices.Sort(out)
 	return out
 }
@@ -58,40 +56,32 @@ func TestDirLayout(t *testing.T) {
 	put(t, d, "a/b/c", "abc")
 	put(t, d, "a/d", "ad")
 	put(t, d, "a/d", "ad2")
-	if got, want := files(t, root), []string{".framectl/lock", "a/b/c", "a/d"}; !slices.Equal(got, want) {
-		t.Fatalf("files %q, want %q", got, want)
-	}
-	if data, err := os.ReadFile(filepath.Join(root, "a", "d")); err != nil || string(data) != "ad2" {
-		t.Fatalf("a/d on disk: %q %v", data, err)
-	}
+	got, want := files(t, root), []string{".framectl/lock", "a/b/c", "a/d"}
+	require.Equal(t, want, got, "files")
+	data, err := os.ReadFile(filepath.Join(root, "a", "d"))
+	require.NoError(t, err, "a/d on disk")
+	require.Equal(t, "ad2", string(data), "a/d on disk")
 	del(t, d, "a/b/c")
-	if _, err := os.Stat(filepath.Join(root, "a", "b")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("a/b left behind: %v", err)
-	}
+	_, err = os.Stat(filepath.Join(root, "a", "b"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "a/b left behind")
 	del(t, d, "a/d")
-	if _, err := os.Stat(filepath.Join(root, "a")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("a left behind: %v", err)
-	}
-	if _, err := os.Stat(root); err != nil {
-		t.Fatalf("the root itself must stay: %v", err)
-	}
+	_, err = os.Stat(filepath.Join(root, "a"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "a left behind")
+	_, err = os.Stat(root)
+	require.NoError(t, err, "the root itself must stay")
 }
 
 // TestDirReservedHidden: the reserved directory and its files never show
 // in a listing, whatever the prefix.
 func TestDirReservedHidden(t *testing.T) {
 	d, root := newDir(t)
-	if err := os.WriteFile(filepath.Join(root, ".framectl", "tmp", "put-123"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, ".framectl", "tmp", "put-123"), []byte("x"), 0o644))
 	put(t, d, ".framectl2", "x")
 	put(t, d, "a/.framectl", "x")
 	for _, prefix := range []string{"", ".", ".f", ".framectl", ".framectl/", ".framectl/tmp/"} {
 		var got []string
 		for o, err := range bucket.All(t.Context(), d, prefix) {
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			got = append(got, o.Key)
 		}
 		for _, k := range got {
@@ -110,17 +100,12 @@ func TestDirReservedHidden(t *testing.T) {
 func TestDirListStaysInside(t *testing.T) {
 	parent := t.TempDir()
 	root := filepath.Join(parent, "root")
-	if err := os.WriteFile(filepath.Join(parent, "outside"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(parent, "outside"), []byte("x"), 0o644))
 	d, err := bucket.Open(t.Context(), "file://"+root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, prefix := range []string{"../", "../o", "/", "//", "a/../../", "./"} {
-		if p := listPage(t, d, prefix, "", 0); len(p.Objects) != 0 {
-			t.Fatalf("prefix %q listed %+v", prefix, p.Objects)
-		}
+		p := listPage(t, d, prefix, "", 0)
+		require.Len(t, p.Objects, 0, "prefix %q listed", prefix)
 	}
 }
 
@@ -129,21 +114,15 @@ func TestDirListStaysInside(t *testing.T) {
 // found, and no obstacle to putting their name.
 func TestDirLeftoverDirectories(t *testing.T) {
 	d, root := newDir(t)
-	if err := os.MkdirAll(filepath.Join(root, "e", "f", "g"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if p := listPage(t, d, "", "", 0); len(p.Objects) != 0 {
-		t.Fatalf("empty directories listed: %+v", p.Objects)
-	}
-	if _, err := d.Stat(t.Context(), "e"); !errors.Is(err, bucket.ErrNotFound) {
-		t.Fatalf("stat e: %v", err)
-	}
-	if _, err := d.Put(t.Context(), "e", strings.NewReader("e"), 1, bucket.Condition{IfAbsent: true}); err != nil {
-		t.Fatalf("put e over empty directories: %v", err)
-	}
-	if got, _ := mustGet(t, d, "e"); got != "e" {
-		t.Fatalf("e: %q", got)
-	}
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "e", "f", "g"), 0o755))
+	p := listPage(t, d, "", "", 0)
+	require.Len(t, p.Objects, 0, "empty directories listed")
+	_, err := d.Stat(t.Context(), "e")
+	require.ErrorIs(t, err, bucket.ErrNotFound, "stat e")
+	_, err = d.Put(t.Context(), "e", strings.NewReader("e"), 1, bucket.Condition{IfAbsent: true})
+	require.NoError(t, err, "put e over empty directories")
+	got, _ := mustGet(t, d, "e")
+	require.Equal(t, "e", got, "e")
 }
 
 // TestDirSymlinksSkipped: the bucket never makes symbolic links, and lists
@@ -154,9 +133,7 @@ func TestDirSymlinksSkipped(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, "real"), filepath.Join(root, "link")); err != nil {
 		t.Skip("no symlinks here:", err)
 	}
-	if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{"real"}) {
-		t.Fatalf("list: %q", got)
-	}
+	require.Equal(t, []string{"real"}, keysOf(listAll(t, d, "", "", 0)), "list")
 	_, _, err := d.Get(t.Context(), "link")
 	wantErr(t, err, bucket.ErrNotFound, "get", "link")
 	_, err = d.Stat(t.Context(), "link")
@@ -167,9 +144,7 @@ func TestDirSymlinksSkipped(t *testing.T) {
 func TestDirNoBucket(t *testing.T) {
 	d, root := newDir(t)
 	put(t, d, "k", "v")
-	if err := os.RemoveAll(root); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.RemoveAll(root))
 	ctx := t.Context()
 	_, _, err := d.Get(ctx, "k")
 	wantErr(t, err, bucket.ErrNoBucket, "get", "k")
@@ -183,12 +158,10 @@ func TestDirNoBucket(t *testing.T) {
 	wantErr(t, err, bucket.ErrNoBucket, "list", "p/")
 	wantErr(t, d.Delete(ctx, "k"), bucket.ErrNoBucket, "delete", "k")
 	wantErr(t, d.DeleteMany(ctx, []string{"k"}), bucket.ErrNoBucket, "delete", "k")
-	if _, err := os.Stat(root); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("an operation re-created the root: %v", err)
-	}
-	if _, err := bucket.NewDir(root); !errors.Is(err, bucket.ErrNoBucket) {
-		t.Fatalf("NewDir of a missing directory: %v", err)
-	}
+	_, err = os.Stat(root)
+	require.ErrorIs(t, err, fs.ErrNotExist, "an operation re-created the root")
+	_, err = bucket.NewDir(root)
+	require.ErrorIs(t, err, bucket.ErrNoBucket, "NewDir of a missing directory")
 }
 
 // TestDirStaleTemps: opening a bucket removes temporary files crashed
@@ -198,23 +171,16 @@ func TestDirStaleTemps(t *testing.T) {
 	tmp := filepath.Join(root, ".framectl", "tmp")
 	old, fresh := filepath.Join(tmp, "put-old"), filepath.Join(tmp, "put-fresh")
 	for _, p := range []string{old, fresh} {
-		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(p, []byte("x"), 0o644))
 	}
 	long := time.Now().Add(-48 * time.Hour)
-	if err := os.Chtimes(old, long, long); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bucket.NewDir(root); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(old); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("stale temporary file kept: %v", err)
-	}
-	if _, err := os.Stat(fresh); err != nil {
-		t.Errorf("fresh temporary file removed: %v", err)
-	}
+	require.NoError(t, os.Chtimes(old, long, long))
+	_, err := bucket.NewDir(root)
+	require.NoError(t, err)
+	_, err = os.Stat(old)
+	assert.ErrorIs(t, err, fs.ErrNotExist, "stale temporary file kept")
+	_, err = os.Stat(fresh)
+	assert.NoError(t, err, "fresh temporary file removed")
 }
 
 // TestDirETagsNeverRepeat rewrites one key, with the same size every time
@@ -236,9 +202,7 @@ func TestDirETagsNeverRepeat(t *testing.T) {
 	for name, root := range roots {
 		t.Run(name, func(t *testing.T) {
 			d, err := bucket.NewDir(root)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			testETagsNeverRepeat(t, d)
 		})
 	}
@@ -330,15 +294,13 @@ func TestDirListRandom(t *testing.T) {
 		}
 		prefix = prefix[:rng.IntN(len(prefix)+1)]
 		limit := rng.IntN(10)
-		var want []string
+		want := []string{} // keysOf returns an empty slice, not nil
 		for _, k := range keys {
 			if strings.HasPrefix(k, prefix) && k > after {
 				want = append(want, k)
 			}
 		}
-		if got := keysOf(listAll(t, d, prefix, after, limit)); !slices.Equal(got, want) {
-			t.Fatalf("list %q after %q limit %d:\n got %q\nwant %q", prefix, after, limit, got, want)
-		}
+		require.Equal(t, want, keysOf(listAll(t, d, prefix, after, limit)), "list %q after %q limit %d", prefix, after, limit)
 	}
 }
 
@@ -386,9 +348,7 @@ func parkPut(t *testing.T, d *bucket.Dir, key, point string) (parked <-chan stru
 func TestDirLockHonoursContext(t *testing.T) {
 	d, root := newDir(t)
 	other, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	parked, finish := parkPut(t, d, "k", "locked")
 	<-parked
 	for _, b := range []*bucket.Dir{d, other} {
@@ -407,18 +367,16 @@ func TestDirLockHonoursContext(t *testing.T) {
 			t.Fatalf("delete under a held lock: %v, want the context's deadline", err)
 		}
 	}
-	if _, err := d.Stat(t.Context(), "k"); !errors.Is(err, bucket.ErrNotFound) {
-		t.Fatalf("k exists before the parked put went on: %v", err)
-	}
+	_, err = d.Stat(t.Context(), "k")
+	require.ErrorIs(t, err, bucket.ErrNotFound, "k exists before the parked put went")
 	if info, err := finish(); err != nil {
 		t.Fatalf("the parked put: %v", err)
 	} else if got, gi := mustGet(t, d, "k"); got != "parked" || gi.ETag != info.ETag {
 		t.Fatalf("k after the parked put: %q %+v, put %+v", got, gi, info)
 	}
 	for _, b := range []*bucket.Dir{d, other} {
-		if _, err := b.Put(t.Context(), "k", strings.NewReader("v"), 1, bucket.Condition{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := b.Put(t.Context(), "k", strings.NewReader("v"), 1, bucket.Condition{})
+		require.NoError(t, err)
 	}
 }
 
@@ -430,9 +388,7 @@ func TestDirLockHonoursContext(t *testing.T) {
 func TestDirSiblingCreateDelete(t *testing.T) {
 	d, root := newDir(t)
 	other, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	const goroutines, rounds = 8, 150
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
@@ -480,12 +436,9 @@ func TestDirSiblingCreateDelete(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if got := files(t, root); !slices.Equal(got, []string{".framectl/lock"}) {
-		t.Fatalf("left behind: %q", got)
-	}
-	if _, err := os.Stat(filepath.Join(root, "s")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("empty directory s left behind: %v", err)
-	}
+	require.Equal(t, []string{".framectl/lock"}, files(t, root), "left behind")
+	_, err = os.Stat(filepath.Join(root, "s"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "empty directory s left behind")
 }
 
 // "p" and "p/q" cannot both exist, and when puts of both race, exactly one
@@ -494,9 +447,7 @@ func TestDirSiblingCreateDelete(t *testing.T) {
 func TestDirKeyConflictRace(t *testing.T) {
 	d, root := newDir(t)
 	other, err := bucket.NewDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := t.Context()
 	for _, pair := range [][2]string{{"p", "p/q"}, {"x/p", "x/p/q/r"}} {
 		wins := map[string]int{}
@@ -522,9 +473,7 @@ func TestDirKeyConflictRace(t *testing.T) {
 					if _, err := d.Put(ctx, k, strings.NewReader("s"), 1, bucket.Condition{}); err != nil && !errors.Is(err, bucket.ErrKeyConflict) {
 						t.Errorf("put %s: %v", k, err)
 					}
-					if err := d.Delete(ctx, k); err != nil {
-						t.Errorf("delete %s: %v", k, err)
-					}
+					assert.NoError(t, d.Delete(ctx, k), "delete %s", k)
 				}
 			})
 			close(start)
@@ -543,9 +492,7 @@ func TestDirKeyConflictRace(t *testing.T) {
 			if winner < 0 {
 				t.Fatalf("round %d: neither %s nor %s was stored: %v", r, keys[0], keys[1], errs)
 			}
-			if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{keys[winner]}) {
-				t.Fatalf("round %d: %s won, the bucket holds %q", r, keys[winner], got)
-			}
+			require.Equal(t, []string{keys[winner]}, keysOf(listAll(t, d, "", "", 0)), "round %d: %s won, the bucket holds", r, keys[winner])
 			wins[keys[winner]]++
 			del(t, d, keys[winner])
 		}
@@ -561,19 +508,14 @@ func TestDirDeleteRemovesSiblingsDirectory(t *testing.T) {
 	parked, finish := parkPut(t, d, "d/e/new", "renaming")
 	<-parked
 	del(t, d, "d/e/old") // the last file in d/e: d/e and d go
-	if _, err := os.Stat(filepath.Join(root, "d")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("d not removed under the parked put: %v", err)
-	}
+	_, err := os.Stat(filepath.Join(root, "d"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "d not removed under the parked put")
 	info, err := finish()
-	if err != nil {
-		t.Fatalf("put of a sibling whose directory was removed: %v", err)
-	}
+	require.NoError(t, err, "put of a sibling whose directory was removed")
 	if got, gi := mustGet(t, d, "d/e/new"); got != "parked" || gi.ETag != info.ETag {
 		t.Fatalf("d/e/new: %q %+v, put %+v", got, gi, info)
 	}
-	if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{"d/e/new"}) {
-		t.Fatalf("list: %q", got)
-	}
+	require.Equal(t, []string{"d/e/new"}, keysOf(listAll(t, d, "", "", 0)), "list")
 }
 
 // A Put of "p" removes the empty directory p that a Put of "p/q" has made
@@ -592,12 +534,9 @@ func TestDirKeyConflictMidCommit(t *testing.T) {
 			}
 			_, err := finish()
 			wantErr(t, err, bucket.ErrKeyConflict, "put", c.loser)
-			if got, _ := mustGet(t, d, c.winner); got != "won" {
-				t.Fatalf("%s: %q", c.winner, got)
-			}
-			if got := keysOf(listAll(t, d, "", "", 0)); !slices.Equal(got, []string{c.winner}) {
-				t.Fatalf("list: %q", got)
-			}
+			got, _ := mustGet(t, d, c.winner)
+			require.Equal(t, "won", got, "%s", c.winner)
+			require.Equal(t, []string{c.winner}, keysOf(listAll(t, d, "", "", 0)), "list")
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/stretchr/testify/require"
 )
 
 // The tests of buckettest.Faulty stay here, beside the contract suite that
@@ -89,28 +90,19 @@ func TestFaultyErrorRateByOp(t *testing.T) {
 	ctx := t.Context()
 	for i := range 50 {
 		key := fmt.Sprint("k", i)
-		if _, err := f.Put(ctx, key, strings.NewReader("v"), 1, bucket.Condition{}); err != nil {
-			t.Fatalf("put: %v", err)
-		}
-		if _, err := f.Stat(ctx, key); err != nil {
-			t.Fatalf("stat: %v", err)
-		}
-		if _, _, err := f.Get(ctx, key); !errors.Is(err, buckettest.ErrInjected) {
-			t.Fatalf("get: %v", err)
-		}
-		if _, err := f.List(ctx, "", "", 0); !errors.Is(err, buckettest.ErrInjected) {
-			t.Fatalf("list: %v", err)
-		}
-		if err := f.Delete(ctx, key); !errors.Is(err, buckettest.ErrInjected) {
-			t.Fatalf("delete: %v", err)
-		}
-		if err := f.DeleteMany(ctx, []string{key, "other"}); !errors.Is(err, buckettest.ErrInjected) {
-			t.Fatalf("delete many: %v", err)
-		}
+		_, err := f.Put(ctx, key, strings.NewReader("v"), 1, bucket.Condition{})
+		require.NoError(t, err, "put")
+		_, err = f.Stat(ctx, key)
+		require.NoError(t, err, "stat")
+		_, _, err = f.Get(ctx, key)
+		require.ErrorIs(t, err, buckettest.ErrInjected, "get")
+		_, err = f.List(ctx, "", "", 0)
+		require.ErrorIs(t, err, buckettest.ErrInjected, "list")
+		require.ErrorIs(t, f.Delete(ctx, key), buckettest.ErrInjected, "delete")
+		require.ErrorIs(t, f.DeleteMany(ctx, []string{key, "other"}), buckettest.ErrInjected, "delete many")
 	}
-	if c := f.Counts(); c.Errors != 50*4 {
-		t.Fatalf("counts %+v, want 200 errors", c)
-	}
+	c := f.Counts()
+	require.Equal(t, int64(50*4), c.Errors, "counts %+v, want 200 errors", c)
 }
 
 // TestFaultyLostResponse: a lost response is an error to the caller, yet
@@ -130,9 +122,8 @@ func TestFaultyLostResponse(t *testing.T) {
 		case err != nil:
 			t.Fatal(err)
 		}
-		if got, _ := mustGet(t, inner, key); got != body {
-			t.Fatalf("put %d (error %v) did not land: %q", i, err, got)
-		}
+		got, _ := mustGet(t, inner, key)
+		require.Equal(t, body, got, "put %d (error %v) did not land", i, err)
 	}
 	if c := f.Counts(); c.LostResponses != int64(lost) || c.Errors != 0 {
 		t.Fatalf("counts %+v, observed %d lost", c, lost)
@@ -154,13 +145,12 @@ func TestFaultyLatency(t *testing.T) {
 	inner := &counting{Bucket: buckettest.Dir(t)}
 	f := buckettest.NewFaulty(inner, buckettest.FaultConfig{Seed: 4, MinLatency: time.Microsecond, MaxLatency: 50 * time.Microsecond})
 	for range 20 {
-		if _, err := f.Stat(t.Context(), "missing"); !errors.Is(err, bucket.ErrNotFound) {
-			t.Fatal(err)
-		}
+		_, err := f.Stat(t.Context(), "missing")
+		require.ErrorIs(t, err, bucket.ErrNotFound)
 	}
-	if c := f.Counts(); c.Delays != 20 || c.Calls != 20 {
-		t.Fatalf("counts %+v, want 20 delays", c)
-	}
+	c := f.Counts()
+	require.Equal(t, int64(20), c.Delays, "counts %+v, want 20 delays", c)
+	require.Equal(t, int64(20), c.Calls, "counts %+v, want 20 delays", c)
 
 	slow := buckettest.NewFaulty(inner, buckettest.FaultConfig{MinLatency: time.Hour, MaxLatency: time.Hour})
 	ctx, cancel := context.WithCancel(t.Context())
@@ -171,12 +161,8 @@ func TestFaultyLatency(t *testing.T) {
 		done <- err
 	}()
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("stat with a cancelled context: %v", err)
-	}
-	if inner.calls.Load() != 0 {
-		t.Fatal("the cancelled operation reached the inner bucket")
-	}
+	require.ErrorIs(t, <-done, context.Canceled, "stat with a cancelled context")
+	require.Equal(t, int64(0), inner.calls.Load(), "the cancelled operation reached the inner bucket")
 }
 
 // TestFaultyDeterministic: the same seed gives the same faults.
@@ -192,9 +178,7 @@ func TestFaultyDeterministic(t *testing.T) {
 		return out
 	}
 	a, b, c := outcomes(7), outcomes(7), outcomes(8)
-	if !slices.Equal(a, b) {
-		t.Fatal("same seed, different faults")
-	}
+	require.Equal(t, b, a, "same seed, different faults")
 	if slices.Equal(a, c) {
 		t.Fatal("different seeds, same 200 faults")
 	}
@@ -212,33 +196,23 @@ func TestFaultyLag(t *testing.T) {
 
 	put(t, f, "a", "a")
 	put(t, f, "c", "c")
-	if got := listed(0); len(got) != 0 {
-		t.Fatalf("new keys listed at once: %q", got)
-	}
-	if got, _ := mustGet(t, f, "a"); got != "a" {
-		t.Fatalf("get of a new key: %q", got)
-	}
+	require.Len(t, listed(0), 0, "new keys listed at once")
+	got, _ := mustGet(t, f, "a")
+	require.Equal(t, "a", got, "get of a new key")
 	clock.Advance(lag)
-	if got := listed(0); !slices.Equal(got, []string{"a", "c"}) {
-		t.Fatalf("after the lag: %q", got)
-	}
+	require.Equal(t, []string{"a", "c"}, listed(0), "after the lag")
 
 	old, _ := stat(t, f, "c")
 	del(t, f, "c")
 	put(t, f, "b", "b")
-	if got := listed(0); !slices.Equal(got, []string{"a", "c"}) {
-		t.Fatalf("right after deleting c and putting b: %q", got)
-	}
+	require.Equal(t, []string{"a", "c"}, listed(0), "right after deleting c and putting b")
 	if p := listPage(t, f, "c", "", 0); len(p.Objects) != 1 || p.Objects[0] != old {
 		t.Fatalf("deleted key is not listed as it was: %+v, was %+v", p.Objects, old)
 	}
-	if _, err := stat(t, f, "c"); !errors.Is(err, bucket.ErrNotFound) {
-		t.Fatalf("stat of a deleted key: %v", err)
-	}
+	_, err := stat(t, f, "c")
+	require.ErrorIs(t, err, bucket.ErrNotFound, "stat of a deleted key")
 	clock.Advance(lag)
-	if got := listed(0); !slices.Equal(got, []string{"a", "b"}) {
-		t.Fatalf("after the lag: %q", got)
-	}
+	require.Equal(t, []string{"a", "b"}, listed(0), "after the lag")
 	c := f.Counts()
 	if c.Hidden == 0 || c.Ghosts == 0 {
 		t.Fatalf("counts %+v: nothing hidden or shown", c)
@@ -258,9 +232,7 @@ func TestFaultyLag(t *testing.T) {
 		want = append(want, fmt.Sprintf("n/%02d", i))
 	}
 	for _, limit := range []int{1, 2, 7, 0} {
-		if got := keysOf(listAll(t, f, "n/", "", limit)); !slices.Equal(got, want) {
-			t.Fatalf("limit %d: %q", limit, got)
-		}
+		require.Equal(t, want, keysOf(listAll(t, f, "n/", "", limit)), "limit %d", limit)
 	}
 	clock.Advance(lag)
 	if got := len(listAll(t, f, "n/", "", 3)); got != 60 {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestOpenS3URLs(t *testing.T) {
@@ -23,15 +25,11 @@ func TestOpenS3URLs(t *testing.T) {
 		{"S3://bkt/p?endpoint=minio.internal", "s3://bkt/p?endpoint=minio.internal"},
 	} {
 		b, err := bucket.Open(t.Context(), c.in)
-		if err != nil {
-			t.Fatalf("%s: %v", c.in, err)
-		}
+		require.NoError(t, err, "%s", c.in)
 		if _, ok := b.(*bucket.S3); !ok {
 			t.Fatalf("%s: a %T", c.in, b)
 		}
-		if got := b.String(); got != c.want {
-			t.Errorf("%s: String %q, want %q", c.in, got, c.want)
-		}
+		assert.Equal(t, c.want, b.String(), "%s: String", c.in)
 	}
 }
 
@@ -44,9 +42,7 @@ func TestOpenDirURLs(t *testing.T) {
 		"file://" + filepath.Join(parent, "with space"),
 	} {
 		b, err := bucket.Open(t.Context(), in)
-		if err != nil {
-			t.Fatalf("%s: %v", in, err)
-		}
+		require.NoError(t, err, "%s", in)
 		d, ok := b.(*bucket.Dir)
 		if !ok {
 			t.Fatalf("%s: a %T", in, b)
@@ -56,30 +52,23 @@ func TestOpenDirURLs(t *testing.T) {
 		}
 		// The URL it prints opens the same directory.
 		again, err := bucket.Open(t.Context(), b.String())
-		if err != nil || again.(*bucket.Dir).Root() != d.Root() {
-			t.Fatalf("%s: String %q reopens as %v %v", in, b.String(), again, err)
-		}
+		require.NoError(t, err, "%s: String %q reopens as %v", in, b.String(), again)
+		require.Equal(t, d.Root(), again.(*bucket.Dir).Root(), "%s: String %q reopens as %v", in, b.String(), again)
 	}
 	t.Chdir(parent)
 	b, err := bucket.Open(t.Context(), "./rel/dir")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if got, want := b.(*bucket.Dir).Root(), filepath.Join(parent, "rel", "dir"); got != want {
 		// t.TempDir may be reached through a symlink; compare resolved paths.
 		g, _ := filepath.EvalSymlinks(got)
 		w, _ := filepath.EvalSymlinks(want)
-		if g != w {
-			t.Fatalf("relative path opened %s, want %s", got, want)
-		}
+		require.Equal(t, w, g, "relative path opened %s, want %s", got, want)
 	}
 }
 
 func TestOpenBadURLs(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	for _, c := range []struct {
 		in, says string
 	}{
@@ -118,9 +107,8 @@ func TestOpenBadURLs(t *testing.T) {
 		}
 	}
 	// A path that is a file cannot become a directory bucket.
-	if _, err := bucket.Open(t.Context(), "file://"+file); err == nil {
-		t.Error("a regular file opened as a directory bucket")
-	}
+	_, err := bucket.Open(t.Context(), "file://"+file)
+	assert.Error(t, err, "a regular file opened as a directory bucket")
 }
 
 // OpenExisting never creates a bucket: a missing directory is ErrNoBucket
@@ -131,9 +119,7 @@ func TestOpenExisting(t *testing.T) {
 	parent := t.TempDir()
 	missing := filepath.Join(parent, "typo", "bucket")
 	file := filepath.Join(parent, "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	for _, in := range []string{"file://" + missing, missing, "file://" + filepath.Join(file, "sub")} {
 		_, err := bucket.OpenExisting(ctx, in)
 		var e *bucket.Error
@@ -141,67 +127,50 @@ func TestOpenExisting(t *testing.T) {
 			t.Fatalf("%s: %v, want ErrNoBucket naming the directory", in, err)
 		}
 	}
-	if ents, err := os.ReadDir(parent); err != nil || len(ents) != 1 {
-		t.Fatalf("OpenExisting created something in %s: %v %v", parent, ents, err)
-	}
+	ents, err := os.ReadDir(parent)
+	require.NoError(t, err, "OpenExisting created something in %s", parent)
+	require.Len(t, ents, 1, "OpenExisting created something in %s", parent)
 	if _, err := bucket.OpenExisting(ctx, "file://"+file); err == nil || errors.Is(err, bucket.ErrNoBucket) {
 		t.Fatalf("a regular file: %v, want an error other than ErrNoBucket", err)
 	}
-	if _, err := bucket.OpenExisting(ctx, "mybucket/prefix"); !errors.Is(err, bucket.ErrBadURL) {
-		t.Fatalf("bad URL: %v", err)
-	}
+	_, err = bucket.OpenExisting(ctx, "mybucket/prefix")
+	require.ErrorIs(t, err, bucket.ErrBadURL, "bad URL")
 
 	// An existing directory that was never a bucket: readable, unchanged.
 	root := filepath.Join(parent, "empty")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(root, 0o755))
 	b, err := bucket.OpenExisting(ctx, "file://"+root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := listPage(t, b, "", "", 0); len(p.Objects) != 0 {
-		t.Fatalf("list: %+v", p.Objects)
-	}
+	require.NoError(t, err)
+	p := listPage(t, b, "", "", 0)
+	require.Len(t, p.Objects, 0, "list")
 	_, err = b.Stat(ctx, "k")
 	wantErr(t, err, bucket.ErrNotFound, "stat", "k")
-	if ents, err := os.ReadDir(root); err != nil || len(ents) != 0 {
-		t.Fatalf("reading through OpenExisting wrote %v %v", ents, err)
-	}
+	ents, err = os.ReadDir(root)
+	require.NoError(t, err, "reading through OpenExisting wrote")
+	require.Len(t, ents, 0, "reading through OpenExisting wrote")
 	// Writes still work: the first one creates the reserved directory.
 	put(t, b, "a/k", "v")
-	if got, _ := mustGet(t, b, "a/k"); got != "v" {
-		t.Fatalf("a/k: %q", got)
-	}
+	got, _ := mustGet(t, b, "a/k")
+	require.Equal(t, "v", got, "a/k")
 
 	// A bucket with a stale temporary file: OpenExisting leaves it, NewDir
 	// (a writer) removes it.
 	stale := filepath.Join(root, bucket.ReservedName, "tmp", "put-old")
-	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(stale, []byte("x"), 0o644))
 	long := time.Now().Add(-48 * time.Hour)
-	if err := os.Chtimes(stale, long, long); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bucket.OpenExisting(ctx, root); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(stale); err != nil {
-		t.Fatalf("OpenExisting removed a temporary file: %v", err)
-	}
-	if _, err := bucket.NewDir(root); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("NewDir kept a stale temporary file: %v", err)
-	}
+	require.NoError(t, os.Chtimes(stale, long, long))
+	_, err = bucket.OpenExisting(ctx, root)
+	require.NoError(t, err)
+	_, err = os.Stat(stale)
+	require.NoError(t, err, "OpenExisting removed a temporary file")
+	_, err = bucket.NewDir(root)
+	require.NoError(t, err)
+	_, err = os.Stat(stale)
+	require.ErrorIs(t, err, fs.ErrNotExist, "NewDir kept a stale temporary file")
 
 	// s3:// is unchanged: no request, the same bucket as Open.
 	s, err := bucket.OpenExisting(ctx, "s3://bkt/p?endpoint=127.0.0.1:1&insecure=1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, ok := s.(*bucket.S3); !ok || s.String() != "s3://bkt/p?endpoint=127.0.0.1:1&insecure=1" {
 		t.Fatalf("s3: %T %s", s, s)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/stretchr/testify/assert"
 )
 
 // lying is a bucket whose Get reports a size that may not match its body,
@@ -57,9 +58,8 @@ func TestReadAllChecksSize(t *testing.T) {
 		got, _, err := bucket.ReadAll(t.Context(), &lying{size: c.size, body: c.body}, "k", c.limit)
 		switch {
 		case c.want == nil:
-			if err != nil || string(got) != c.body {
-				t.Errorf("%s: %q %v", c.name, got, err)
-			}
+			assert.NoError(t, err, "%s", c.name)
+			assert.Equal(t, c.body, string(got), "%s", c.name)
 		case errors.Is(c.want, bucket.ErrTooLarge) || errors.Is(c.want, io.ErrUnexpectedEOF):
 			if !errors.Is(err, c.want) || got != nil {
 				t.Errorf("%s: %q %v, want %v", c.name, got, err, c.want)
@@ -107,9 +107,9 @@ func TestAllChecksListings(t *testing.T) {
 		"outside prefix": {pages: []bucket.Page{page(false, "q/a")}},
 		"empty and more": {pages: []bucket.Page{page(true, "p/a"), page(true)}},
 	} {
-		if _, err := collect(l, "p/"); err == nil || errors.Is(err, bucket.ErrNotFound) {
-			t.Errorf("%s: %v", name, err)
-		}
+		_, err := collect(l, "p/")
+		assert.Error(t, err, "%s", name)
+		assert.NotErrorIs(t, err, bucket.ErrNotFound, "%s", name)
 	}
 	stop := &lying{pages: []bucket.Page{page(true, "p/a", "p/b"), page(false, "p/c")}}
 	for range bucket.All(t.Context(), stop, "p/") {

@@ -3,7 +3,6 @@ package bucket_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/url"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/stretchr/testify/require"
 )
 
 // TestS3NoBucket: every operation on a bucket that does not exist is
@@ -22,14 +22,10 @@ import (
 func TestS3NoBucket(t *testing.T) {
 	buckettest.S3(t) // skip, or fail on CI, without a server
 	u, err := url.Parse(os.Getenv(buckettest.EnvS3))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	u.Host = "framectl-no-such-bucket"
 	b, err := bucket.Open(t.Context(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := t.Context()
 	_, _, err = b.Get(ctx, "k")
 	wantErr(t, err, bucket.ErrNoBucket, "get", "k")
@@ -51,19 +47,14 @@ func TestS3NoBucket(t *testing.T) {
 func TestS3Prefix(t *testing.T) {
 	b := buckettest.S3(t)
 	u, err := url.Parse(b.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	prefix := strings.Trim(u.Path, "/")
 	u.Path = "/"
 	root, err := bucket.Open(t.Context(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	put(t, b, "k", "inside")
-	if got, _ := mustGet(t, root, prefix+"/k"); got != "inside" {
-		t.Fatalf("%s/k: %q", prefix, got)
-	}
+	got, _ := mustGet(t, root, prefix+"/k")
+	require.Equal(t, "inside", got, "%s/k", prefix)
 	put(t, root, prefix+"x", "sibling")
 	t.Cleanup(func() { root.Delete(context.Background(), prefix+"x") }) // t.Context is done by now
 	if got := keysOf(listAll(t, b, "", "", 0)); len(got) != 1 || got[0] != "k" {
@@ -86,30 +77,21 @@ func (r panicReader) Read([]byte) (int, error) {
 // runs without a server.
 func TestS3PutChecks(t *testing.T) {
 	client, err := minio.New("127.0.0.1:1", &minio.Options{Creds: credentials.NewStaticV4("a", "b", "")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	s, err := bucket.NewS3(client, "bkt", "pre/fix")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := t.Context()
 	_, err = s.Put(ctx, "big", panicReader{t}, bucket.MaxConditionalPutSize+1, bucket.Condition{IfAbsent: true})
 	wantErr(t, err, bucket.ErrTooLarge, "put", "big")
 	_, err = s.Put(ctx, "short", bytes.NewReader([]byte("abc")), 10, bucket.Condition{})
-	if !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Fatalf("short seekable body: %v", err)
-	}
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "short seekable body")
 	// The prefix counts toward the key length limit.
 	long := strings.Repeat("k/", bucket.MaxKeyLen)[:bucket.MaxKeyLen-5] // 1,027 bytes with "pre/fix/"
-	if err := bucket.CheckKey(long); err != nil {
-		t.Fatalf("test key invalid: %v", err)
-	}
+	require.NoError(t, bucket.CheckKey(long), "test key invalid")
 	_, err = s.Stat(ctx, long)
 	wantErr(t, err, bucket.ErrInvalidKey, "stat", long)
-	if _, err := bucket.NewS3(client, "bkt", "a//b"); err == nil {
-		t.Fatal("NewS3 accepted an invalid prefix")
-	}
+	_, err = bucket.NewS3(client, "bkt", "a//b")
+	require.Error(t, err, "NewS3 accepted an invalid prefix")
 }
 
 // TestS3RequiredOnCI: without a server the S3 tests skip, except on CI

@@ -16,6 +16,7 @@ import (
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/require"
 )
 
 // TestActorCompactsReplicatedDatabase replicates a real SQLite database,
@@ -65,9 +66,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			}
 			objBytes := int64(0)
 			inv, err := restore.Take(t.Context(), inner, a)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s, _ := inv.Session(1)
 			for _, o := range s.Snapshots {
 				objBytes += o.Size
@@ -80,9 +79,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 
 			opts := testOptions(t)
 			res, err := compact.Actor(t.Context(), b, a, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			t.Logf("pass 1: %+v", res)
 			if !res.Due || res.RuleLogBytes < res.RuleDBBytes {
 				t.Fatalf("the rule did not ask for a snapshot: log %d bytes, database %d", res.RuleLogBytes, res.RuleDBBytes)
@@ -106,9 +103,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 				t.Errorf("BytesRead %d, the objects read weigh %d (snapshot %d)", res.BytesRead, objBytes, before.newest.Size)
 			}
 			info, err := inner.Stat(t.Context(), res.Snapshot)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if res.BytesWritten != info.Size || res.LeftLogBytes != 0 || res.LeftDBBytes == 0 {
 				t.Errorf("BytesWritten %d (object %d), left log %d, left database %d", res.BytesWritten, info.Size, res.LeftLogBytes, res.LeftDBBytes)
 			}
@@ -121,9 +116,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			dbtest.SameBytes(t, "replay of the compacted session vs the database", got, img2)
 			img1, _ := orc.get(f1)
 			got, _, err = replayTo(t, inner, a, 1, f1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			dbtest.SameBytes(t, "replay to the snapshot's frame", got, img1)
 
 			// A listing that still shows what pass 1 deleted (and not yet
@@ -134,9 +127,9 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			if !errors.Is(err, compact.ErrRaced) || !errors.Is(err, bucket.ErrNotFound) || res.Attempts != compact.MaxAttempts || len(res.Deleted) != 0 {
 				t.Fatalf("pass over a stale listing: attempts %d, deleted %v, %v: want compact.ErrRaced after %d attempts", res.Attempts, res.Deleted, err, compact.MaxAttempts)
 			}
-			if st := stateOf(t, inner, a, 1); !slices.Equal(st.snapshots, after.snapshots) || !slices.Equal(st.batches, after.batches) {
-				t.Fatalf("the failed pass changed the bucket: %+v, was %+v", st, after)
-			}
+			st := stateOf(t, inner, a, 1)
+			require.Equal(t, after.snapshots, st.snapshots, "the failed pass changed the bucket: %+v, was %+v", st, after)
+			require.Equal(t, after.batches, st.batches, "the failed pass changed the bucket: %+v, was %+v", st, after)
 			clock.Advance(2 * lag)
 			res, err = compact.Actor(t.Context(), b, a, opts)
 			if err != nil || res.Due || res.Snapshot != "" || len(res.Deleted) != 0 || res.RuleLogBytes == 0 {
@@ -157,9 +150,9 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			dbtest.SameBytes(t, "replay after the forced pass", got, img2)
 			// Nothing left: Force writes nothing more.
 			res, err = compact.Actor(t.Context(), b, a, opts)
-			if err != nil || res.Snapshot != "" || len(res.Deleted) != 0 {
-				t.Fatalf("forced pass over an empty log: %+v, %v", res, err)
-			}
+			require.NoError(t, err, "forced pass over an empty log: %+v", res)
+			require.Equal(t, "", res.Snapshot, "forced pass over an empty log: %+v", res)
+			require.Len(t, res.Deleted, 0, "forced pass over an empty log: %+v", res)
 		})
 	}
 }
@@ -182,9 +175,7 @@ func TestNamespace(t *testing.T) {
 	opts := testOptions(t)
 	opts.Force = true
 	results, err := compact.Namespace(t.Context(), b, ns, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(results) != len(want) {
 		t.Fatalf("%d results for %d actors", len(results), len(want))
 	}
@@ -200,9 +191,8 @@ func TestNamespace(t *testing.T) {
 
 	damaged := actors[1]
 	bad := []byte(`{"epoch":1`)
-	if _, err := b.Put(t.Context(), damaged.OwnKey(), bytes.NewReader(bad), int64(len(bad)), bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.Put(t.Context(), damaged.OwnKey(), bytes.NewReader(bad), int64(len(bad)), bucket.Condition{})
+	require.NoError(t, err)
 	results, err = compact.Namespace(t.Context(), b, ns, opts)
 	if len(results) != len(actors) {
 		t.Fatalf("%d results for %d actors, with one own.json damaged", len(results), len(actors))
@@ -211,9 +201,10 @@ func TestNamespace(t *testing.T) {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		errs = j.Unwrap()
 	}
-	if len(errs) != 1 || !errors.As(errs[0], &ce) || ce.Actor != damaged || !errors.Is(errs[0], fence.ErrBadRecord) {
-		t.Fatalf("one own.json damaged: got %v, want one *compact.Error naming %s and matching fence.ErrBadRecord", err, damaged.Prefix())
-	}
+	require.Len(t, errs, 1, "one own.json damaged: the errors of %v", err)
+	require.ErrorAs(t, errs[0], &ce, "one own.json damaged: a *compact.Error naming the actor")
+	require.Equal(t, damaged, ce.Actor, "one own.json damaged: a *compact.Error naming the actor")
+	require.ErrorIs(t, errs[0], fence.ErrBadRecord, "one own.json damaged: a *compact.Error naming the actor")
 	if n := strings.Count(errs[0].Error(), damaged.OwnKey()); n != 1 {
 		t.Errorf("%q names %s %d times, want once", errs[0], damaged.OwnKey(), n)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFaultyBucket compacts through a bucket that fails: random errors on
@@ -60,9 +61,7 @@ func TestFaultyBucket(t *testing.T) {
 				}
 				scratchEmpty(t, opts.ScratchDir)
 				got, seq, err := replayTo(t, inner, a, 1, 0)
-				if err != nil {
-					t.Fatalf("round %d (%s): after a pass (deleted %d) the session does not replay: %v", round, f.name, len(res.Deleted), err)
-				}
+				require.NoError(t, err, "round %d (%s): after a pass (deleted %d) the session does not replay", round, f.name, len(res.Deleted))
 				if seq != last {
 					t.Fatalf("round %d (%s): the session replays to %d, the last durable frame is %d", round, f.name, seq, last)
 				}
@@ -77,9 +76,7 @@ func TestFaultyBucket(t *testing.T) {
 			opts := testOptions(t)
 			opts.Force = true
 			res, err := compact.Actor(t.Context(), inner, a, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			st := stateOf(t, inner, a, 1)
 			if len(st.snapshots) != 1 || len(st.batches) != 0 {
 				t.Fatalf("a clean pass after the faults left snapshots %v and batches %v (deleted %d): want one snapshot", st.snapshots, st.batches, len(res.Deleted))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/compact"
@@ -59,9 +60,7 @@ func openDBPage(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint
 		PageSize: pageSize, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		DisableCompaction: true} // the tests run every pass themselves
 	db, err := vfs.Open(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, err := db.Conn()
 	if err != nil {
 		db.Close(context.Background())
@@ -82,18 +81,14 @@ func (d *testDB) close() {
 
 func (d *testDB) exec(sql string) {
 	d.t.Helper()
-	if err := d.conn.Exec(sql); err != nil {
-		d.t.Fatalf("%s: %v", sql, err)
-	}
+	require.NoError(d.t, d.conn.Exec(sql), "%s", sql)
 }
 
 // durable waits for every commit to be in the bucket and returns the last
 // sequence number.
 func (d *testDB) durable() frames.Seq {
 	d.t.Helper()
-	if err := d.db.Durable(d.t.Context()); err != nil {
-		d.t.Fatal(err)
-	}
+	require.NoError(d.t, d.db.Durable(d.t.Context()))
 	return d.db.Stats().Durable
 }
 
@@ -101,13 +96,10 @@ func (d *testDB) durable() frames.Seq {
 // replay of the same frames must produce.
 func (d *testDB) image() []byte {
 	d.t.Helper()
-	if _, _, err := d.conn.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
-		d.t.Fatal(err)
-	}
+	_, _, err := d.conn.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+	require.NoError(d.t, err)
 	data, err := os.ReadFile(d.db.Path())
-	if err != nil {
-		d.t.Fatal(err)
-	}
+	require.NoError(d.t, err)
 	return data
 }
 
@@ -253,9 +245,7 @@ func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64, targe
 func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) ([]byte, frames.Seq) {
 	t.Helper()
 	data, seq, err := replayTo(t, b, a, epoch, 0)
-	if err != nil {
-		t.Fatalf("replaying session %d: %v", epoch, err)
-	}
+	require.NoError(t, err, "replaying session %d", epoch)
 	return data, seq
 }
 
@@ -271,9 +261,7 @@ type sessionState struct {
 func stateOf(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) sessionState {
 	t.Helper()
 	st, err := stateErr(t.Context(), b, a, epoch)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return st
 }
 
@@ -318,9 +306,7 @@ func testOptions(t testing.TB) compact.Options {
 func scratchEmpty(t testing.TB, dir string) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, e := range entries {
 		t.Errorf("scratch directory not cleaned up: %s", filepath.Join(dir, e.Name()))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCompactBesideLiveWriter runs a random workload through a real
@@ -190,9 +191,7 @@ func liveRun(t *testing.T, b bucket.Bucket) {
 			count("durable points compacted away")
 			continue
 		}
-		if err != nil {
-			t.Fatalf("replay to durable point %d: %v", f, err)
-		}
+		require.NoError(t, err, "replay to durable point %d", f)
 		dbtest.SameBytes(t, fmt.Sprintf("replay to durable point %d", f), got, img)
 		count("durable points replayed at the end")
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // planInventory builds an inventory from a compact description: per
@@ -55,9 +57,7 @@ func names(t *testing.T, keys []string) []string {
 	var out []string
 	for _, k := range keys {
 		pk, err := frames.ParseKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		kind := "l"
 		if pk.Kind == frames.KeySnapshot {
 			kind = "s"
@@ -136,16 +136,11 @@ func TestPlan(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			del, retained := plan(c.inv, c.current, Options{Retention: c.retention, Now: func() time.Time { return now }})
-			if got := names(t, append(slices.Clone(del.snapshots), del.batches...)); !slices.Equal(got, c.deleted) {
-				t.Errorf("deleted %v\nwant    %v", got, c.deleted)
-			}
-			if retained != c.retained {
-				t.Errorf("retained %d, want %d", retained, c.retained)
-			}
+			assert.Equal(t, c.deleted, names(t, append(slices.Clone(del.snapshots), del.batches...)), "deleted")
+			assert.Equal(t, c.retained, retained, "retained")
 			for _, k := range del.snapshots {
-				if pk, _ := frames.ParseKey(k); pk.Kind != frames.KeySnapshot {
-					t.Errorf("%s among the snapshots", k)
-				}
+				pk, _ := frames.ParseKey(k)
+				assert.Equal(t, frames.KeySnapshot, pk.Kind, "%s among the snapshots", k)
 			}
 			for _, k := range append(slices.Clone(del.snapshots), del.batches...) {
 				if pk, _ := frames.ParseKey(k); pk.Epoch > c.current {

@@ -14,6 +14,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRetention: with a window, the objects a new snapshot covers survive
@@ -41,18 +42,14 @@ func TestRetention(t *testing.T) {
 			opts := testOptions(t)
 			opts.Retention, opts.Now, opts.Force = time.Hour, clock.Now, true
 			res, err := compact.Actor(t.Context(), b, a, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if res.Snapshot != a.SnapshotKey(1, last) || len(res.Deleted) != 0 || res.Retained != covered {
 				t.Fatalf("first pass: snapshot %q, deleted %v, retained %d; want a snapshot at %d, nothing deleted, %d retained",
 					res.Snapshot, res.Deleted, res.Retained, last, covered)
 			}
 			for _, f := range orc.seqs() {
 				got, _, err := replayTo(t, b, a, 1, f)
-				if err != nil {
-					t.Fatalf("point-in-time replay to %d inside the window: %v", f, err)
-				}
+				require.NoError(t, err, "point-in-time replay to %d inside the window", f)
 				img, _ := orc.get(f)
 				dbtest.SameBytes(t, fmt.Sprintf("point-in-time replay to %d", f), got, img)
 			}
@@ -90,27 +87,22 @@ func TestRecordedRetention(t *testing.T) {
 	}
 	d.durable()
 	rec := fence.Record{Epoch: 1, Retention: time.Hour}.Marshal()
-	if _, err := b.Put(t.Context(), a.OwnKey(), bytes.NewReader(rec), int64(len(rec)), bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.Put(t.Context(), a.OwnKey(), bytes.NewReader(rec), int64(len(rec)), bucket.Condition{})
+	require.NoError(t, err)
 	before := stateOf(t, b, a, 1)
 	covered := len(before.snapshots) + len(before.batches)
 
 	opts := testOptions(t)
 	opts.Force = true
 	res, err := compact.Actor(t.Context(), b, a, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(res.Deleted) != 0 || res.Retained != covered || res.Retention != time.Hour || !res.RetentionRecorded {
 		t.Fatalf("pass with no retention over a recorded hour: deleted %v, retained %d, retention %v (recorded %v); want nothing deleted, %d retained, an hour",
 			res.Deleted, res.Retained, res.Retention, res.RetentionRecorded, covered)
 	}
 	opts.ShortenRetention = true
 	res, err = compact.Actor(t.Context(), b, a, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(res.Deleted) != covered || res.Retention != 0 || res.RetentionRecorded {
 		t.Fatalf("pass told to shorten: deleted %d, retention %v; want %d deleted, no retention", len(res.Deleted), res.Retention, covered)
 	}

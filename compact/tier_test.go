@@ -14,6 +14,7 @@ import (
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestTierPass: a database opened with epoch 1, closed, and reopened from
@@ -53,16 +54,13 @@ func TestTierPass(t *testing.T) {
 			}
 			putOwn := func(body []byte) {
 				t.Helper()
-				if _, err := b.Put(ctx, a.OwnKey(), bytes.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
-					t.Fatal(err)
-				}
+				_, err := b.Put(ctx, a.OwnKey(), bytes.NewReader(body), int64(len(body)), bucket.Condition{})
+				require.NoError(t, err)
 			}
 			replays := func(when string) {
 				t.Helper()
 				got, seq := mustReplay(t, b, a, 2)
-				if seq != last {
-					t.Fatalf("%s: session 2 replays to %d, want %d", when, seq, last)
-				}
+				require.Equal(t, last, seq, "%s: session 2 replays", when)
 				dbtest.SameBytes(t, when+": session 2", got, img)
 			}
 			s1, s2 := session(1), session(2)
@@ -92,9 +90,8 @@ func TestTierPass(t *testing.T) {
 			// The owner is session 1: session 2 is never deleted.
 			putOwn(fence.Record{Epoch: 1}.Marshal())
 			res, err = compact.Actor(ctx, b, a, opts)
-			if err != nil || res.Epoch != 1 {
-				t.Fatalf("own.json at epoch 1: session %d, %v", res.Epoch, err)
-			}
+			require.NoError(t, err, "own.json at epoch 1: session")
+			require.Equal(t, uint64(1), res.Epoch, "own.json at epoch 1: session")
 			if got := session(2); !slices.Equal(got, s2) {
 				t.Fatalf("own.json at epoch 1: session 2 changed: %v -> %v", s2, got)
 			}
@@ -102,9 +99,7 @@ func TestTierPass(t *testing.T) {
 
 			// No own.json: session 2 is the newest with a snapshot. Within
 			// the window, session 1 stays for point-in-time restores.
-			if err := b.Delete(ctx, a.OwnKey()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.Delete(ctx, a.OwnKey()))
 			clock := buckettest.NewClock(time.Now())
 			opts.Retention, opts.Now = time.Hour, clock.Now
 			s1 = session(1)
@@ -118,12 +113,9 @@ func TestTierPass(t *testing.T) {
 			}
 			clock.Advance(2 * time.Hour)
 			res, err = compact.Actor(ctx, b, a, opts)
-			if err != nil || res.Epoch != 2 {
-				t.Fatalf("after the window: session %d, %v", res.Epoch, err)
-			}
-			if got := session(1); len(got) != 0 {
-				t.Fatalf("after the window, session 1 still holds %v", got)
-			}
+			require.NoError(t, err, "after the window: session")
+			require.Equal(t, uint64(2), res.Epoch, "after the window: session")
+			require.Len(t, session(1), 0, "after the window, session 1 still holds")
 			for _, k := range s1 {
 				if !slices.Contains(res.Deleted, k) {
 					t.Errorf("%s gone but not reported deleted", k)
@@ -133,9 +125,8 @@ func TestTierPass(t *testing.T) {
 
 			// A fenced owner of session 1 uploads after the takeover.
 			zombie := a.LogKey(1, 1_000)
-			if _, err := b.Put(ctx, zombie, strings.NewReader("late"), 4, bucket.Condition{}); err != nil {
-				t.Fatal(err)
-			}
+			_, err = b.Put(ctx, zombie, strings.NewReader("late"), 4, bucket.Condition{})
+			require.NoError(t, err)
 			putOwn(fence.Record{Epoch: 2, Node: "n1", Address: "10.0.0.1:80"}.Marshal())
 			res, err = compact.Actor(ctx, b, a, testOptions(t))
 			if err != nil || !slices.Equal(res.Deleted, []string{zombie}) {

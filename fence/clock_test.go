@@ -1,11 +1,11 @@
 package fence
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/stretchr/testify/require"
 )
 
 // A node whose machine was suspended past its lease is not valid when it
@@ -21,16 +21,12 @@ func TestSuspendedNodeLosesItsLease(t *testing.T) {
 		renewed := clock.Now()
 
 		clock.Suspend(n.opts.Lease - n.opts.RenewEvery - time.Second)
-		if err := n.Valid(); err != nil {
-			t.Fatalf("valid after a suspension shorter than the lease: %v", err)
-		}
+		require.NoError(t, n.Valid(), "valid after a suspension shorter than the lease")
 		clock.Suspend(n.opts.RenewEvery + time.Second)
 		if !clock.Now().Equal(renewed) {
 			t.Fatal("the monotonic clock moved during the suspension")
 		}
-		if err := n.Valid(); !errors.Is(err, ErrLeaseLost) {
-			t.Fatalf("resumed past its lease: got %v, want ErrLeaseLost", err)
-		}
+		require.ErrorIs(t, n.Valid(), ErrLeaseLost, "resumed past its lease")
 
 		// Left to itself, a resumed node's renewal loop wakes (its timer
 		// fires late), finds the lease lost and stops without renewing.
@@ -46,9 +42,7 @@ func TestSuspendedNodeLosesItsLease(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a node resumed past its lease is still live")
 		}
-		if err := n2.Err(); !errors.Is(err, ErrLeaseLost) {
-			t.Fatalf("stopped with %v, want ErrLeaseLost", err)
-		}
+		require.ErrorIs(t, n2.Err(), ErrLeaseLost, "stopped")
 		l, _, err := ReadLease(t.Context(), b, n2.ID())
 		if err != nil || l.Heartbeat != 1 {
 			t.Fatalf("lease after the suspension: %+v %v (renewed after its lease ran out?)", l, err)

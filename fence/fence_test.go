@@ -13,6 +13,8 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeClock is a clock tests advance by hand. Advance moves both of its
@@ -106,9 +108,7 @@ var testActor = frames.Actor{Namespace: frames.NamespaceID("", "fence-test"), Ac
 func register(t *testing.T, b bucket.Bucket, addr string, clock Clock) *Node {
 	t.Helper()
 	n, err := Register(t.Context(), b, addr, Options{Clock: clock, Lease: 10 * time.Second, Grace: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { n.Close(context.Background()) })
 	return n
 }
@@ -135,30 +135,22 @@ func TestLeaseRenewsAndExpires(t *testing.T) {
 	backends(t, func(t *testing.T, b bucket.Bucket) {
 		clock := newFakeClock()
 		n := register(t, b, "127.0.0.1:9001", clock)
-		if err := n.Valid(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, n.Valid())
 		for i := uint64(1); i <= 3; i++ {
 			clock.Step(n.opts.RenewEvery)
 			waitHeartbeat(t, b, n, i)
 		}
-		if err := n.Valid(); err != nil {
-			t.Fatalf("renewing node not valid: %v", err)
-		}
+		require.NoError(t, n.Valid(), "renewing node not valid")
 		// Renewals that fail for a whole lease make the node invalid, for
 		// good.
 		n.b = buckettest.NewFaulty(b, buckettest.FaultConfig{ErrorRate: 1})
 		for range 4 {
 			clock.Step(n.opts.RenewEvery)
 		}
-		if err := n.Valid(); !errors.Is(err, ErrLeaseLost) {
-			t.Fatalf("got %v, want ErrLeaseLost", err)
-		}
+		require.ErrorIs(t, n.Valid(), ErrLeaseLost)
 		n.b = b
 		clock.Advance(n.opts.RenewEvery)
-		if err := n.Valid(); !errors.Is(err, ErrLeaseLost) {
-			t.Fatalf("a lost lease came back: %v", err)
-		}
+		require.ErrorIs(t, n.Valid(), ErrLeaseLost, "a lost lease came back")
 		select {
 		case <-n.Done():
 		default:
@@ -192,9 +184,9 @@ func TestObserverFencesOnlyExpiredNodes(t *testing.T) {
 			t.Fatalf("fenced %v early", live)
 		}
 		peerClock.Advance(1 * time.Second)
-		if live, err := peer.Observer.Fence(ctx, victim.ID()); err != nil || live != Fenced {
-			t.Fatalf("expired node: %v %v", live, err)
-		}
+		live, err := peer.Observer.Fence(ctx, victim.ID())
+		require.NoError(t, err, "expired node")
+		require.Equal(t, Fenced, live, "expired node")
 		if live, _, err := peer.Observer.Judge(ctx, victim.ID()); err != nil || live != Fenced {
 			t.Fatalf("fenced node judged %v (%v)", live, err)
 		}
@@ -213,9 +205,7 @@ func TestObserverFencesOnlyExpiredNodes(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("fenced node did not notice")
 		}
-		if err := victim.Valid(); !errors.Is(err, ErrFenced) {
-			t.Fatalf("got %v, want ErrFenced", err)
-		}
+		require.ErrorIs(t, victim.Valid(), ErrFenced)
 	})
 }
 
@@ -226,51 +216,42 @@ func TestClaimReleaseTakeover(t *testing.T) {
 		a := register(t, b, "127.0.0.1:9001", ca)
 		bn := register(t, b, "127.0.0.1:9002", cb)
 		oa, err := a.Claim(ctx, testActor, ClaimOptions{})
-		if err != nil || oa.Epoch != 1 {
-			t.Fatalf("first claim: %+v %v", oa, err)
-		}
+		require.NoError(t, err, "first claim: %+v", oa)
+		require.Equal(t, uint64(1), oa.Epoch, "first claim: %+v", oa)
 		// A claims again: every claim opens a new session.
 		again, err := a.Claim(ctx, testActor, ClaimOptions{})
-		if err != nil || again.Epoch != 2 {
-			t.Fatalf("repeat claim: %+v %v", again, err)
-		}
+		require.NoError(t, err, "repeat claim: %+v", again)
+		require.Equal(t, uint64(2), again.Epoch, "repeat claim: %+v", again)
 		oa = again
 		// B is told who holds it.
 		_, err = bn.Claim(ctx, testActor, ClaimOptions{})
 		var held *HeldError
-		if !errors.As(err, &held) || held.Node != a.ID() || held.Address != "127.0.0.1:9001" || !errors.Is(err, ErrHeld) {
-			t.Fatalf("claim of a held actor: %v", err)
-		}
+		require.ErrorAs(t, err, &held, "claim of a held actor")
+		require.Equal(t, a.ID(), held.Node, "claim of a held actor")
+		require.Equal(t, "127.0.0.1:9001", held.Address, "claim of a held actor")
+		require.ErrorIs(t, err, ErrHeld, "claim of a held actor")
 		// A releases; B claims epoch 2.
-		if err := a.Release(ctx, oa, 0); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, a.Release(ctx, oa, 0))
 		ob, err := bn.Claim(ctx, testActor, ClaimOptions{})
-		if err != nil || ob.Epoch != 3 {
-			t.Fatalf("claim after release: %+v %v", ob, err)
-		}
+		require.NoError(t, err, "claim after release: %+v", ob)
+		require.Equal(t, uint64(3), ob.Epoch, "claim after release: %+v", ob)
 		// B dies (stops renewing); after lease+grace on A's clock, A fences
 		// B and takes epoch 3.
-		if _, err := a.Claim(ctx, testActor, ClaimOptions{}); !errors.Is(err, ErrHeld) {
-			t.Fatalf("claim of a live holder: %v", err)
-		}
+		_, err = a.Claim(ctx, testActor, ClaimOptions{})
+		require.ErrorIs(t, err, ErrHeld, "claim of a live holder")
 		// A renews in the meantime so that its own lease stays valid.
 		for i := uint64(1); i <= 5; i++ {
 			ca.Step(a.opts.RenewEvery)
 			waitHeartbeat(t, b, a, i)
 		}
 		oa3, err := a.Claim(ctx, testActor, ClaimOptions{})
-		if err != nil || oa3.Epoch != 4 {
-			t.Fatalf("takeover: %+v %v", oa3, err)
-		}
+		require.NoError(t, err, "takeover: %+v", oa3)
+		require.Equal(t, uint64(4), oa3.Epoch, "takeover: %+v", oa3)
 		// B's release of its stale claim fails: it was fenced.
-		if err := bn.Release(ctx, ob, 0); !errors.Is(err, ErrFenced) {
-			t.Fatalf("stale release: %v", err)
-		}
+		require.ErrorIs(t, bn.Release(ctx, ob, 0), ErrFenced, "stale release")
 		rec := readRecord(t, b)
-		if rec.Epoch != 4 || rec.Node != a.ID() {
-			t.Fatalf("own.json %+v", rec)
-		}
+		require.Equal(t, uint64(4), rec.Epoch, "own.json %+v", rec)
+		require.Equal(t, a.ID(), rec.Node, "own.json %+v", rec)
 	})
 }
 
@@ -282,42 +263,33 @@ func TestClaimRecordsRetentionReleaseRecordsEnd(t *testing.T) {
 		ctx := t.Context()
 		a := register(t, b, "127.0.0.1:9001", newFakeClock())
 		o, err := a.Claim(ctx, testActor, ClaimOptions{Retention: time.Hour})
-		if err != nil || o.Prev != (Record{}) {
-			t.Fatalf("first claim: %+v %v", o, err)
-		}
-		if rec := readRecord(t, b); rec.Retention != time.Hour || rec.Seq != 0 || rec.Node != a.ID() {
-			t.Fatalf("own.json after the claim: %+v", rec)
-		}
-		if err := a.Release(ctx, o, 42); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "first claim: %+v", o)
+		require.Equal(t, Record{}, o.Prev, "first claim: %+v", o)
+		rec := readRecord(t, b)
+		require.Equal(t, time.Hour, rec.Retention, "own.json after the claim: %+v", rec)
+		require.Equal(t, frames.Seq(0), rec.Seq, "own.json after the claim: %+v", rec)
+		require.Equal(t, a.ID(), rec.Node, "own.json after the claim: %+v", rec)
+		require.NoError(t, a.Release(ctx, o, 42))
 		want := Record{Epoch: o.Epoch, Seq: 42, Retention: time.Hour}
-		if rec := readRecord(t, b); rec != want {
-			t.Fatalf("own.json after the release: %+v, want %+v", rec, want)
-		}
+		require.Equal(t, want, readRecord(t, b), "own.json after the release")
 		o2, err := a.Claim(ctx, testActor, ClaimOptions{Retention: 2 * time.Hour})
 		if err != nil || o2.Prev != want {
 			t.Fatalf("second claim: %+v (prev %+v) %v, want prev %+v", o2, o2.Prev, err, want)
 		}
-		if rec := readRecord(t, b); rec.Retention != 2*time.Hour || rec.Seq != 0 {
-			t.Fatalf("own.json after the second claim: %+v", rec)
-		}
-		if _, err := a.Claim(ctx, testActor, ClaimOptions{Retention: -time.Second}); err == nil {
-			t.Error("claim with a negative retention succeeded")
-		}
+		rec = readRecord(t, b)
+		require.Equal(t, 2*time.Hour, rec.Retention, "own.json after the second claim: %+v", rec)
+		require.Equal(t, frames.Seq(0), rec.Seq, "own.json after the second claim: %+v", rec)
+		_, err = a.Claim(ctx, testActor, ClaimOptions{Retention: -time.Second})
+		assert.Error(t, err, "claim with a negative retention succeeded")
 	})
 }
 
 func readRecord(t *testing.T, b bucket.Bucket) Record {
 	t.Helper()
 	data, _, err := bucket.ReadAll(t.Context(), b, testActor.OwnKey(), MaxRecordBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r, err := ParseRecord(testActor.OwnKey(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return r
 }
 
@@ -328,14 +300,12 @@ func TestRestartedNodeIsNotItsPredecessor(t *testing.T) {
 	b := buckettest.Dir(t)
 	ctx := t.Context()
 	old := register(t, b, "127.0.0.1:9001", newFakeClock())
-	if _, err := old.Claim(ctx, testActor, ClaimOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := old.Claim(ctx, testActor, ClaimOptions{})
+	require.NoError(t, err)
 	clock := newFakeClock()
 	restarted := register(t, b, "127.0.0.1:9001", clock)
-	if _, err := restarted.Claim(ctx, testActor, ClaimOptions{}); !errors.Is(err, ErrHeld) {
-		t.Fatalf("restarted node took its predecessor's record: %v", err)
-	}
+	_, err = restarted.Claim(ctx, testActor, ClaimOptions{})
+	require.ErrorIs(t, err, ErrHeld, "restarted node took its predecessor's record")
 }
 
 // Many nodes claim one actor at once, round after round: exactly one wins
@@ -376,9 +346,7 @@ func TestClaimRace(t *testing.T) {
 			// The winner releases for the next round.
 			for _, n := range nodes {
 				if rec := readRecord(t, b); rec.Node == n.ID() {
-					if err := n.Release(ctx, *o, 0); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, n.Release(ctx, *o, 0))
 				}
 			}
 		}
@@ -397,18 +365,12 @@ func TestClaimWithLostResponses(t *testing.T) {
 			break
 		}
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer n.Close(context.Background())
 	for i := range 10 {
 		o, err := n.Claim(ctx, testActor, ClaimOptions{})
-		if err != nil {
-			t.Fatalf("claim %d: %v", i, err)
-		}
-		if err := n.Release(ctx, o, 0); err != nil {
-			t.Fatalf("release %d: %v", i, err)
-		}
+		require.NoError(t, err, "claim %d", i)
+		require.NoError(t, n.Release(ctx, o, 0), "release %d", i)
 	}
 	if rec := readRecord(t, inner); rec.Epoch != 10 || !rec.Released() {
 		t.Fatalf("own.json after 10 claims: %+v", rec)
@@ -418,24 +380,17 @@ func TestClaimWithLostResponses(t *testing.T) {
 func TestDamagedRecordIsNotAbsent(t *testing.T) {
 	b := buckettest.Dir(t)
 	n := register(t, b, "127.0.0.1:9001", newFakeClock())
-	if _, err := b.Put(t.Context(), testActor.OwnKey(), strings.NewReader("{oops"), 5, bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.Claim(t.Context(), testActor, ClaimOptions{}); !errors.Is(err, ErrBadRecord) {
-		t.Fatalf("got %v, want ErrBadRecord", err)
-	}
+	_, err := b.Put(t.Context(), testActor.OwnKey(), strings.NewReader("{oops"), 5, bucket.Condition{})
+	require.NoError(t, err)
+	_, err = n.Claim(t.Context(), testActor, ClaimOptions{})
+	require.ErrorIs(t, err, ErrBadRecord)
 }
 
 func TestCloseDeregisters(t *testing.T) {
 	b := buckettest.Dir(t)
 	n := register(t, b, "127.0.0.1:9001", newFakeClock())
-	if err := n.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Stat(t.Context(), frames.NodeKey(n.ID())); !errors.Is(err, bucket.ErrNotFound) {
-		t.Fatalf("lease still there: %v", err)
-	}
-	if err := n.Valid(); !errors.Is(err, ErrClosed) {
-		t.Fatal(err)
-	}
+	require.NoError(t, n.Close(t.Context()))
+	_, err := b.Stat(t.Context(), frames.NodeKey(n.ID()))
+	require.ErrorIs(t, err, bucket.ErrNotFound, "lease still there")
+	require.ErrorIs(t, n.Valid(), ErrClosed)
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -66,10 +69,7 @@ func TestBadRecordsRejected(t *testing.T) {
 // Records written before seq and retention existed still parse, as 0.
 func TestRecordOptionalFields(t *testing.T) {
 	r, err := ParseRecord("k", []byte(`{"epoch":3,"node":"","address":""}`))
-	if err != nil || r != (Record{Epoch: 3}) {
-		t.Fatalf("%+v, %v", r, err)
-	}
-	if got := string((Record{Epoch: 3}).Marshal()); got != `{"epoch":3,"node":"","address":""}` {
-		t.Errorf("a record without the optional fields marshals as %s", got)
-	}
+	require.NoError(t, err)
+	require.Equal(t, Record{Epoch: 3}, r)
+	assert.Equal(t, `{"epoch":3,"node":"","address":""}`, string((Record{Epoch: 3}).Marshal()), "a record without the optional fields marshals")
 }

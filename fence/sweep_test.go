@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 func TestSweepLeases(t *testing.T) {
@@ -26,13 +26,11 @@ func TestSweepLeases(t *testing.T) {
 		}
 		// Two hours later by the bucket's clock, both are old: both go.
 		got, err := SweepLeases(ctx, b, time.Hour, time.Now().Add(2*time.Hour))
-		if err != nil || len(got) != 2 {
-			t.Fatalf("swept %v, %v", got, err)
-		}
+		require.NoError(t, err, "swept")
+		require.Len(t, got, 2, "swept")
 		for _, n := range []*Node{live, dead} {
-			if _, err := b.Stat(ctx, frames.NodeKey(n.ID())); err == nil {
-				t.Fatalf("lease of %s still there", n.ID())
-			}
+			_, err := b.Stat(ctx, frames.NodeKey(n.ID()))
+			require.Error(t, err, "lease of %s still there", n.ID())
 		}
 		// A node whose lease was swept cannot renew: it stops, it never
 		// becomes a second owner.
@@ -42,9 +40,8 @@ func TestSweepLeases(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a node without a lease still considers itself live")
 		}
-		if _, err := SweepLeases(ctx, b, 0, time.Now()); err == nil {
-			t.Fatal("a zero age was accepted")
-		}
+		_, err = SweepLeases(ctx, b, 0, time.Now())
+		require.Error(t, err, "a zero age was accepted")
 	})
 }
 
@@ -57,9 +54,8 @@ func putTiny(t *testing.T, b bucket.Bucket, key string) { t.Helper(); putBytes(t
 
 func putBytes(t *testing.T, b bucket.Bucket, key string, body []byte) {
 	t.Helper()
-	if _, err := b.Put(t.Context(), key, bytes.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.Put(t.Context(), key, bytes.NewReader(body), int64(len(body)), bucket.Condition{})
+	require.NoError(t, err)
 }
 
 // The sweep never deletes the lease of a node an own.json names as holder,
@@ -74,9 +70,7 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 		claim := func(n *Node, a frames.Actor) Ownership {
 			t.Helper()
 			o, err := n.Claim(ctx, a, ClaimOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return o
 		}
 		// Actor 1: batches, own.json, snapshots (own.json sorts between).
@@ -89,9 +83,7 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 		}
 		// Actor 2 released, actor 3 has batches and no own.json, actor 4
 		// held.
-		if err := released.Release(ctx, claim(released, sweepActor(2)), 0); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, released.Release(ctx, claim(released, sweepActor(2)), 0))
 		for f := frames.Seq(1); f <= 4; f++ {
 			putTiny(t, b, sweepActor(3).LogKey(2, f))
 		}
@@ -102,17 +94,14 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 		want := map[string]bool{holder1.ID(): true, holder2.ID(): true}
 		var total int
 		for _, err := range bucket.All(ctx, b, "do/") {
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			total++
 		}
 		for _, size := range []int{1, 2, 3, 0} {
 			cb := &countingList{Bucket: b}
 			got, err := holders(ctx, cb, size)
-			if err != nil || !maps.Equal(got, want) {
-				t.Fatalf("page size %d: holders %v, %v; want %v", size, got, err, want)
-			}
+			require.NoError(t, err, "page size %d: holders", size)
+			require.Equal(t, want, got, "page size %d: holders", size)
 			if size > 0 && cb.listed.Load() >= int64(total) {
 				t.Errorf("page size %d: listed %d keys of %d", size, cb.listed.Load(), total)
 			}
@@ -122,13 +111,11 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 		wantSwept := []string{frames.NodeKey(released.ID()), frames.NodeKey(idle.ID())}
 		slices.Sort(got)
 		slices.Sort(wantSwept)
-		if err != nil || !slices.Equal(got, wantSwept) {
-			t.Fatalf("swept %v, %v; want %v", got, err, wantSwept)
-		}
+		require.NoError(t, err, "swept")
+		require.Equal(t, wantSwept, got, "swept")
 		for _, n := range []*Node{holder1, holder2} {
-			if _, err := b.Stat(ctx, frames.NodeKey(n.ID())); err != nil {
-				t.Fatalf("the lease of holder %s: %v", n.ID(), err)
-			}
+			_, err := b.Stat(ctx, frames.NodeKey(n.ID()))
+			require.NoError(t, err, "the lease of holder %s", n.ID())
 		}
 	})
 }
@@ -140,18 +127,15 @@ func TestSweepStopsAtDamagedRecord(t *testing.T) {
 		ctx := t.Context()
 		register(t, b, "127.0.0.1:9001", newFakeClock())
 		bad := sweepActor(7).OwnKey()
-		if _, err := b.Put(ctx, bad, strings.NewReader(`{"epoch":1}`), 11, bucket.Condition{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := b.Put(ctx, bad, strings.NewReader(`{"epoch":1}`), 11, bucket.Condition{})
+		require.NoError(t, err)
 		got, err := SweepLeases(ctx, b, time.Hour, time.Now().Add(2*time.Hour))
 		if !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), bad) || len(got) != 0 {
 			t.Fatalf("swept %v, %v; want nothing and ErrBadRecord naming %s", got, err, bad)
 		}
 		var leases int
 		for _, err := range bucket.All(ctx, b, frames.NodesPrefix) {
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			leases++
 		}
 		if leases != 1 {

@@ -9,6 +9,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 // renewFor keeps n's lease valid while its clock moves d forward, in
@@ -36,29 +37,22 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 		ca, cb := newFakeClock(), newFakeClock()
 		holder := register(t, b, "127.0.0.1:9001", ca)
 		claimant := register(t, b, "127.0.0.1:9002", cb)
-		if _, err := holder.Claim(ctx, testActor, ClaimOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := holder.Claim(ctx, testActor, ClaimOptions{})
+		require.NoError(t, err)
 		leaseKey := frames.NodeKey(holder.ID())
 		data, _, err := bucket.ReadAll(ctx, b, leaseKey, MaxRecordBytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Delete(ctx, leaseKey); err != nil {
-			t.Fatal(err)
-		}
-		if err := holder.Valid(); err != nil {
-			t.Fatalf("the holder should still take itself for valid: %v", err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, b.Delete(ctx, leaseKey))
+		require.NoError(t, holder.Valid(), "the holder should still take itself for valid")
 		notYet := func(when string) {
 			t.Helper()
 			_, err := claimant.Claim(ctx, testActor, ClaimOptions{})
 			if !errors.Is(err, ErrHolderUnseen) || errors.Is(err, ErrHeld) {
 				t.Fatalf("%s: got %v, want ErrHolderUnseen (and not ErrHeld)", when, err)
 			}
-			if rec := readRecord(t, b); rec.Epoch != 1 || rec.Node != holder.ID() {
-				t.Fatalf("%s: own.json changed to %+v", when, rec)
-			}
+			rec := readRecord(t, b)
+			require.Equal(t, uint64(1), rec.Epoch, "%s: own.json changed to %+v", when, rec)
+			require.Equal(t, holder.ID(), rec.Node, "%s: own.json changed to %+v", when, rec)
 		}
 		notYet("at once")
 		renewFor(t, b, claimant, cb, 10*time.Second)
@@ -66,23 +60,18 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 
 		// The lease comes back (restored by hand): the holder is judged
 		// alive again, and a second absence is waited out from scratch.
-		if _, err := b.Put(ctx, leaseKey, bytes.NewReader(data), int64(len(data)), bucket.Condition{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := claimant.Claim(ctx, testActor, ClaimOptions{}); !errors.Is(err, ErrHeld) {
-			t.Fatalf("holder with its lease back: %v", err)
-		}
-		if err := b.Delete(ctx, leaseKey); err != nil {
-			t.Fatal(err)
-		}
+		_, err = b.Put(ctx, leaseKey, bytes.NewReader(data), int64(len(data)), bucket.Condition{})
+		require.NoError(t, err)
+		_, err = claimant.Claim(ctx, testActor, ClaimOptions{})
+		require.ErrorIs(t, err, ErrHeld, "holder with its lease back")
+		require.NoError(t, b.Delete(ctx, leaseKey))
 		notYet("absent again")
 		renewFor(t, b, claimant, cb, 10*time.Second)
 		notYet("10 s into the second absence")
 		renewFor(t, b, claimant, cb, 5*time.Second)
 		o, err := claimant.Claim(ctx, testActor, ClaimOptions{})
-		if err != nil || o.Epoch != 2 {
-			t.Fatalf("after lease+grace without a lease: %+v %v", o, err)
-		}
+		require.NoError(t, err, "after lease+grace without a lease: %+v", o)
+		require.Equal(t, uint64(2), o.Epoch, "after lease+grace without a lease: %+v", o)
 		// Meanwhile the holder's next renewal finds no lease: it stops.
 		ca.Step(holder.opts.RenewEvery)
 		select {
@@ -90,9 +79,7 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a holder without a lease still considers itself live")
 		}
-		if err := holder.Valid(); !errors.Is(err, ErrLeaseLost) {
-			t.Fatalf("holder: %v", err)
-		}
+		require.ErrorIs(t, holder.Valid(), ErrLeaseLost, "holder")
 	})
 }
 
@@ -104,15 +91,15 @@ func TestObserverForgetsNodesItNoLongerJudges(t *testing.T) {
 	o := NewObserver(b, Options{Clock: c})
 	ctx := t.Context()
 	for _, id := range []string{"n1", "n2", "n3"} {
-		if live, _, err := o.Judge(ctx, id); err != nil || live != Unseen {
-			t.Fatalf("%s: %v %v", id, live, err)
-		}
+		live, _, err := o.Judge(ctx, id)
+		require.NoError(t, err, "%s", id)
+		require.Equal(t, Unseen, live, "%s", id)
 	}
 	window := o.opts.Lease + o.opts.Grace
 	c.Advance(window)
-	if live, _, err := o.Judge(ctx, "n1"); err != nil || live != Gone {
-		t.Fatalf("n1 after lease+grace: %v %v", live, err)
-	}
+	live, _, err := o.Judge(ctx, "n1")
+	require.NoError(t, err, "n1 after lease+grace")
+	require.Equal(t, Gone, live, "n1 after lease+grace")
 	c.Advance(forgetAfter*window - window)
 	o.Judge(ctx, "n1") // n1 is still judged: remembered
 	o.mu.Lock()
@@ -123,7 +110,6 @@ func TestObserverForgetsNodesItNoLongerJudges(t *testing.T) {
 	if !kept1 || kept2 || n != 1 {
 		t.Fatalf("after %v: n1 kept %v, n2 kept %v, %d sightings", forgetAfter*window, kept1, kept2, n)
 	}
-	if live, _, _ := o.Judge(ctx, "n1"); live != Gone {
-		t.Fatalf("n1 forgotten while judged: %v", live)
-	}
+	live, _, _ = o.Judge(ctx, "n1")
+	require.Equal(t, Gone, live, "n1 forgotten while judged")
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
@@ -27,12 +29,10 @@ func TestBatchRoundTrip(t *testing.T) {
 			frames = append(frames, bigFrame(frames[len(frames)-1], 40))
 			data := encodeBatch(t, 42, frames, WriteOptions{MaxPartBytes: tc.partSize})
 			hdr, got, err := ReadBatch(bytes.NewReader(data), "", Limits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if hdr.Epoch != 42 || hdr.FirstSeq != 100 || hdr.LastSeq != frames[len(frames)-1].LastSeq {
-				t.Fatalf("header %+v", hdr)
-			}
+			require.NoError(t, err)
+			require.Equal(t, uint64(42), hdr.Epoch, "header %+v", hdr)
+			require.Equal(t, Seq(100), hdr.FirstSeq, "header %+v", hdr)
+			require.Equal(t, frames[len(frames)-1].LastSeq, hdr.LastSeq, "header %+v", hdr)
 			framesEqual(t, got, frames)
 			if tc.partSize > 0 && int(hdr.FrameCount) <= len(frames) {
 				t.Fatalf("frame count %d: expected frames split into more than %d parts", hdr.FrameCount, len(frames))
@@ -46,17 +46,12 @@ func TestBatchKeyMustMatchHeader(t *testing.T) {
 	data := encodeBatch(t, 9, frames, WriteOptions{})
 	a := Actor{Namespace: NamespaceID("", "ns"), Actor: "ab"}
 	last := frames[len(frames)-1].LastSeq
-	if _, _, err := ReadBatch(bytes.NewReader(data), a.LogKey(9, last), Limits{}); err != nil {
-		t.Fatalf("matching key: %v", err)
-	}
+	_, _, err := ReadBatch(bytes.NewReader(data), a.LogKey(9, last), Limits{})
+	require.NoError(t, err, "matching key")
 	for _, key := range []string{a.LogKey(8, last), a.LogKey(9, last+1), a.SnapshotKey(9, last)} {
 		_, _, err := ReadBatch(bytes.NewReader(data), key, Limits{})
-		if err == nil {
-			t.Fatalf("key %s accepted for a batch of epoch 9 ending at %d", key, last)
-		}
-		if !strings.Contains(err.Error(), key) {
-			t.Fatalf("error %q does not name the key %s", err, key)
-		}
+		require.Error(t, err, "key %s accepted for a batch of epoch 9 ending at %d", key, last)
+		require.ErrorContains(t, err, key, "the error names the key")
 		// A log key that disagrees is a corrupt header, with both sides.
 		var mm *KeyMismatchError
 		k, _ := ParseKey(key)
@@ -99,9 +94,7 @@ func TestWriteBatchRejectsInvalidFrames(t *testing.T) {
 			frames := mutate(cloneFrames(good))
 			var buf bytes.Buffer
 			_, err := WriteBatch(&buf, 5, frames, WriteOptions{})
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("got %v, want ErrInvalid", err)
-			}
+			require.ErrorIs(t, err, ErrInvalid)
 		})
 	}
 }
@@ -159,9 +152,7 @@ func smallBatch(t testing.TB) []byte {
 
 func checkDamage(t *testing.T, what string, err error) {
 	t.Helper()
-	if err == nil {
-		t.Fatalf("%s: accepted", what)
-	}
+	require.Error(t, err, "%s: accepted", what)
 	if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnknownKind) {
 		t.Fatalf("%s: %v matches no sentinel", what, err)
 	}
@@ -200,15 +191,12 @@ func TestBatchTrailingBytesRejected(t *testing.T) {
 		"zero byte":     append(bytes.Clone(data), 0),
 	} {
 		_, err := readAllFrames(b)
-		if !errors.Is(err, ErrCorrupt) {
-			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
-		}
+		assert.ErrorIs(t, err, ErrCorrupt, "%s", name)
 	}
 }
 
 func TestBatchEmptyObjectIsAnError(t *testing.T) {
 	_, err := readAllFrames(nil)
-	if !errors.Is(err, ErrTruncated) || !strings.Contains(err.Error(), "empty object") {
-		t.Fatalf("got %v", err)
-	}
+	require.ErrorIs(t, err, ErrTruncated)
+	require.ErrorContains(t, err, "empty object")
 }

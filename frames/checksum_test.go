@@ -10,24 +10,20 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPageHashDefinition(t *testing.T) {
 	// The library is XXH64 with seed 0 (published test vector).
-	if got := xxhash.Sum64String("abc"); got != 0x44bc2cf5ad770999 {
-		t.Fatalf("xxhash64(abc) = %#x", got)
-	}
+	require.Equal(t, uint64(0x44bc2cf5ad770999), xxhash.Sum64String("abc"), "xxhash64(abc)")
 	page := bytes.Repeat([]byte{0xa5}, 512)
 	var in []byte
 	in = binary.BigEndian.AppendUint32(in, 7)
 	in = append(in, page...)
-	if PageHash(7, page) != xxhash.Sum64(in) {
-		t.Fatal("PageHash is not xxhash64(be32(pgno) || page)")
-	}
+	require.Equal(t, xxhash.Sum64(in), PageHash(7, page), "PageHash is not xxhash64(be32(pgno) || page)")
 	// Pinned: frames and snapshots in buckets carry these values.
-	if got := PageHash(1, make([]byte, 4096)); got != 0x7b4da580d00d4e8b {
-		t.Fatalf("PageHash(1, zeros) = %#x", got)
-	}
+	require.Equal(t, uint64(0x7b4da580d00d4e8b), PageHash(1, make([]byte, 4096)), "PageHash(1, zeros)")
 }
 
 // The rolling checksum, updated only for the pages each step touches, always
@@ -69,17 +65,14 @@ func TestChecksumIncrementalMatchesFull(t *testing.T) {
 			}
 		}
 		full, n, err := DatabaseChecksum(bytes.NewReader(db), ps)
-		if err != nil || n != uint32(len(db)/ps) {
-			t.Fatal(n, err)
-		}
-		if full != sum {
-			t.Fatalf("step %d: rolling %s, full %s", step, sum, full)
-		}
+		require.NoError(t, err)
+		require.Equal(t, uint32(len(db)/ps), n, "pages")
+		require.Equal(t, full, sum, "step %d: the rolling checksum against the full one", step)
 	}
 	// And the empty database is 0.
-	if c, n, _ := DatabaseChecksum(bytes.NewReader(nil), ps); c != 0 || n != 0 {
-		t.Fatal(c, n)
-	}
+	c, n, _ := DatabaseChecksum(bytes.NewReader(nil), ps)
+	require.Equal(t, Checksum(0), c, "empty database")
+	require.Equal(t, uint32(0), n, "empty database")
 }
 
 func TestChecksumDetectsMovedPages(t *testing.T) {
@@ -96,12 +89,9 @@ func TestChecksumDetectsMovedPages(t *testing.T) {
 
 func TestDatabaseChecksumRejectsPartialPage(t *testing.T) {
 	_, _, err := DatabaseChecksum(bytes.NewReader(make([]byte, 1000)), 512)
-	if !errors.Is(err, ErrCorrupt) {
-		t.Fatal(err)
-	}
-	if _, _, err := DatabaseChecksum(bytes.NewReader(nil), 1000); !errors.Is(err, ErrInvalid) {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, err, ErrCorrupt)
+	_, _, err = DatabaseChecksum(bytes.NewReader(nil), 1000)
+	require.ErrorIs(t, err, ErrInvalid)
 }
 
 func TestChecksumText(t *testing.T) {
@@ -111,27 +101,22 @@ func TestChecksumText(t *testing.T) {
 		0xabcdef:           "0000000000abcdef",
 		math.MaxUint64:     "ffffffffffffffff",
 	} {
-		if c.String() != want {
-			t.Errorf("Checksum(%#x).String() = %q, want %q", uint64(c), c.String(), want)
-		}
-		if b, _ := c.MarshalText(); string(b) != want {
-			t.Errorf("Checksum(%#x).MarshalText() = %q, want %q", uint64(c), b, want)
-		}
-		if b, err := json.Marshal(c); err != nil || string(b) != `"`+want+`"` {
-			t.Errorf("json.Marshal(Checksum(%#x)) = %s, %v", uint64(c), b, err)
-		}
+		assert.Equal(t, want, c.String(), "Checksum(%#x).String()", uint64(c))
+		b, _ := c.MarshalText()
+		assert.Equal(t, want, string(b), "Checksum(%#x).MarshalText()", uint64(c))
+		b, err := json.Marshal(c)
+		assert.NoError(t, err, "json.Marshal(Checksum(%#x))", uint64(c))
+		assert.Equal(t, `"`+want+`"`, string(b), "json.Marshal(Checksum(%#x))", uint64(c))
 	}
 	rng := rand.New(rand.NewPCG(6, 6))
 	for range 1000 {
 		c := Checksum(rng.Uint64())
 		got, err := ParseChecksum(c.String())
-		if err != nil || got != c {
-			t.Fatalf("ParseChecksum(%q) = %s, %v", c.String(), got, err)
-		}
+		require.NoError(t, err, "ParseChecksum(%q)", c.String())
+		require.Equal(t, c, got, "ParseChecksum(%q)", c.String())
 		var u Checksum
-		if err := json.Unmarshal([]byte(`"`+c.String()+`"`), &u); err != nil || u != c {
-			t.Fatalf("json.Unmarshal(%q) = %s, %v", c.String(), u, err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(`"`+c.String()+`"`), &u), "json.Unmarshal(%q)", c.String())
+		require.Equal(t, c, u, "json.Unmarshal(%q)", c.String())
 	}
 	for _, s := range []string{"", "0", "112233445566778", "11223344556677880", "1122334455667788 ",
 		"112233445566778G", "11223344556677AB", "0x11223344556677", "-122334455667788", "+122334455667788"} {
@@ -143,8 +128,7 @@ func TestChecksumText(t *testing.T) {
 			t.Errorf("ParseChecksum(%q): %v is not an *Error matching ErrInvalid", s, err)
 		}
 		u := Checksum(42)
-		if err := u.UnmarshalText([]byte(s)); err == nil || u != 42 {
-			t.Errorf("UnmarshalText(%q) = %s, %v: want an error and the value unchanged", s, u, err)
-		}
+		assert.Error(t, u.UnmarshalText([]byte(s)), "UnmarshalText(%q)", s)
+		assert.Equal(t, Checksum(42), u, "UnmarshalText(%q) leaves the value unchanged", s)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	capnp "capnproto.org/go/capnp/v3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	wire "github.com/framectl/framectl/capnp"
 )
@@ -18,26 +20,19 @@ func sealed(t testing.TB, content ...[]byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz, err := newGzipWriter(&buf, DefaultLevel)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, c := range content {
-		if _, err := gz.Write(c); err != nil {
-			t.Fatal(err)
-		}
+		_, err := gz.Write(c)
+		require.NoError(t, err)
 	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, gz.Close())
 	return buf.Bytes()
 }
 
 func marshal(t testing.TB, msg *capnp.Message) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := writeMessage(&buf, msg); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeMessage(&buf, msg))
 	return buf.Bytes()
 }
 
@@ -56,9 +51,7 @@ func headerMsg(t testing.TB, h BatchHeader, version uint16) []byte {
 func frameMsg(t testing.TB, f Frame) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := writeFrame(&buf, &f, f.SQLite.Pages, f.SQLite.Continued); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeFrame(&buf, &f, f.SQLite.Pages, f.SQLite.Continued))
 	return buf.Bytes()
 }
 
@@ -78,9 +71,7 @@ func TestHugeSegmentClaimRejectedWithoutAllocating(t *testing.T) {
 	} {
 		var err error
 		alloc := allocated(func() { _, err = readAllFrames(data) })
-		if !errors.Is(err, ErrTooLarge) {
-			t.Errorf("%s: got %v, want ErrTooLarge", name, err)
-		}
+		assert.ErrorIs(t, err, ErrTooLarge, "%s", name)
 		if alloc > 1<<20 {
 			t.Errorf("%s: allocated %d bytes refusing it", name, alloc)
 		}
@@ -110,9 +101,7 @@ func TestSegmentPastCapnpAddressesRejected(t *testing.T) {
 	alloc := allocated(func() {
 		_, err = NewBatchReader(bytes.NewReader(data), "b", Limits{MaxMessageSize: 1 << 40})
 	})
-	if !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("got %v, want ErrTooLarge", err)
-	}
+	require.ErrorIs(t, err, ErrTooLarge)
 	if alloc > 1<<20 {
 		t.Fatalf("allocated %d bytes refusing it", alloc)
 	}
@@ -135,12 +124,9 @@ func TestMultiSegmentMessageDecodes(t *testing.T) {
 		msg = append(msg, make([]byte, 8*extra)...)
 		data := sealed(t, msg, frameMsg(t, Frame{Epoch: 1, FirstSeq: 1, LastSeq: 1, Kind: KindInitialize}))
 		got, frames, err := ReadBatch(bytes.NewReader(data), "", Limits{})
-		if err != nil {
-			t.Fatalf("%d segments: %v", 1+extra, err)
-		}
-		if got != h || len(frames) != 1 {
-			t.Fatalf("%d segments: header %+v, %d frames", 1+extra, got, len(frames))
-		}
+		require.NoError(t, err, "%d segments", 1+extra)
+		require.Equal(t, h, got, "%d segments: header", 1+extra)
+		require.Len(t, frames, 1, "%d segments", 1+extra)
 	}
 }
 
@@ -154,18 +140,14 @@ func TestUnknownUnionTagRejected(t *testing.T) {
 	capnp.Struct(fr).SetUint16(28, 9) // the union tag kept for `write`
 	data := sealed(t, headerMsg(t, BatchHeader{Epoch: 1, FirstSeq: 1, LastSeq: 1, FrameCount: 1}, wire.FormatVersion), marshal(t, msg))
 	_, err := readAllFrames(data)
-	if !errors.Is(err, ErrUnknownKind) {
-		t.Fatalf("got %v, want ErrUnknownKind", err)
-	}
+	require.ErrorIs(t, err, ErrUnknownKind)
 }
 
 func TestUnknownFormatVersionRejected(t *testing.T) {
 	f := Frame{Epoch: 1, FirstSeq: 1, LastSeq: 1, Kind: KindInitialize}
 	data := sealed(t, headerMsg(t, BatchHeader{Epoch: 1, FirstSeq: 1, LastSeq: 1, FrameCount: 1}, 2), frameMsg(t, f))
 	_, err := readAllFrames(data)
-	if !errors.Is(err, ErrUnknownKind) {
-		t.Fatalf("got %v, want ErrUnknownKind", err)
-	}
+	require.ErrorIs(t, err, ErrUnknownKind)
 }
 
 // Frames that are well formed one by one but do not make a valid batch.
@@ -205,16 +187,14 @@ func TestBatchStructureEnforced(t *testing.T) {
 	for name, msgs := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := readAllFrames(sealed(t, msgs...))
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("got %v, want ErrCorrupt", err)
-			}
+			require.ErrorIs(t, err, ErrCorrupt)
 		})
 	}
 	// And the valid version of the continued frame is accepted.
 	ok := sealed(t, hdr(1, 1, 2), frameMsg(t, pages(1, true, 1, 2)), frameMsg(t, pages(1, false, 3)))
-	if n, err := readAllFrames(ok); err != nil || n != 2 {
-		t.Fatalf("valid continued frame: %d messages, %v", n, err)
-	}
+	n, err := readAllFrames(ok)
+	require.NoError(t, err, "valid continued frame")
+	require.Equal(t, 2, n, "valid continued frame: messages")
 	_, frames, err := ReadBatch(bytes.NewReader(ok), "", Limits{})
 	if err != nil || len(frames) != 1 || len(frames[0].SQLite.Pages) != 3 || frames[0].SQLite.Continued {
 		t.Fatalf("ReadBatch did not join the parts: %v %v", frames, err)
@@ -230,12 +210,9 @@ func TestDecompressedSizeCapped(t *testing.T) {
 	if err == nil {
 		_, err = br.Next()
 	}
-	if !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("got %v, want ErrTooLarge", err)
-	}
-	if _, _, err := ReadBatch(bytes.NewReader(data), "b", Limits{MaxBatchBytes: 1 << 20}); err != nil {
-		t.Fatalf("under the cap: %v", err)
-	}
+	require.ErrorIs(t, err, ErrTooLarge)
+	_, _, err = ReadBatch(bytes.NewReader(data), "b", Limits{MaxBatchBytes: 1 << 20})
+	require.NoError(t, err, "under the cap")
 }
 
 // A failure of the underlying reader is passed through, not called damage.
@@ -245,12 +222,9 @@ func TestReaderErrorsPassThrough(t *testing.T) {
 	for _, cut := range []int{0, 5, 300, len(data) - 20} {
 		r := io.MultiReader(bytes.NewReader(data[:cut]), &failingReader{boom})
 		_, err := readAllFramesFrom(r)
-		if !errors.Is(err, boom) {
-			t.Fatalf("cut %d: got %v, want the reader's error", cut, err)
-		}
-		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrTruncated) {
-			t.Fatalf("cut %d: a network error was reported as damage: %v", cut, err)
-		}
+		require.ErrorIs(t, err, boom, "cut %d: the reader's error", cut)
+		require.NotErrorIs(t, err, ErrCorrupt, "cut %d: a network error was reported as damage", cut)
+		require.NotErrorIs(t, err, ErrTruncated, "cut %d: a network error was reported as damage", cut)
 	}
 }
 

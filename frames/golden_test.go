@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -38,13 +40,9 @@ func goldenSnapshot() (Snapshot, []byte) {
 func gunzip(t *testing.T, b []byte) []byte {
 	t.Helper()
 	zr, err := gzip.NewReader(bytes.NewReader(b)) // the standard library reads our files
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	out, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return out
 }
 
@@ -54,24 +52,16 @@ func golden(t *testing.T, name string, encoded []byte) []byte {
 	content := gunzip(t, encoded)
 	if *update {
 		os.MkdirAll(dir, 0o755)
-		if err := os.WriteFile(filepath.Join(dir, name+".content"), content, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name+".gz"), encoded, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".content"), content, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".gz"), encoded, 0o644))
 	}
 	want, err := os.ReadFile(filepath.Join(dir, name+".content"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !bytes.Equal(content, want) {
 		t.Fatalf("%s: encoding changed (%d bytes, golden %d). The wire format must not change; if this is a deliberate new version, bump FormatVersion and add new golden files", name, len(content), len(want))
 	}
 	old, err := os.ReadFile(filepath.Join(dir, name+".gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return old
 }
 
@@ -79,9 +69,7 @@ func TestGoldenBatch(t *testing.T) {
 	epoch, frames := goldenBatch()
 	old := golden(t, "batch-v1", encodeBatch(t, epoch, frames, WriteOptions{}))
 	_, got, err := ReadBatch(bytes.NewReader(old), "", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	framesEqual(t, got, frames)
 }
 
@@ -89,9 +77,7 @@ func TestGoldenSnapshot(t *testing.T) {
 	hdr, lane := goldenSnapshot()
 	old := golden(t, "snapshot-v1", encodeSnapshot(t, hdr, lane))
 	got, lanes, err := readSnapshot(old, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if got.Lanes[0] != hdr.Lanes[0] || got.Seq != hdr.Seq || !bytes.Equal(lanes[0], lane) {
 		t.Fatalf("golden snapshot decodes as %+v", got)
 	}

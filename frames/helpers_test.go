@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // sampleFrames builds a contiguous run of frames of every kind from a seed.
@@ -64,22 +66,18 @@ func sampleFrames(t testing.TB, seed uint64, epoch uint64, first Seq, n int, pag
 func encodeBatch(t testing.TB, epoch uint64, frames []Frame, opts WriteOptions) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	if _, err := WriteBatch(&buf, epoch, frames, opts); err != nil {
-		t.Fatal(err)
-	}
+	_, err := WriteBatch(&buf, epoch, frames, opts)
+	require.NoError(t, err)
 	return buf.Bytes()
 }
 
 func framesEqual(t testing.TB, got, want []Frame) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d frames, want %d", len(got), len(want))
-	}
+	require.Len(t, got, len(want), "frames")
 	for i := range want {
 		g, w := &got[i], &want[i]
-		if g.String() != w.String() || g.CommitTime != w.CommitTime {
-			t.Fatalf("frame %d: got %v, want %v", i, g, w)
-		}
+		require.Equal(t, w.String(), g.String(), "frame %d: got %v, want %v", i, g, w)
+		require.Equal(t, w.CommitTime, g.CommitTime, "frame %d: got %v, want %v", i, g, w)
 		for j := range w.SQLite.Pages {
 			if g.SQLite.Pages[j].Number != w.SQLite.Pages[j].Number || !bytes.Equal(g.SQLite.Pages[j].Data, w.SQLite.Pages[j].Data) {
 				t.Fatalf("frame %d page %d differs", i, j)

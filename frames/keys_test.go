@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestNumberEncodingExamples(t *testing.T) {
@@ -15,20 +18,15 @@ func TestNumberEncodingExamples(t *testing.T) {
 		0: "00", 1: "01", 15: "0f", 16: "110", 255: "1ff", 256: "2100", 4096: "31000",
 		math.MaxUint64: "fffffffffffffffff",
 	} {
-		if got := Asc(n); got != want {
-			t.Errorf("Asc(%d) = %q, want %q", n, got, want)
-		}
+		assert.Equal(t, want, Asc(n), "Asc(%d)", n)
 		desc := []byte(want)
 		for i, c := range desc {
 			desc[i] = hexDigits[15-hexValue(c)]
 		}
-		if got := Desc(n); got != string(desc) {
-			t.Errorf("Desc(%d) = %q, want %q", n, got, desc)
-		}
+		assert.Equal(t, string(desc), Desc(n), "Desc(%d)", n)
 	}
-	if Desc(0) != "ff" || Desc(math.MaxUint64) != "00000000000000000" {
-		t.Errorf("Desc(0) = %q, Desc(max) = %q", Desc(0), Desc(math.MaxUint64))
-	}
+	assert.Equal(t, "ff", Desc(0), "Desc(0)")
+	assert.Equal(t, "00000000000000000", Desc(math.MaxUint64), "Desc(max)")
 }
 
 // numbers returns edge values plus random ones of every length.
@@ -47,12 +45,12 @@ func TestNumberEncodingSortsAndParses(t *testing.T) {
 	ns := numbers(rng)
 	for _, n := range ns {
 		a, d := Asc(n), Desc(n)
-		if got, err := ParseAsc(a); err != nil || got != n {
-			t.Fatalf("ParseAsc(Asc(%d)=%q) = %d, %v", n, a, got, err)
-		}
-		if got, err := ParseDesc(d); err != nil || got != n {
-			t.Fatalf("ParseDesc(Desc(%d)=%q) = %d, %v", n, d, got, err)
-		}
+		got, err := ParseAsc(a)
+		require.NoError(t, err, "ParseAsc(Asc(%d)=%q)", n, a)
+		require.Equal(t, n, got, "ParseAsc(Asc(%d)=%q)", n, a)
+		got, err = ParseDesc(d)
+		require.NoError(t, err, "ParseDesc(Desc(%d)=%q)", n, d)
+		require.Equal(t, n, got, "ParseDesc(Desc(%d)=%q)", n, d)
 		// A string is only ever one direction's encoding of one number;
 		// parsing it the other way either fails or gives another number.
 		if got, err := ParseDesc(a); err == nil && Desc(got) != a {
@@ -62,12 +60,8 @@ func TestNumberEncodingSortsAndParses(t *testing.T) {
 	// Sorting the encodings sorts the numbers (descending: reversed).
 	for range 2000 {
 		x, y := ns[rng.IntN(len(ns))], ns[rng.IntN(len(ns))]
-		if c := strings.Compare(Asc(x), Asc(y)); c != cmp(x, y) {
-			t.Fatalf("Asc(%d) vs Asc(%d): %d", x, y, c)
-		}
-		if c := strings.Compare(Desc(x), Desc(y)); c != -cmp(x, y) {
-			t.Fatalf("Desc(%d) vs Desc(%d): %d", x, y, c)
-		}
+		require.Equal(t, cmp(x, y), strings.Compare(Asc(x), Asc(y)), "Asc(%d) vs Asc(%d)", x, y)
+		require.Equal(t, -cmp(x, y), strings.Compare(Desc(x), Desc(y)), "Desc(%d) vs Desc(%d)", x, y)
 		// No encoding is a proper prefix of another: keys never nest.
 		if x != y && (strings.HasPrefix(Asc(x), Asc(y)) || strings.HasPrefix(Desc(x), Desc(y))) {
 			t.Fatalf("%d and %d: one encoding is a prefix of the other", x, y)
@@ -81,9 +75,7 @@ func TestNumberEncodingSortsAndParses(t *testing.T) {
 	}
 	slices.Sort(enc)
 	for i, n := range sorted {
-		if enc[i] != Asc(n) {
-			t.Fatalf("position %d: %q, want %q", i, enc[i], Asc(n))
-		}
+		require.Equal(t, Asc(n), enc[i], "position %d", i)
 	}
 }
 
@@ -105,16 +97,12 @@ func TestMalformedNumbersRejected(t *testing.T) {
 		"g0", "fffffffffffffffff0", "ffffffffffffffffff", // too long
 		"f0fffffffffffffff", // leading zero at full length
 	} {
-		if n, err := ParseAsc(s); err == nil {
-			t.Errorf("ParseAsc(%q) = %d, want error", s, n)
-		} else if !errors.Is(err, ErrInvalid) {
-			t.Errorf("ParseAsc(%q): %v does not match ErrInvalid", s, err)
-		}
+		n, err := ParseAsc(s)
+		assert.ErrorIs(t, err, ErrInvalid, "ParseAsc(%q) = %d", s, n)
 	}
 	for _, s := range []string{"", "f", "fff", "eff" /* desc of a leading zero */, "fF"} {
-		if n, err := ParseDesc(s); err == nil {
-			t.Errorf("ParseDesc(%q) = %d, want error", s, n)
-		}
+		n, err := ParseDesc(s)
+		assert.Error(t, err, "ParseDesc(%q) = %d, want error", s, n)
 	}
 }
 
@@ -128,9 +116,7 @@ func TestNamespaceIDBytes(t *testing.T) {
 		{"acme", "chat", "Do6OQH-UeW-eB_UwhgL4yg"},
 	} {
 		got := NamespaceID(c.tenant, c.ns)
-		if got != c.want {
-			t.Errorf("NamespaceID(%q, %q) = %q, want %q", c.tenant, c.ns, got, c.want)
-		}
+		assert.Equal(t, c.want, got, "NamespaceID(%q, %q)", c.tenant, c.ns)
 		if !validNamespace(got) {
 			t.Errorf("%q does not validate", got)
 		}
@@ -153,22 +139,12 @@ func TestKeyLayoutRoundTrip(t *testing.T) {
 		{NodeKey("n0-1f"), Key{Kind: KeyNode, Node: "n0-1f"}},
 	} {
 		got, err := ParseKey(c.key)
-		if err != nil {
-			t.Fatalf("%s: %v", c.key, err)
-		}
-		if got != c.want {
-			t.Fatalf("%s: %+v, want %+v", c.key, got, c.want)
-		}
-		if got.String() != c.key {
-			t.Fatalf("%s re-encodes as %s", c.key, got.String())
-		}
+		require.NoError(t, err, "%s", c.key)
+		require.Equal(t, c.want, got, "%s", c.key)
+		require.Equal(t, c.key, got.String(), "%s re-encodes", c.key)
 	}
-	if got := a.LogKey(3, 256); got != "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/log/fc/2100" {
-		t.Fatalf("log key %s", got)
-	}
-	if got := a.SnapshotKey(1, 16); got != "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/snapshot/fe/eef" {
-		t.Fatalf("snapshot key %s", got)
-	}
+	require.Equal(t, "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/log/fc/2100", a.LogKey(3, 256), "log key")
+	require.Equal(t, "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/snapshot/fe/eef", a.SnapshotKey(1, 16), "snapshot key")
 	// Newest session first in a listing of log/ and snapshot/; batches of a
 	// session in replay order.
 	if !(a.LogKey(5, 1) < a.LogKey(4, 100)) || !(a.LogKey(4, 15) < a.LogKey(4, 16)) || !(a.SnapshotKey(4, 20) < a.SnapshotKey(4, 19)) {

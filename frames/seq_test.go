@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestSeqText(t *testing.T) {
@@ -14,19 +17,15 @@ func TestSeqText(t *testing.T) {
 	for _, n := range numbers(rng) {
 		s := Seq(n)
 		want := strconv.FormatUint(n, 10)
-		if s.String() != want {
-			t.Fatalf("Seq(%d).String() = %q", n, s.String())
-		}
-		if b, _ := s.MarshalText(); string(b) != want {
-			t.Fatalf("Seq(%d).MarshalText() = %q", n, b)
-		}
-		if got, err := ParseSeq(want); err != nil || got != s {
-			t.Fatalf("ParseSeq(%q) = %d, %v", want, got, err)
-		}
+		require.Equal(t, want, s.String(), "Seq(%d).String()", n)
+		b, _ := s.MarshalText()
+		require.Equal(t, want, string(b), "Seq(%d).MarshalText()", n)
+		got, err := ParseSeq(want)
+		require.NoError(t, err, "ParseSeq(%q)", want)
+		require.Equal(t, s, got, "ParseSeq(%q)", want)
 		var u Seq
-		if err := u.UnmarshalText([]byte(want)); err != nil || u != s {
-			t.Fatalf("UnmarshalText(%q) = %d, %v", want, u, err)
-		}
+		require.NoError(t, u.UnmarshalText([]byte(want)), "UnmarshalText(%q)", want)
+		require.Equal(t, s, u, "UnmarshalText(%q)", want)
 	}
 }
 
@@ -43,13 +42,12 @@ func TestSeqParseStrict(t *testing.T) {
 			t.Errorf("ParseSeq(%q): %v is not an *Error about the string matching ErrInvalid", s, err)
 		}
 		u := Seq(42)
-		if err := u.UnmarshalText([]byte(s)); err == nil || u != 42 {
-			t.Errorf("UnmarshalText(%q) = %d, %v: want an error and the value unchanged", s, u, err)
-		}
+		assert.Error(t, u.UnmarshalText([]byte(s)), "UnmarshalText(%q)", s)
+		assert.Equal(t, Seq(42), u, "UnmarshalText(%q) leaves the value unchanged", s)
 	}
-	if got, err := ParseSeq("18446744073709551615"); err != nil || got != math.MaxUint64 {
-		t.Fatalf("ParseSeq(2^64-1) = %d, %v", got, err)
-	}
+	got, err := ParseSeq("18446744073709551615")
+	require.NoError(t, err, "ParseSeq(2^64-1)")
+	require.Equal(t, Seq(math.MaxUint64), got, "ParseSeq(2^64-1)")
 }
 
 // In JSON a Seq is a bare number, as CLI output and own.json have always
@@ -62,21 +60,17 @@ func TestSeqJSONIsANumber(t *testing.T) {
 		O Seq  `json:"o,omitempty"`
 	}
 	b, err := json.Marshal(doc{S: math.MaxUint64})
-	if err != nil || string(b) != `{"s":18446744073709551615}` {
-		t.Fatalf("json.Marshal = %s, %v", b, err)
-	}
+	require.NoError(t, err, "json.Marshal")
+	require.Equal(t, `{"s":18446744073709551615}`, string(b), "json.Marshal")
 	var d doc
-	if err := json.Unmarshal([]byte(`{"s":7,"o":8}`), &d); err != nil || d.S != 7 || d.O != 8 {
-		t.Fatalf("json.Unmarshal = %+v, %v", d, err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(`{"s":7,"o":8}`), &d), "json.Unmarshal = %+v", d)
+	require.Equal(t, Seq(7), d.S, "json.Unmarshal = %+v", d)
+	require.Equal(t, Seq(8), d.O, "json.Unmarshal = %+v", d)
 	d = doc{S: 5}
-	if err := json.Unmarshal([]byte(`{"s":null}`), &d); err != nil || d.S != 5 {
-		t.Fatalf("null: %+v, %v; want the value unchanged, as for a plain number", d, err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(`{"s":null}`), &d), "null")
+	require.Equal(t, Seq(5), d.S, "null leaves the value unchanged, as for a plain number")
 	for _, in := range []string{`{"s":"7"}`, `{"s":7.0}`, `{"s":7e0}`, `{"s":-7}`, `{"s":07}`, `{"s":18446744073709551616}`, `{"s":true}`} {
 		d = doc{}
-		if err := json.Unmarshal([]byte(in), &d); err == nil {
-			t.Errorf("json.Unmarshal(%s) = %+v, want an error", in, d)
-		}
+		assert.Error(t, json.Unmarshal([]byte(in), &d), "json.Unmarshal(%s) = %+v, want an error", in, d)
 	}
 }

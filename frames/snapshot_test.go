@@ -2,11 +2,13 @@ package frames
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // testLane returns n pages of pageSize bytes and their checksum.
@@ -27,22 +29,17 @@ func encodeSnapshot(t testing.TB, hdr Snapshot, lanes ...[]byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	sw, err := NewSnapshotWriter(&buf, hdr, WriteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, l := range lanes {
 		// Odd-sized writes: the writer must hash pages that arrive in pieces.
 		for len(l) > 0 {
 			n := min(len(l), 777)
-			if _, err := sw.Write(l[:n]); err != nil {
-				t.Fatal(err)
-			}
+			_, err := sw.Write(l[:n])
+			require.NoError(t, err)
 			l = l[n:]
 		}
 	}
-	if err := sw.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, sw.Close())
 	return buf.Bytes()
 }
 
@@ -87,12 +84,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			data := encodeSnapshot(t, hdr, lanes...)
 			a := Actor{Namespace: NamespaceID("", "n"), Actor: "00ff"}
 			got, gotLanes, err := readSnapshot(data, a.SnapshotKey(7, 1234))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(hdr) {
-				t.Fatalf("header %+v, want %+v", got, hdr)
-			}
+			require.NoError(t, err)
+			require.Equal(t, fmt.Sprint(hdr), fmt.Sprint(got), "header")
 			for i := range lanes {
 				if !bytes.Equal(gotLanes[i], lanes[i]) {
 					t.Fatalf("lane %d differs", i)
@@ -101,9 +94,11 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			// The key must agree with the header.
 			_, _, err = readSnapshot(data, a.SnapshotKey(7, 1235))
 			var mm *KeyMismatchError
-			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &mm) || mm.Epoch != 7 || mm.LastSeq != 1234 || mm.Key.Seq != 1235 {
-				t.Fatalf("mismatched key: %v", err)
-			}
+			require.ErrorIs(t, err, ErrCorrupt, "mismatched key")
+			require.ErrorAs(t, err, &mm, "mismatched key")
+			require.Equal(t, uint64(7), mm.Epoch, "mismatched key")
+			require.Equal(t, Seq(1234), mm.LastSeq, "mismatched key")
+			require.Equal(t, Seq(1235), mm.Key.Seq, "mismatched key")
 		})
 	}
 }
@@ -115,28 +110,20 @@ func TestSnapshotSkippedLaneVerified(t *testing.T) {
 	var buf bytes.Buffer
 	sw, _ := NewSnapshotWriter(&buf, hdr, WriteOptions{})
 	sw.Write(lanes[0])
-	if err := sw.Close(); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("writer accepted bytes that do not match the declared checksum: %v", err)
-	}
+	require.ErrorIs(t, sw.Close(), ErrInvalid, "writer accepted bytes that do not match the declared checksum")
 	// Build the bad object anyway, as a damaged writer might, and read it
 	// skipping lane 0.
 	bad := sealed(t, snapshotHeaderBytes(t, hdr), lanes[0], lanes[2])
 	sr, err := NewSnapshotReader(bytes.NewReader(bad), "s", Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sr.NextLane()
 	_, _, err = sr.NextLane()
-	if !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("got %v, want ErrCorrupt for the skipped lane", err)
-	}
+	require.ErrorIs(t, err, ErrCorrupt, "the skipped lane")
 }
 
 func snapshotHeaderBytes(t testing.TB, hdr Snapshot) []byte {
 	var buf bytes.Buffer
-	if err := writeSnapshotHeader(&buf, &hdr); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, writeSnapshotHeader(&buf, &hdr))
 	return buf.Bytes()
 }
 
@@ -145,24 +132,20 @@ func TestSnapshotWriterEnforcesLengths(t *testing.T) {
 	var buf bytes.Buffer
 	sw, _ := NewSnapshotWriter(&buf, hdr, WriteOptions{})
 	sw.Write(lanes[0][:100])
-	if err := sw.Close(); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("short lane: %v", err)
-	}
+	require.ErrorIs(t, sw.Close(), ErrInvalid, "short lane")
 	sw, _ = NewSnapshotWriter(&buf, hdr, WriteOptions{})
 	sw.Write(lanes[0])
 	sw.Write(lanes[2])
-	if _, err := sw.Write([]byte{1}); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("extra byte: %v", err)
-	}
+	_, err := sw.Write([]byte{1})
+	require.ErrorIs(t, err, ErrInvalid, "extra byte")
 	for name, h := range map[string]Snapshot{
 		"unsorted lanes": {Lanes: []SnapshotLane{{Lane: 2, Kind: LaneSQLitePages, PageSize: 512}, {Lane: 1, Kind: LaneSQLitePages, PageSize: 512}}},
 		"partial page":   {Lanes: []SnapshotLane{{Lane: 0, Kind: LaneSQLitePages, PageSize: 512, Bytes: 100}}},
 		"bad page size":  {Lanes: []SnapshotLane{{Lane: 0, Kind: LaneSQLitePages, PageSize: 3}}},
 		"unknown kind":   {Lanes: []SnapshotLane{{Lane: 0, Kind: 9, PageSize: 512}}},
 	} {
-		if _, err := NewSnapshotWriter(&buf, h, WriteOptions{}); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: %v", name, err)
-		}
+		_, err := NewSnapshotWriter(&buf, h, WriteOptions{})
+		assert.ErrorIs(t, err, ErrInvalid, "%s", name)
 	}
 }
 
@@ -225,47 +208,34 @@ func TestSnapshot100MiBStreamsInBoundedMemory(t *testing.T) {
 	}
 	const size = 100 << 20
 	sum, pages, err := DatabaseChecksum(&zeroReader{n: size}, 4096)
-	if err != nil || pages != size/4096 {
-		t.Fatal(pages, err)
-	}
+	require.NoError(t, err)
+	require.Equal(t, uint32(size/4096), pages)
 	hdr := Snapshot{Epoch: 1, Seq: 5, Lanes: []SnapshotLane{{Lane: 0, Kind: LaneSQLitePages, PageSize: 4096, Bytes: size, Checksum: sum}}}
 
 	var compressed bytes.Buffer
 	writeAlloc := allocated(func() {
 		sw, err := NewSnapshotWriter(&compressed, hdr, WriteOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.CopyBuffer(sw, &zeroReader{n: size}, make([]byte, 64<<10)); err != nil {
-			t.Fatal(err)
-		}
-		if err := sw.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		_, err = io.CopyBuffer(sw, &zeroReader{n: size}, make([]byte, 64<<10))
+		require.NoError(t, err)
+		require.NoError(t, sw.Close())
 	})
 	compressedLen := compressed.Len()
 	var n int64
 	readAlloc := allocated(func() {
 		sr, err := NewSnapshotReader(bytes.NewReader(compressed.Bytes()), "s", Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		_, r, err := sr.NextLane()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n, err = io.CopyBuffer(io.Discard, r, make([]byte, 64<<10)); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		n, err = io.CopyBuffer(io.Discard, r, make([]byte, 64<<10))
+		require.NoError(t, err)
 		if _, _, err := sr.NextLane(); err != io.EOF {
 			t.Fatalf("end: %v", err)
 		}
 	})
 	t.Logf("100 MiB snapshot: %d bytes compressed; allocated %d KiB writing (excluding the output buffer's growth), %d KiB reading",
 		compressedLen, writeAlloc>>10, readAlloc>>10)
-	if n != size {
-		t.Fatalf("read %d bytes", n)
-	}
+	require.Equal(t, int64(size), n, "bytes read")
 	// The output buffer holds the compressed object (about 1 MiB here) and
 	// grows by doubling; everything else must be small.
 	if limit := uint64(8 << 20); writeAlloc > limit+4*uint64(compressedLen) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 func initialize(seq frames.Seq, lane uint32) frames.Frame {
@@ -48,9 +49,9 @@ func TestGap(t *testing.T) {
 	err := s.Apply(&f4)
 	wantErr(t, err, ErrGap)
 	var gap *GapError
-	if !errors.As(err, &gap) || gap.From != 2 || gap.To != 3 {
-		t.Fatalf("gap %+v, want 2..3", gap)
-	}
+	require.ErrorAs(t, err, &gap)
+	require.Equal(t, frames.Seq(2), gap.From, "gap %+v", gap)
+	require.Equal(t, frames.Seq(3), gap.To, "gap %+v", gap)
 	if !strings.Contains(err.Error(), "sequence numbers 2..3 are missing") || !strings.Contains(err.Error(), "frame 4..4") {
 		t.Fatalf("error %q does not name the missing range and the frame", err)
 	}
@@ -76,9 +77,9 @@ func TestSkip(t *testing.T) {
 	// before is stale), are skipped without a look at their content.
 	f2.SQLite.After ^= 1
 	mustApply(t, s, f1, f2, f3)
-	if st := s.Stats(); st.Skipped != 3 || st.Frames != 3 {
-		t.Fatalf("stats %+v", st)
-	}
+	st := s.Stats()
+	require.Equal(t, uint64(3), st.Skipped, "stats %+v", st)
+	require.Equal(t, uint64(3), st.Frames, "stats %+v", st)
 	checkSet(t, s, &model{lanes: map[uint32]*modelLane{0: m}, seq: 3, time: 30})
 }
 
@@ -152,9 +153,8 @@ func TestPageSize(t *testing.T) {
 	f4 := pagesFrame(4, 0, m2, 8192, 2, map[uint32]byte{2: 5})
 	mustApply(t, s, f3, f4)
 	checkSet(t, s, &model{lanes: map[uint32]*modelLane{0: m2}, seq: 4, time: 40})
-	if l, _ := s.Lane(0); l.PageSize != 8192 {
-		t.Fatalf("page size %d", l.PageSize)
-	}
+	l, _ := s.Lane(0)
+	require.Equal(t, uint32(8192), l.PageSize, "page size")
 }
 
 func TestLaneRules(t *testing.T) {
@@ -196,16 +196,13 @@ func TestLaneRules(t *testing.T) {
 	checkSet(t, s, &model{lanes: map[uint32]*modelLane{5: {}}, seq: 6})
 
 	// A lane file left in the directory is not adopted.
-	if err := os.WriteFile(filepath.Join(s.Dir(), "lane-8.db"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(s.Dir(), "lane-8.db"), []byte("x"), 0o644))
 	err := s.Apply(&frames.Frame{FirstSeq: 7, LastSeq: 7, Lane: 8, Kind: frames.KindInitialize})
 	if !errors.Is(err, os.ErrExist) {
 		t.Fatalf("error %v, want the file to exist", err)
 	}
-	if s.Err() != nil || s.Seq() != 6 {
-		t.Fatalf("failure before any change broke the set: %v", s.Err())
-	}
+	require.NoError(t, s.Err(), "failure before any change broke the set")
+	require.Equal(t, frames.Seq(6), s.Seq(), "failure before any change broke the set")
 }
 
 func TestMaxLanes(t *testing.T) {
@@ -242,16 +239,15 @@ func TestGrowthBound(t *testing.T) {
 		over := pagesFrame(3, 0, m.clone(), ps, 2+MaxUnwrittenPages, nil)
 		err := s.Apply(&over)
 		wantErr(t, err, ErrCorrupt)
-		if l, _ := s.Lane(0); l.Pages != 1 || s.Err() != nil {
-			t.Fatalf("refused frame changed the set: %+v %v", l, s.Err())
-		}
+		l, _ := s.Lane(0)
+		require.Equal(t, uint32(1), l.Pages, "refused frame changed the set: %+v", l)
+		require.NoError(t, s.Err(), "refused frame changed the set: %+v", l)
 		mustApply(t, s, ok)
 		if l, _ := s.Lane(0); l.Pages != 1+MaxUnwrittenPages {
 			t.Fatalf("%d pages", l.Pages)
 		}
-		if st := s.Stats(); st.UnwrittenPages != MaxUnwrittenPages {
-			t.Fatalf("stats %+v", st)
-		}
+		st := s.Stats()
+		require.Equal(t, uint64(MaxUnwrittenPages), st.UnwrittenPages, "stats %+v", st)
 		// The Set's budget is spent: more zero pages need pages received.
 		next := pagesFrame(4, 0, &modelLane{pageSize: ps, data: make([]byte, 0)}, ps, 0, nil)
 		next.SQLite.Before, next.SQLite.DatabasePages = ok.SQLite.After, 3+MaxUnwrittenPages // 2 more: 1 page received
@@ -278,19 +274,15 @@ func TestGrowthBound(t *testing.T) {
 
 func TestTrackerBounds(t *testing.T) {
 	tr, err := NewTracker(512)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wantErr(t, tr.Write(MaxUnwrittenPages+2, make([]byte, 512)), ErrCorrupt)
 	wantErr(t, tr.Resize(MaxUnwrittenPages+1), ErrCorrupt)
 	wantErr(t, tr.Write(1, make([]byte, 511)), ErrCorrupt)
 	wantErr(t, tr.Write(0, make([]byte, 512)), ErrCorrupt)
-	if tr.Pages() != 0 || tr.Checksum() != 0 {
-		t.Fatalf("refused calls changed the tracker")
-	}
-	if _, err := NewTracker(1000); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("page size 1000 accepted: %v", err)
-	}
+	require.Equal(t, uint32(0), tr.Pages(), "refused calls changed the tracker")
+	require.Equal(t, frames.Checksum(0), tr.Checksum(), "refused calls changed the tracker")
+	_, err = NewTracker(1000)
+	require.ErrorIs(t, err, ErrCorrupt, "page size 1000 accepted")
 	var zero Tracker
 	wantErr(t, zero.Write(1, make([]byte, 512)), ErrCorrupt)
 	wantErr(t, zero.Resize(1), ErrCorrupt)
@@ -325,17 +317,12 @@ func TestHostileFrames(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			f := base
 			mutate(&f)
-			if err := s.Apply(&f); err == nil {
-				t.Fatal("accepted")
-			}
-			if s.Err() != nil || s.Seq() != 1 {
-				t.Fatalf("refused frame changed the set")
-			}
+			require.Error(t, s.Apply(&f), "accepted")
+			require.NoError(t, s.Err(), "refused frame changed the set")
+			require.Equal(t, frames.Seq(1), s.Seq(), "refused frame changed the set")
 		})
 	}
-	if err := s.Apply(nil); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("nil frame: %v", err)
-	}
+	require.ErrorIs(t, s.Apply(nil), ErrCorrupt, "nil frame")
 }
 
 // The parts of a continued frame must follow each other.
@@ -348,9 +335,8 @@ func TestContinuedParts(t *testing.T) {
 	if s.Seq() != 1 {
 		t.Fatalf("seq %d moved before the last part", s.Seq())
 	}
-	if _, err := s.WriteSnapshot(t.Context(), &bytes.Buffer{}, 1, frames.WriteOptions{}); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("snapshot of a half-applied frame: %v", err)
-	}
+	_, err := s.WriteSnapshot(t.Context(), &bytes.Buffer{}, 1, frames.WriteOptions{})
+	require.ErrorIs(t, err, ErrCorrupt, "snapshot of a half-applied frame")
 	wantErr(t, s.VerifyFiles(t.Context()), ErrCorrupt)
 	other := initialize(3, 1)
 	wantErr(t, s.Apply(&other), ErrCorrupt)
@@ -367,15 +353,10 @@ func TestContinuedParts(t *testing.T) {
 func TestClosed(t *testing.T) {
 	s := newTestSet(t)
 	mustApply(t, s, initialize(1, 0))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Close())
 	f := initialize(2, 0)
 	wantErr(t, s.Apply(&f), ErrBroken)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := NewSet(filepath.Join(t.TempDir(), "missing")); err == nil {
-		t.Fatal("NewSet of a missing directory")
-	}
+	require.NoError(t, s.Close())
+	_, err := NewSet(filepath.Join(t.TempDir(), "missing"))
+	require.Error(t, err, "NewSet of a missing directory")
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 // modelLane is the reference for one lane: its bytes, in memory.
@@ -220,9 +221,7 @@ func splitParts(f frames.Frame, per int) []frames.Frame {
 func newTestSet(t testing.TB) *Set {
 	t.Helper()
 	s, err := NewSet(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -230,9 +229,7 @@ func newTestSet(t testing.TB) *Set {
 func mustApply(t testing.TB, s *Set, fs ...frames.Frame) {
 	t.Helper()
 	for i := range fs {
-		if err := s.Apply(&fs[i]); err != nil {
-			t.Fatalf("apply %s: %v", fs[i].String(), err)
-		}
+		require.NoError(t, s.Apply(&fs[i]), "apply %s", fs[i].String())
 	}
 }
 
@@ -259,23 +256,17 @@ func checkSet(t testing.TB, s *Set, m *model) {
 			t.Fatalf("lane %d: checksum %s, model %s", l.Number, l.Checksum, want)
 		}
 		data, err := os.ReadFile(l.Path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !bytes.Equal(data, ml.data) {
 			t.Fatalf("lane %d: file (%d bytes) differs from the model (%d bytes)", l.Number, len(data), len(ml.data))
 		}
 	}
-	if err := s.VerifyFiles(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.VerifyFiles(context.Background()))
 }
 
 func wantErr(t testing.TB, err error, targets ...error) {
 	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want %v", targets)
-	}
+	require.Error(t, err, "no error, want %v", targets)
 	for _, target := range targets {
 		if !errors.Is(err, target) {
 			t.Fatalf("error %q does not match %v", err, target)

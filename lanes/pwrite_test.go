@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 // The zero-copy path must trigger for frames as the batch reader decodes
@@ -12,13 +13,10 @@ import (
 func TestContiguousDecoded(t *testing.T) {
 	f := pagesFrame(1, 0, &modelLane{}, 4096, 64, fill(64, 0))
 	var buf bytes.Buffer
-	if _, err := frames.WriteBatch(&buf, f.Epoch, []frames.Frame{f}, frames.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := frames.WriteBatch(&buf, f.Epoch, []frames.Frame{f}, frames.WriteOptions{})
+	require.NoError(t, err)
 	_, got, err := frames.ReadBatch(&buf, "", frames.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	all := contiguous(got[0].SQLite.Pages)
 	if all == nil {
 		t.Fatal("decoded pages are not contiguous")

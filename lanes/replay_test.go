@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 var testActor = frames.Actor{Namespace: frames.NamespaceID("", "lanes-test"), Actor: frames.ActorKey([]byte("actor"))}
@@ -19,9 +20,7 @@ func batch(t testing.TB, fs []frames.Frame) ([]byte, string) {
 	t.Helper()
 	var buf bytes.Buffer
 	hdr, err := frames.WriteBatch(&buf, fs[0].Epoch, fs, frames.WriteOptions{MaxPartBytes: 3 * 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return buf.Bytes(), testActor.LogKey(hdr.Epoch, hdr.LastSeq)
 }
 
@@ -47,9 +46,7 @@ func TestReplayBatch(t *testing.T) {
 					fs = append(fs, g.next())
 				}
 				data, key := batch(t, fs)
-				if err := replay(t, s, data, key); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, replay(t, s, data, key))
 				batches, keys = append(batches, data), append(keys, key)
 			}
 			checkSet(t, s, g.m)
@@ -58,9 +55,7 @@ func TestReplayBatch(t *testing.T) {
 			}
 			// Every batch again: all covered.
 			for i := range batches {
-				if err := replay(t, s, batches[i], keys[i]); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, replay(t, s, batches[i], keys[i]))
 			}
 			checkSet(t, s, g.m)
 		})
@@ -73,31 +68,22 @@ func TestReplayWiderBatch(t *testing.T) {
 	h := newHistory(5, 30)
 	s := newTestSet(t)
 	a, key := batch(t, h.frames[:8])
-	if err := replay(t, s, a, key); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, replay(t, s, a, key))
 	wide, key := batch(t, []frames.Frame{h.frames[0], h.merged(2, 20)})
-	if err := replay(t, s, wide, key); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, replay(t, s, wide, key))
 	checkSet(t, s, &model{lanes: map[uint32]*modelLane{0: h.states[20]}, seq: 20, time: h.frames[19].CommitTime})
 	rest, key := batch(t, h.frames[20:])
-	if err := replay(t, s, rest, key); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, replay(t, s, rest, key))
 	checkSet(t, s, &model{lanes: map[uint32]*modelLane{0: h.states[30]}, seq: 30, time: h.frames[29].CommitTime})
-	if st := s.Stats(); st.Overlapping != 1 {
-		t.Fatalf("stats %+v", st)
-	}
+	st := s.Stats()
+	require.Equal(t, uint64(1), st.Overlapping, "stats %+v", st)
 }
 
 func TestReplayGap(t *testing.T) {
 	h := newHistory(6, 12)
 	s := newTestSet(t)
 	a, key := batch(t, h.frames[:4])
-	if err := replay(t, s, a, key); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, replay(t, s, a, key))
 	c, ckey := batch(t, h.frames[7:])
 	err := replay(t, s, c, ckey)
 	wantErr(t, err, ErrGap)
@@ -112,9 +98,7 @@ func TestReplayGap(t *testing.T) {
 		data []byte
 		key  string
 	}{{b, key}, {c, ckey}} {
-		if err := replay(t, s, obj.data, obj.key); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, replay(t, s, obj.data, obj.key))
 	}
 	checkSet(t, s, &model{lanes: map[uint32]*modelLane{0: h.states[12]}, seq: 12, time: h.frames[11].CommitTime})
 }
@@ -131,9 +115,7 @@ func TestReplayDamaged(t *testing.T) {
 			bad[at] ^= 0x01
 			s := newTestSet(t)
 			err := replay(t, s, bad, key)
-			if err == nil {
-				t.Fatal("damaged batch replayed")
-			}
+			require.Error(t, err, "damaged batch replayed")
 			if !strings.Contains(err.Error(), key) {
 				t.Fatalf("error %q does not name %s", err, key)
 			}
@@ -153,9 +135,7 @@ func TestReplayCancelled(t *testing.T) {
 	h := newHistory(9, 10)
 	data, key := batch(t, h.frames)
 	br, err := frames.NewBatchReader(bytes.NewReader(data), key, frames.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	s := newTestSet(t)

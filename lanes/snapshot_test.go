@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 // buildSet applies n random frames from seed to a new Set.
@@ -28,9 +29,7 @@ func writeSnapshot(t *testing.T, s *Set, epoch uint64) ([]byte, frames.Snapshot)
 	t.Helper()
 	var buf bytes.Buffer
 	hdr, err := s.WriteSnapshot(t.Context(), &buf, epoch, frames.WriteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return buf.Bytes(), hdr
 }
 
@@ -51,27 +50,22 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
 		s, g := buildSet(t, seed, 80)
 		data, hdr := writeSnapshot(t, s, 9)
-		if hdr.Epoch != 9 || hdr.Seq != s.Seq() || hdr.CommitTime != s.CommitTime() || len(hdr.Lanes) != len(s.Lanes()) {
-			t.Fatalf("header %+v", hdr)
-		}
+		require.Equal(t, uint64(9), hdr.Epoch, "header %+v", hdr)
+		require.Equal(t, s.Seq(), hdr.Seq, "header %+v", hdr)
+		require.Equal(t, s.CommitTime(), hdr.CommitTime, "header %+v", hdr)
+		require.Len(t, hdr.Lanes, len(s.Lanes()), "header %+v", hdr)
 
 		// The snapshot, read with frames alone, holds the files.
 		sr, err := frames.NewSnapshotReader(bytes.NewReader(data), "snap", frames.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for {
 			sl, r, err := sr.NextLane()
 			if err == io.EOF {
 				break
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			got, err := io.ReadAll(r)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			l, _ := s.Lane(sl.Lane)
 			want, _ := os.ReadFile(l.Path)
 			if !bytes.Equal(got, want) || sl.Checksum != l.Checksum {
@@ -81,9 +75,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 		// Loaded, it is the same state, and the same frames apply to both.
 		loaded, err := loadSnapshot(t, data, "snap")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkSet(t, loaded, g.m)
 		if st := loaded.Stats(); st.PagesLoaded == 0 && len(data) > 1000 {
 			t.Fatalf("stats %+v", st)
@@ -109,13 +101,11 @@ func TestSnapshotEmptyLane(t *testing.T) {
 	s := newTestSet(t)
 	mustApply(t, s, initialize(1, 0), frames.Frame{FirstSeq: 2, LastSeq: 2, Lane: 4, Kind: frames.KindNewLane, NewLane: frames.LaneSQLitePages})
 	data, hdr := writeSnapshot(t, s, 1)
-	if len(hdr.Lanes) != 2 || hdr.Lanes[1].PageSize != DefaultPageSize || hdr.Lanes[1].Bytes != 0 {
-		t.Fatalf("header %+v", hdr)
-	}
+	require.Len(t, hdr.Lanes, 2, "header %+v", hdr)
+	require.Equal(t, uint32(DefaultPageSize), hdr.Lanes[1].PageSize, "header %+v", hdr)
+	require.Equal(t, uint64(0), hdr.Lanes[1].Bytes, "header %+v", hdr)
 	loaded, err := loadSnapshot(t, data, "snap")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := &modelLane{}
 	mustApply(t, loaded, pagesFrame(3, 4, m, 65536, 2, map[uint32]byte{1: 1}))
 	checkSet(t, loaded, &model{lanes: map[uint32]*modelLane{0: {}, 4: m}, seq: 3, time: 30})
@@ -125,9 +115,7 @@ func TestSnapshotEmptyLane(t *testing.T) {
 func TestSnapshotNoLanes(t *testing.T) {
 	data, _ := writeSnapshot(t, newTestSet(t), 1)
 	loaded, err := loadSnapshot(t, data, "snap")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if loaded.Seq() != 0 || len(loaded.Lanes()) != 0 {
 		t.Fatalf("loaded %d lanes at %d", len(loaded.Lanes()), loaded.Seq())
 	}
@@ -153,9 +141,7 @@ func TestLoadSnapshotDamaged(t *testing.T) {
 				t.Fatalf("byte %d flipped: error %v does not name the key", at, err)
 			}
 		}
-		if err == nil {
-			t.Fatalf("byte %d flipped: no error", at)
-		}
+		require.Error(t, err, "byte %d flipped: no error", at)
 		if files, _ := os.ReadDir(dir); len(files) != 0 {
 			t.Fatalf("byte %d flipped: %d files left behind", at, len(files))
 		}
@@ -170,13 +156,10 @@ func TestFileChanged(t *testing.T) {
 	mustApply(t, s, initialize(1, 0), pagesFrame(2, 0, m, 4096, 100, map[uint32]byte{1: 1, 50: 2, 100: 3}))
 	l, _ := s.Lane(0)
 	f, err := os.OpenFile(l.Path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
-	if _, err := f.WriteAt([]byte{9}, 49*4096+17); err != nil {
-		t.Fatal(err)
-	}
+	_, err = f.WriteAt([]byte{9}, 49*4096+17)
+	require.NoError(t, err)
 	err = s.VerifyFiles(t.Context())
 	wantErr(t, err, ErrChecksum)
 	if !strings.Contains(err.Error(), "page 50") {
@@ -188,12 +171,8 @@ func TestFileChanged(t *testing.T) {
 	if _, err := f.WriteAt([]byte{2}, 49*4096+17); err != nil { // put it back
 		t.Fatal(err)
 	}
-	if err := s.VerifyFiles(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(99 * 4096); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.VerifyFiles(t.Context()))
+	require.NoError(t, f.Truncate(99*4096))
 	wantErr(t, s.VerifyFiles(t.Context()), ErrChecksum)
 	_, err = s.WriteSnapshot(t.Context(), io.Discard, 1, frames.WriteOptions{})
 	wantErr(t, err, ErrChecksum)
@@ -201,17 +180,13 @@ func TestFileChanged(t *testing.T) {
 
 func TestSyncAndFiles(t *testing.T) {
 	s, _ := buildSet(t, 11, 50)
-	if err := s.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Sync())
 	var names []string
 	for _, l := range s.Lanes() {
 		names = append(names, filepath.Base(l.Path))
 	}
 	entries, err := os.ReadDir(s.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(entries) != len(names) {
 		t.Fatalf("directory holds %d files, the set %d lanes (%v)", len(entries), len(names), names)
 	}
@@ -223,14 +198,10 @@ func TestWriteSnapshotSources(t *testing.T) {
 	s, g := buildSet(t, 21, 60)
 	main, _ := s.Lane(MainLane)
 	f, err := os.Open(main.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	tr, err := TrackFile(t.Context(), f, main.PageSize)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if tr.Checksum() != main.Checksum || tr.Pages() != main.Pages {
 		t.Fatalf("TrackFile: %d pages %s, lane %d %s", tr.Pages(), tr.Checksum(), main.Pages, main.Checksum)
 	}
@@ -239,12 +210,9 @@ func TestWriteSnapshotSources(t *testing.T) {
 	if !ok || st.Checksum() != tr.Checksum() || st.Pages() != tr.Pages() {
 		t.Fatal("Set.Tracker differs from TrackFile")
 	}
-	if err := st.Write(1, make([]byte, st.PageSize())); err != nil {
-		t.Fatal(err)
-	}
-	if l, _ := s.Lane(MainLane); l.Checksum != main.Checksum {
-		t.Fatal("writing the copy changed the Set")
-	}
+	require.NoError(t, st.Write(1, make([]byte, st.PageSize())))
+	l, _ := s.Lane(MainLane)
+	require.Equal(t, main.Checksum, l.Checksum, "writing the copy changed the Set")
 	if _, ok := s.Tracker(99); ok {
 		t.Fatal("tracker of a missing lane")
 	}
@@ -252,25 +220,16 @@ func TestWriteSnapshotSources(t *testing.T) {
 	var buf bytes.Buffer
 	hdr, err := WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: s.Seq(), CommitTime: s.CommitTime()},
 		[]Source{{Lane: MainLane, Kind: frames.LaneSQLitePages, Tracker: tr, File: f}}, frames.WriteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(hdr.Lanes) != 1 || hdr.Lanes[0].Checksum != main.Checksum {
-		t.Fatalf("header %+v", hdr)
-	}
+	require.NoError(t, err)
+	require.Len(t, hdr.Lanes, 1, "header %+v", hdr)
+	require.Equal(t, main.Checksum, hdr.Lanes[0].Checksum, "header %+v", hdr)
 	loaded, err := loadSnapshot(t, buf.Bytes(), "snap")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	checkSet(t, loaded, &model{lanes: map[uint32]*modelLane{0: g.m.lanes[0]}, seq: g.m.seq, time: g.m.time})
 
 	_, err = WriteSnapshot(t.Context(), io.Discard, frames.Snapshot{Lanes: hdr.Lanes}, nil, frames.WriteOptions{})
-	if err == nil {
-		t.Fatal("header lanes accepted")
-	}
+	require.Error(t, err, "header lanes accepted")
 	_, err = WriteSnapshot(t.Context(), io.Discard, frames.Snapshot{},
 		[]Source{{Lane: 1, Kind: frames.LaneSQLitePages, Tracker: tr, File: f}, {Lane: 1, Kind: frames.LaneSQLitePages, Tracker: tr, File: f}}, frames.WriteOptions{})
-	if err == nil {
-		t.Fatal("lane given twice accepted")
-	}
+	require.Error(t, err, "lane given twice accepted")
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 // TestTracker follows random writes, truncations and growth and compares
@@ -19,27 +20,21 @@ func TestTracker(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 2))
 		ps := uint32(512) << rng.IntN(4)
 		tr, err := NewTracker(ps)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		m := &modelLane{pageSize: ps}
 		page := make([]byte, ps)
 		for i := 0; i < 200; i++ {
 			switch rng.IntN(5) {
 			case 0:
 				n := uint32(rng.IntN(40))
-				if err := tr.Resize(n); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, tr.Resize(n))
 				m.resize(n)
 			default:
 				pgno := 1 + uint32(rng.IntN(int(m.pages())+4))
 				for j := range page {
 					page[j] = byte(rng.IntN(3))
 				}
-				if err := tr.Write(pgno, page); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, tr.Write(pgno, page))
 				m.write(pgno, page)
 			}
 			if tr.Pages() != m.pages() || tr.Checksum() != m.checksum() {
@@ -48,17 +43,13 @@ func TestTracker(t *testing.T) {
 			}
 		}
 		got, err := TrackFile(t.Context(), bytes.NewReader(m.data), ps)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if got.Pages() != tr.Pages() || got.Checksum() != tr.Checksum() {
 			t.Fatalf("TrackFile: %d pages %s, want %d %s", got.Pages(), got.Checksum(), tr.Pages(), tr.Checksum())
 		}
 		// Both trackers continue alike: TrackFile filled the table too.
 		for pgno := uint32(1); pgno <= got.Pages(); pgno++ {
-			if got.pageHash(pgno) != tr.pageHash(pgno) {
-				t.Fatalf("page %d hash differs", pgno)
-			}
+			require.Equal(t, tr.pageHash(pgno), got.pageHash(pgno), "page %d hash differs", pgno)
 		}
 	}
 }
@@ -70,9 +61,7 @@ func TestTrackFileLarge(t *testing.T) {
 		data[i] = byte(i * 7 >> 5)
 	}
 	tr, err := TrackFile(t.Context(), bytes.NewReader(data), 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want, n, err := frames.DatabaseChecksum(bytes.NewReader(data), 4096)
 	if err != nil || tr.Checksum() != want || tr.Pages() != n {
 		t.Fatalf("TrackFile %d pages %s, want %d %s (%v)", tr.Pages(), tr.Checksum(), n, want, err)
@@ -80,26 +69,22 @@ func TestTrackFileLarge(t *testing.T) {
 }
 
 func TestTrackFileErrors(t *testing.T) {
-	if _, err := TrackFile(t.Context(), bytes.NewReader(make([]byte, 4096+100)), 4096); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("partial page: %v", err)
-	}
-	if _, err := TrackFile(t.Context(), bytes.NewReader(nil), 1000); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("page size 1000: %v", err)
-	}
+	_, err := TrackFile(t.Context(), bytes.NewReader(make([]byte, 4096+100)), 4096)
+	require.ErrorIs(t, err, ErrCorrupt, "partial page")
+	_, err = TrackFile(t.Context(), bytes.NewReader(nil), 1000)
+	require.ErrorIs(t, err, ErrCorrupt, "page size 1000")
 	boom := errors.New("boom")
 	r := io.MultiReader(bytes.NewReader(make([]byte, 8192)), errReader{boom})
-	if _, err := TrackFile(t.Context(), r, 4096); !errors.Is(err, boom) {
-		t.Fatalf("read error: %v", err)
-	}
+	_, err = TrackFile(t.Context(), r, 4096)
+	require.ErrorIs(t, err, boom, "read")
 	tr, err := TrackFile(t.Context(), bytes.NewReader(nil), 4096)
-	if err != nil || tr.Pages() != 0 || tr.Checksum() != 0 {
-		t.Fatalf("empty file: %v", err)
-	}
+	require.NoError(t, err, "empty file")
+	require.Equal(t, uint32(0), tr.Pages(), "empty file")
+	require.Equal(t, frames.Checksum(0), tr.Checksum(), "empty file")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := TrackFile(ctx, bytes.NewReader(make([]byte, 4096)), 4096); err == nil {
-		t.Fatal("cancelled context ignored")
-	}
+	_, err = TrackFile(ctx, bytes.NewReader(make([]byte, 4096)), 4096)
+	require.Error(t, err, "cancelled context ignored")
 }
 
 type errReader struct{ err error }
@@ -108,32 +93,22 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 func TestTrackerPageSize(t *testing.T) {
 	var tr Tracker
-	if err := tr.SetPageSize(1024); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Write(1, make([]byte, 1024)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.SetPageSize(1024))
+	require.NoError(t, tr.Write(1, make([]byte, 1024)))
 	wantErr(t, tr.SetPageSize(2048), ErrCorrupt)
 	if err := tr.Resize(0); err != nil || tr.Checksum() != 0 {
 		t.Fatalf("empty tracker has checksum %s (%v)", tr.Checksum(), err)
 	}
-	if err := tr.SetPageSize(2048); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.SetPageSize(2048))
 }
 
 // Large truncations give the table's memory back.
 func TestTrackerShrink(t *testing.T) {
 	tr, _ := NewTracker(512)
 	for i := 0; i < 5; i++ {
-		if err := tr.Resize(tr.Pages() + MaxUnwrittenPages); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tr.Resize(tr.Pages()+MaxUnwrittenPages))
 	}
-	if err := tr.Resize(10); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tr.Resize(10))
 	if c := cap(tr.hashes); c > 1000 {
 		t.Fatalf("table keeps capacity %d for 10 pages", c)
 	}

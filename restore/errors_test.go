@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/require"
 )
 
 // Take and Actors fail like the rest of the package: a *restore.Error
@@ -42,9 +43,7 @@ func TestErrorNamesItsKeyOnce(t *testing.T) {
 	a := frames.Actor{Namespace: "AAAAAAAAAAAAAAAAAAAAAA", Actor: "01"}
 	batch := a.LogKey(1, 9)
 	_, badRecord := fence.ParseRecord(a.OwnKey(), []byte(`{"epoch":0}`))
-	if !errors.Is(badRecord, fence.ErrBadRecord) {
-		t.Fatalf("ParseRecord: got %v, want ErrBadRecord", badRecord)
-	}
+	require.ErrorIs(t, badRecord, fence.ErrBadRecord, "ParseRecord")
 	for name, c := range map[string]struct {
 		key string
 		err error

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
@@ -81,17 +83,13 @@ func (w *workload) open() {
 	t := w.t
 	t.Helper()
 	db, err := vfs.Open(t.Context(), w.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w.db = db
 	t.Cleanup(func() { w.closeDB() })
 	w.conns = nil
 	for range 2 {
 		c, err := db.Conn()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		w.conns = append(w.conns, c)
 		w.exec(len(w.conns)-1, "PRAGMA cache_size=20; PRAGMA wal_autocheckpoint=50")
 	}
@@ -104,9 +102,7 @@ func (w *workload) closeDB() {
 	}
 	w.conns = nil
 	if w.db != nil {
-		if err := w.db.Close(context.Background()); err != nil {
-			w.t.Errorf("closing the database: %v", err)
-		}
+		assert.NoError(w.t, w.db.Close(context.Background()), "closing the database")
 		w.db = nil
 	}
 }
@@ -122,9 +118,7 @@ func (w *workload) newSession(epoch uint64) {
 
 func (w *workload) exec(conn int, sql string) {
 	w.t.Helper()
-	if err := w.conns[conn].Exec(sql); err != nil {
-		w.t.Fatalf("%s: %v", sql, err)
-	}
+	require.NoError(w.t, w.conns[conn].Exec(sql), "%s", sql)
 }
 
 // ops runs n random operations: inserts, updates and deletes of blobs of
@@ -184,9 +178,7 @@ func (w *workload) ops(n int) {
 		default:
 			sql = "DELETE FROM t WHERE id IN (SELECT id FROM t ORDER BY random() LIMIT 20)"
 		}
-		if err := c.Exec(sql); err != nil {
-			t.Fatalf("op %d %q: %v", i, sql, err)
-		}
+		require.NoError(t, c.Exec(sql), "op %d %q", i, sql)
 	}
 }
 
@@ -196,20 +188,15 @@ func (w *workload) ops(n int) {
 func (w *workload) durable() point {
 	t := w.t
 	t.Helper()
-	if err := w.db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.db.Durable(t.Context()))
 	st := w.db.Stats()
 	if st.Durable != st.Captured {
 		t.Fatalf("durable %d, captured %d", st.Durable, st.Captured)
 	}
-	if _, _, err := w.conns[0].WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err := w.conns[0].WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+	require.NoError(t, err)
 	data, err := os.ReadFile(w.db.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := point{seq: st.Durable, time: time.Now(), data: data}
 	// Commits after this point must carry a later time than p.time.
 	for !time.Now().After(p.time) {
@@ -223,13 +210,9 @@ func restoreTo(t testing.TB, b bucket.Bucket, a frames.Actor, target restore.Tar
 	t.Helper()
 	dest := filepath.Join(t.TempDir(), "restored.db")
 	res, err := restore.Restore(t.Context(), b, a, dest, restore.Options{Target: target})
-	if err != nil {
-		t.Fatalf("restore to %s: %v", target, err)
-	}
+	require.NoError(t, err, "restore to %s", target)
 	data, err := os.ReadFile(dest)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if int64(len(data)) != res.Bytes {
 		t.Fatalf("restored %d bytes, result says %d", len(data), res.Bytes)
 	}
@@ -244,9 +227,7 @@ func restoreTo(t testing.TB, b bucket.Bucket, a frames.Actor, target restore.Tar
 func dirEntries(t testing.TB, dir string) []string {
 	t.Helper()
 	es, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var out []string
 	for _, e := range es {
 		out = append(out, e.Name())
@@ -258,13 +239,10 @@ func dirEntries(t testing.TB, dir string) []string {
 // without waiting for the bucket.
 func (w *workload) snapshotNow() []byte {
 	w.t.Helper()
-	if _, _, err := w.conns[0].WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
-		w.t.Fatal(err)
-	}
+	_, _, err := w.conns[0].WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+	require.NoError(w.t, err)
 	data, err := os.ReadFile(w.db.Path())
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	require.NoError(w.t, err)
 	return data
 }
 
@@ -279,17 +257,12 @@ func isLogKey(key string) bool {
 func hide(t testing.TB, b bucket.Bucket, key string) func() {
 	t.Helper()
 	data, _, err := bucket.ReadAll(t.Context(), b, key, 1<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Delete(t.Context(), key); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, b.Delete(t.Context(), key))
 	return func() {
 		t.Helper()
-		if _, err := b.Put(t.Context(), key, bytes.NewReader(data), int64(len(data)), bucket.Condition{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := b.Put(t.Context(), key, bytes.NewReader(data), int64(len(data)), bucket.Condition{})
+		require.NoError(t, err)
 	}
 }
 

@@ -3,7 +3,6 @@ package restore_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // compactTo builds what compaction would store: a snapshot of epoch's
@@ -24,26 +25,16 @@ import (
 func compactTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64, seq frames.Seq) (string, []byte) {
 	t.Helper()
 	inv, err := restore.Take(t.Context(), b, a)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	plan, err := restore.PlanSession(t.Context(), b, inv, epoch, restore.ToSeq(seq), frames.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rep, err := restore.Replay(t.Context(), b, plan, t.TempDir(), restore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rep.Close()
-	if rep.Seq != seq {
-		t.Fatalf("replayed to %d, want %d", rep.Seq, seq)
-	}
+	require.Equal(t, seq, rep.Seq, "replayed")
 	var buf bytes.Buffer
 	hdr, err := rep.Set.WriteSnapshot(t.Context(), &buf, epoch, frames.WriteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return a.SnapshotKey(epoch, hdr.Seq), buf.Bytes()
 }
 
@@ -109,16 +100,12 @@ func TestRestoreReplansWhenCompactionRaces(t *testing.T) {
 			c := &racingCompaction{Bucket: b, a: w.actor, snapKey: snapKey, snapshot: snap, seq: mid.seq}
 			dest := filepath.Join(t.TempDir(), "r.db")
 			res, err := restore.Restore(t.Context(), c, w.actor, dest, restore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if !c.fired.Load() || res.Replans != 1 || res.Snapshot != snapKey {
 				t.Fatalf("compaction fired %v, replans %d, snapshot %s (want %s)", c.fired.Load(), res.Replans, res.Snapshot, snapKey)
 			}
 			got, err := os.ReadFile(dest)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			dbtest.SameBytes(t, "restored after re-planning", got, w.points[len(w.points)-1].data)
 		})
 	}
@@ -151,9 +138,8 @@ func TestRestoreGivesUpReplanning(t *testing.T) {
 	batches := buckettest.Keys(t, b, w.actor.LogPrefix())
 	v := &vanishing{Bucket: b, key: batches[0]}
 	_, err := restore.Restore(t.Context(), v, w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{MaxReplans: 3})
-	if !errors.Is(err, restore.ErrReplans) || !errors.Is(err, bucket.ErrNotFound) {
-		t.Fatalf("got %v, want ErrReplans", err)
-	}
+	require.ErrorIs(t, err, restore.ErrReplans)
+	require.ErrorIs(t, err, bucket.ErrNotFound)
 	if n := v.gets.Load(); n != 4 {
 		t.Fatalf("the vanishing batch was asked for %d times, want 4 (1 plan + 3 re-plans)", n)
 	}
@@ -184,24 +170,17 @@ func TestRestoreSkipsBatchCoveredLater(t *testing.T) {
 			var merged []frames.Frame
 			for _, k := range batches[n-3:] {
 				data, _, err := bucket.ReadAll(t.Context(), b, k, 1<<30)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				_, fs, err := frames.ReadBatch(bytes.NewReader(data), k, frames.Limits{})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				merged = append(merged, fs...)
 			}
 			m := mergeFrames(merged)
 			var buf bytes.Buffer
-			if _, err := frames.WriteBatch(&buf, 1, []frames.Frame{m}, frames.WriteOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			_, err := frames.WriteBatch(&buf, 1, []frames.Frame{m}, frames.WriteOptions{})
+			require.NoError(t, err)
 			put(t, b, w.actor.LogKey(1, m.LastSeq), buf.Bytes())
-			if err := b.Delete(t.Context(), batches[n-3]); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.Delete(t.Context(), batches[n-3]))
 
 			res, got := restoreTo(t, b, w.actor, restore.Latest())
 			dbtest.SameBytes(t, "restored through the wider batch", got, w.points[len(w.points)-1].data)
@@ -209,9 +188,7 @@ func TestRestoreSkipsBatchCoveredLater(t *testing.T) {
 				t.Fatalf("applied %d, skipped %d; want %d and 1", res.BatchesApplied, res.BatchesSkipped, n-2)
 			}
 			rep, err := restore.Verify(t.Context(), b, w.actor, restore.VerifyOptions{ScratchDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if rep.Damaged() {
 				t.Fatalf("a covered batch reported as damage: %v", rep.Problems)
 			}
@@ -250,13 +227,9 @@ func TestReplayRefusesBadPlan(t *testing.T) {
 	w.durable() // and one more
 	w.closeDB()
 	inv, err := restore.Take(t.Context(), b, w.actor)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	good, err := restore.PlanSession(t.Context(), b, inv, 1, restore.Latest(), frames.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(good.Batches) < 2 {
 		t.Fatalf("want 2 batches or more, have %d", len(good.Batches))
 	}
@@ -268,16 +241,11 @@ func TestReplayRefusesBadPlan(t *testing.T) {
 		"no snapshot":   {Actor: good.Actor, Epoch: 1, Batches: good.Batches},
 	} {
 		dir := t.TempDir()
-		if _, err := restore.Replay(t.Context(), b, p, dir, restore.Options{}); !errors.Is(err, frames.ErrInvalid) {
-			t.Errorf("%s: got %v, want ErrInvalid", name, err)
-		}
-		if es := dirEntries(t, dir); len(es) != 0 {
-			t.Errorf("%s: left behind %v", name, es)
-		}
+		_, err := restore.Replay(t.Context(), b, p, dir, restore.Options{})
+		assert.ErrorIs(t, err, frames.ErrInvalid, "%s", name)
+		assert.Len(t, dirEntries(t, dir), 0, "%s: left behind", name)
 	}
 	rep, err := restore.Replay(t.Context(), b, good, t.TempDir(), restore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rep.Close()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/require"
 )
 
 // TestRestoreTargets replicates a randomized workload over two sessions,
@@ -114,14 +115,10 @@ func TestRestoreTimeInsideMergedFrame(t *testing.T) {
 			end := w.durable()
 
 			res, got := restoreTo(t, g, w.actor, restore.AtTime(between))
-			if res.Seq != end.seq-3 {
-				t.Fatalf("at a time inside the merged frame %d..%d: reached %d, want %d", end.seq-2, end.seq, res.Seq, end.seq-3)
-			}
+			require.Equal(t, end.seq-3, res.Seq, "at a time inside the merged frame %d..%d: reached", end.seq-2, end.seq)
 			dbtest.SameBytes(t, "state before the merged frame", got, before)
 			res, got = restoreTo(t, g, w.actor, restore.ToSeq(end.seq-1))
-			if res.Seq != end.seq-3 {
-				t.Fatalf("to frame %d inside the merged frame: reached %d, want %d", end.seq-1, res.Seq, end.seq-3)
-			}
+			require.Equal(t, end.seq-3, res.Seq, "to frame %d inside the merged frame: reached", end.seq-1)
 			dbtest.SameBytes(t, "state before the merged frame", got, before)
 			_, got = restoreTo(t, g, w.actor, restore.AtTime(end.time))
 			dbtest.SameBytes(t, "state after the merged frame", got, end.data)
@@ -143,48 +140,32 @@ func TestRestoreLeavesDestinationOnFailure(t *testing.T) {
 	dir := t.TempDir()
 	dest := filepath.Join(dir, "db.sqlite")
 	old := []byte("the previous database, which must survive a failed restore")
-	if err := os.WriteFile(dest, old, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(dest, old, 0o644))
 	batches := buckettest.Keys(t, b, w.actor.LogPrefix())
 	if len(batches) < 3 {
 		t.Fatalf("want 3 batches or more, have %d", len(batches))
 	}
 	hidden := hide(t, b, batches[1])
 	_, err := restore.Restore(t.Context(), b, w.actor, dest, restore.Options{})
-	if !errors.Is(err, errGap) {
-		t.Fatalf("got %v, want a gap", err)
-	}
+	require.ErrorIs(t, err, errGap)
 	if got, _ := os.ReadFile(dest); string(got) != string(old) {
 		t.Fatalf("the destination changed: %q", got)
 	}
-	if es := dirEntries(t, dir); len(es) != 1 {
-		t.Fatalf("left behind: %v", es)
-	}
+	require.Len(t, dirEntries(t, dir), 1, "left behind")
 	hidden()
 	res, err := restore.Restore(t.Context(), b, w.actor, dest, restore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got, _ := os.ReadFile(dest)
 	dbtest.SameBytes(t, "restored over the old file", got, w.points[len(w.points)-1].data)
-	if es := dirEntries(t, dir); len(es) != 1 {
-		t.Fatalf("left behind: %v", es)
-	}
-	if res.Path != dest {
-		t.Fatalf("result path %s, want %s", res.Path, dest)
-	}
+	require.Len(t, dirEntries(t, dir), 1, "left behind")
+	require.Equal(t, dest, res.Path, "result path")
 
 	// A destination with a WAL beside it is refused, and left alone.
-	if err := os.WriteFile(dest+"-wal", []byte("a WAL SQLite would apply"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := restore.Restore(t.Context(), b, w.actor, dest, restore.Options{}); !errors.Is(err, restore.ErrDestination) {
-		t.Fatalf("with a -wal beside the destination: got %v, want ErrDestination", err)
-	}
-	if got2, _ := os.ReadFile(dest); string(got2) != string(got) {
-		t.Fatal("the destination changed")
-	}
+	require.NoError(t, os.WriteFile(dest+"-wal", []byte("a WAL SQLite would apply"), 0o644))
+	_, err = restore.Restore(t.Context(), b, w.actor, dest, restore.Options{})
+	require.ErrorIs(t, err, restore.ErrDestination, "with a -wal beside the destination")
+	got2, _ := os.ReadFile(dest)
+	dbtest.SameBytes(t, "the refused destination, unchanged", got2, got)
 }
 
 // TestRestoreNamespace restores every actor of a namespace in parallel.
@@ -205,22 +186,16 @@ func TestRestoreNamespace(t *testing.T) {
 
 			dir := filepath.Join(t.TempDir(), "out")
 			results, err := restore.RestoreNamespace(t.Context(), b, ws[0].actor.Namespace, dir, restore.Options{Actors: 3})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if len(results) != len(ws) {
 				t.Fatalf("%d results for %d actors", len(results), len(ws))
 			}
 			for _, w := range ws {
 				got, err := os.ReadFile(filepath.Join(dir, w.actor.Actor+".db"))
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				dbtest.SameBytes(t, w.actor.Actor, got, w.points[len(w.points)-1].data)
 			}
-			if es := dirEntries(t, dir); len(es) != len(ws) {
-				t.Fatalf("files in the output directory: %v", es)
-			}
+			require.Len(t, dirEntries(t, dir), len(ws), "files in the output directory")
 		})
 	}
 }
@@ -244,24 +219,17 @@ func TestRestoreBudgets(t *testing.T) {
 	} {
 		dest := filepath.Join(t.TempDir(), "r.db")
 		res, err := restore.Restore(t.Context(), b, w.actor, dest, opts)
-		if err != nil {
-			t.Fatalf("%+v: %v", opts, err)
-		}
+		require.NoError(t, err, "%+v", opts)
 		got, _ := os.ReadFile(dest)
 		dbtest.SameBytes(t, fmt.Sprintf("%+v", opts), got, want.data)
-		if res.Seq != want.seq {
-			t.Fatalf("%+v: reached %d, want %d", opts, res.Seq, want.seq)
-		}
+		require.Equal(t, want.seq, res.Seq, "%+v: reached", opts)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	dir := t.TempDir()
-	if _, err := restore.Restore(ctx, b, w.actor, filepath.Join(dir, "r.db"), restore.Options{}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled: got %v", err)
-	}
-	if es := dirEntries(t, dir); len(es) != 0 {
-		t.Fatalf("left behind: %v", es)
-	}
+	_, err := restore.Restore(ctx, b, w.actor, filepath.Join(dir, "r.db"), restore.Options{})
+	require.ErrorIs(t, err, context.Canceled, "cancelled")
+	require.Len(t, dirEntries(t, dir), 0, "left behind")
 }
 
 // TestRestoreTargetOutOfRange: a target the session cannot reach is a
@@ -295,15 +263,12 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 				dir := t.TempDir()
 				_, err := restore.Restore(t.Context(), b, w.actor, filepath.Join(dir, "r.db"), restore.Options{Target: target})
 				var te *restore.TargetError
-				if !errors.As(err, &te) || !errors.Is(err, restore.ErrTargetOutOfRange) {
-					t.Fatalf("%s: got %v, want a *TargetError", target, err)
-				}
+				require.ErrorAs(t, err, &te, "%s", target)
+				require.ErrorIs(t, err, restore.ErrTargetOutOfRange, "%s", target)
 				if te.Epoch != 2 || te.FirstSeq != first.seq || te.LastSeq != last.seq {
 					t.Fatalf("%s: %+v, want session 2 holding frames %d..%d", target, te, first.seq, last.seq)
 				}
-				if es := dirEntries(t, dir); len(es) != 0 {
-					t.Fatalf("%s: left behind %v", target, es)
-				}
+				require.Len(t, dirEntries(t, dir), 0, "%s: left behind", target)
 				return te
 			}
 			nearest := func(target restore.Target, want point) {
@@ -341,9 +306,7 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 			}
 			res, got := restoreTo(t, b, w.actor, restore.AtTime(time.Now().Add(time.Hour)))
 			dbtest.SameBytes(t, "an hour from now", got, last.data)
-			if res.Seq != last.seq {
-				t.Fatalf("an hour from now: frame %d, want %d", res.Seq, last.seq)
-			}
+			require.Equal(t, last.seq, res.Seq, "an hour from now: frame")
 
 			// A new actor's first snapshot (frame 0) records no commit
 			// time: a time before its first commit is out of range, with

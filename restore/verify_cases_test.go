@@ -16,6 +16,7 @@ import (
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/require"
 )
 
 // damage returns the damage problems of a report.
@@ -32,9 +33,7 @@ func damage(rep restore.Report) []restore.Problem {
 func verify(t testing.TB, b bucket.Bucket, a frames.Actor) restore.Report {
 	t.Helper()
 	rep, err := restore.Verify(t.Context(), b, a, restore.VerifyOptions{ScratchDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rep
 }
 
@@ -95,9 +94,7 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 					warnings = append(warnings, p)
 				}
 			}
-			if len(warnings) != len(c.warn) {
-				t.Fatalf("warnings about %s: %v, want %d", own, warnings, len(c.warn))
-			}
+			require.Len(t, warnings, len(c.warn), "warnings about %s", own)
 			for i, w := range c.warn {
 				if warnings[i].Kind != restore.KindOwn || !strings.Contains(warnings[i].Message, w) {
 					t.Errorf("warning %v, want one saying %q", warnings[i], w)
@@ -114,9 +111,7 @@ func TestVerifyOwnCrossChecks(t *testing.T) {
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			got, _ := os.ReadFile(dest)
 			dbtest.SameBytes(t, "restored", got, o.want)
 		})
@@ -131,9 +126,7 @@ func TestVerifyNewerSessionWithoutSnapshot(t *testing.T) {
 	last := o.w.points[len(o.w.points)-1].seq
 	var buf bytes.Buffer
 	hdr, err := frames.WriteBatch(&buf, 3, []frames.Frame{{Epoch: 3, FirstSeq: last + 1, LastSeq: last + 1, Kind: frames.KindInitialize}}, frames.WriteOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	key := o.w.actor.LogKey(3, hdr.LastSeq)
 	put(t, o.b, key, buf.Bytes())
 	put(t, o.b, o.w.actor.OwnKey(), fence.Record{Epoch: 3, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal())
@@ -185,9 +178,7 @@ func TestVerifySnapshots(t *testing.T) {
 			}
 			res, got := restoreTo(t, o.b, o.w.actor, restore.Latest())
 			dbtest.SameBytes(t, "restored from the compacted snapshot", got, o.want)
-			if res.Snapshot != key {
-				t.Fatalf("restored from %s, want %s", res.Snapshot, key)
-			}
+			require.Equal(t, key, res.Snapshot, "restored")
 
 			// The state of an earlier point, labelled as the state at mid.
 			before := o.w.points[len(o.w.points)-3]
@@ -195,24 +186,19 @@ func TestVerifySnapshots(t *testing.T) {
 				t.Fatal("no commit between the points") // every round of newOwned commits
 			}
 			tr, err := lanes.TrackFile(t.Context(), bytes.NewReader(before.data), uint32(dbtest.PageSize(before.data)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var buf bytes.Buffer
-			if _, err := lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: mid.seq},
+			_, err = lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: mid.seq},
 				[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: tr, File: bytes.NewReader(before.data)}},
-				frames.WriteOptions{}); err != nil {
-				t.Fatal(err)
-			}
+				frames.WriteOptions{})
+			require.NoError(t, err)
 			put(t, o.b, key, buf.Bytes())
 			d := damage(verify(t, o.b, o.w.actor))
 			if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindChecksum {
 				t.Fatalf("a snapshot that disagrees with the chain: damage %v, want checksum at %s", d, key)
 			}
 			_, err = restore.Restore(t.Context(), o.b, o.w.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{})
-			if !errors.Is(err, lanes.ErrChecksum) {
-				t.Fatalf("restore from it: got %v, want ErrChecksum", err)
-			}
+			require.ErrorIs(t, err, lanes.ErrChecksum, "restore from it")
 		})
 	}
 }
@@ -235,15 +221,12 @@ func TestIntegrityCheckFails(t *testing.T) {
 		last[8+i] ^= byte(i*7 + 1)
 	}
 	tr, err := lanes.TrackFile(t.Context(), bytes.NewReader(bad), 1024)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var buf bytes.Buffer
-	if _, err := lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: p.seq},
+	_, err = lanes.WriteSnapshot(t.Context(), &buf, frames.Snapshot{Epoch: 2, Seq: p.seq},
 		[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: tr, File: bytes.NewReader(bad)}},
-		frames.WriteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+		frames.WriteOptions{})
+	require.NoError(t, err)
 	key := w.actor.SnapshotKey(2, p.seq)
 	put(t, b, key, buf.Bytes())
 	put(t, b, w.actor.OwnKey(), fence.Record{Epoch: 2}.Marshal()) // as session 2's writer leaves it
@@ -253,9 +236,7 @@ func TestIntegrityCheckFails(t *testing.T) {
 	if !errors.Is(err, restore.ErrIntegrity) || !errors.Is(err, frames.ErrCorrupt) {
 		t.Fatalf("got %v, want ErrIntegrity, which is frames.ErrCorrupt", err)
 	}
-	if es := dirEntries(t, dir); len(es) != 0 {
-		t.Fatalf("left behind: %v", es)
-	}
+	require.Len(t, dirEntries(t, dir), 0, "left behind")
 	d := damage(verify(t, b, w.actor))
 	if len(d) != 1 || d[0].Key != key || d[0].Kind != restore.KindIntegrity {
 		t.Fatalf("damage %v, want integrity at %s", d, key)

@@ -19,6 +19,8 @@ import (
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // owned is a small bucket written by a real workload and made to look
@@ -54,9 +56,8 @@ func newOwned(t *testing.T, b bucket.Bucket) *owned {
 	w.closeDB()
 	ctx := t.Context()
 	rec := fence.Record{Epoch: 2, Node: ownedNode, Address: "10.0.0.5:8080"}.Marshal()
-	if _, err := b.Put(ctx, w.actor.OwnKey(), bytes.NewReader(rec), int64(len(rec)), bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.Put(ctx, w.actor.OwnKey(), bytes.NewReader(rec), int64(len(rec)), bucket.Condition{})
+	require.NoError(t, err)
 	lease := fence.Lease{Node: ownedNode, Address: "10.0.0.5:8080", Heartbeat: 7}.Marshal()
 	if _, err := b.Put(ctx, frames.NodeKey(ownedNode), bytes.NewReader(lease), int64(len(lease)), bucket.Condition{}); err != nil {
 		t.Fatal(err)
@@ -65,23 +66,17 @@ func newOwned(t *testing.T, b bucket.Bucket) *owned {
 		epoch: map[string]uint64{}, ranges: map[string][2]frames.Seq{}}
 	for _, k := range buckettest.Keys(t, b, w.actor.Prefix()) {
 		data, _, err := bucket.ReadAll(ctx, b, k, 1<<30)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		o.objects[k] = data
 		pk, err := frames.ParseKey(k)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		o.epoch[k] = pk.Epoch
 		if pk.Epoch == 2 || pk.Kind == frames.KeyOwn {
 			o.onPath[k] = true
 		}
 		if pk.Kind == frames.KeyLog {
 			hdr, _, err := frames.ReadBatch(bytes.NewReader(data), k, frames.Limits{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			o.ranges[k] = [2]frames.Seq{hdr.FirstSeq, hdr.LastSeq}
 			if pk.Epoch == 2 {
 				o.batches = append(o.batches, k)
@@ -309,9 +304,7 @@ func TestCorruptionStored(t *testing.T) {
 					mutation{key, "truncated to half", data[:len(data)/2]})
 				for _, m := range ms {
 					put(t, b, key, m.data)
-					if err := o.check(t.Context(), b, key, t.TempDir()); err != nil {
-						t.Errorf("%s %s: %v", key, m.what, err)
-					}
+					assert.NoError(t, o.check(t.Context(), b, key, t.TempDir()), "%s %s", key, m.what)
 				}
 				put(t, b, key, data)
 			}
@@ -326,9 +319,7 @@ func TestVerifyCleanBucket(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			o := newOwned(t, be.New(t))
 			rep, err := restore.Verify(t.Context(), o.b, o.w.actor, restore.VerifyOptions{ScratchDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if rep.Damaged() || rep.Err() != nil {
 				t.Fatalf("damage in a healthy bucket: %v", rep.Problems)
 			}
@@ -341,9 +332,9 @@ func TestVerifyCleanBucket(t *testing.T) {
 			}
 			stray := map[string]bool{}
 			for _, p := range rep.Problems {
-				if p.Kind != restore.KindStray || p.Severity != restore.Warning || o.epoch[p.Key] != 1 {
-					t.Errorf("unexpected problem: %s", p)
-				}
+				assert.Equal(t, restore.KindStray, p.Kind, "unexpected problem: %s", p)
+				assert.Equal(t, restore.Warning, p.Severity, "unexpected problem: %s", p)
+				assert.Equal(t, uint64(1), o.epoch[p.Key], "unexpected problem: %s", p)
 				stray[p.Key] = true
 			}
 			for k, s := range o.epoch {
@@ -366,9 +357,7 @@ func TestVerifyGaps(t *testing.T) {
 			for i, key := range o.batches {
 				put := hide(t, o.b, key)
 				rep, err := restore.Verify(t.Context(), o.b, o.w.actor, restore.VerifyOptions{ScratchDir: t.TempDir()})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				dest := filepath.Join(t.TempDir(), "r.db")
 				res, rerr := restore.Restore(t.Context(), o.b, o.w.actor, dest, restore.Options{})
 				want := o.ranges[key]
@@ -397,9 +386,8 @@ func TestVerifyGaps(t *testing.T) {
 				if !errors.As(rerr, &ge) || ge.From != want[0] || ge.To != want[1] || !errors.As(rerr, &re) || re.Epoch != 2 {
 					t.Fatalf("batch %s (frames %d..%d) deleted: restore: %v", key, want[0], want[1], rerr)
 				}
-				if _, err := os.Stat(dest); !errors.Is(err, os.ErrNotExist) {
-					t.Fatalf("a failed restore left %s", dest)
-				}
+				_, err = os.Stat(dest)
+				require.ErrorIs(t, err, os.ErrNotExist, "a failed restore left %s", dest)
 				put()
 			}
 		})
@@ -445,7 +433,6 @@ func (o *overlay) List(ctx context.Context, prefix, startAfter string, limit int
 
 func put(t testing.TB, b bucket.Bucket, key string, data []byte) {
 	t.Helper()
-	if _, err := b.Put(t.Context(), key, bytes.NewReader(data), int64(len(data)), bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.Put(t.Context(), key, bytes.NewReader(data), int64(len(data)), bucket.Condition{})
+	require.NoError(t, err)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 	"github.com/ncruces/go-sqlite3/driver"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCaptureConcurrentPool: eight goroutines write through a database/sql
@@ -38,9 +40,7 @@ func TestCaptureConcurrentPool(t *testing.T) {
 			})
 			return nil
 		})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	const workers = 8
 	db.SetMaxOpenConns(workers)
@@ -85,22 +85,17 @@ func TestCaptureConcurrentPool(t *testing.T) {
 	wg.Wait()
 
 	conn, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = conn.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	require.NoError(t, err)
 	var busy, nLog, nCkpt int
 	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &nLog, &nCkpt); err != nil || busy != 0 {
 		t.Fatalf("final checkpoint: busy=%d err=%v", busy, err)
 	}
 	capCompareFiles(t, "after concurrent writers", fileBytes(t, path), s.replicaBytes(t))
 	s.check(t)
-	if err := s.brokenErr(); err != nil {
-		t.Errorf("capture broke: %v", err)
-	}
+	assert.NoError(t, s.brokenErr(), "capture broke")
 	if n := int64(s.count()); n != hookCommits.Load() {
 		t.Errorf("captured %d commits, SQLite committed %d transactions that wrote the WAL", n, hookCommits.Load())
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // capSetup prepares a database with a table, attaches it, and returns the
@@ -42,9 +44,9 @@ func TestCaptureOpenUnattached(t *testing.T) {
 	if !strings.Contains(err.Error(), "not under replication") {
 		t.Errorf("error %q does not say the database is not under replication", err)
 	}
-	if _, err := os.Stat(path + "-wal"); err == nil {
-		t.Error("a WAL was created for an unattached database")
-	}
+	_, err = os.Stat(path + "-wal")
+	assert.Error(t, err, "a WAL was created for an unattached database")
+	// A database image: compared as bytes, not diffed.
 	if after := fileBytes(t, path); string(after) != string(before) {
 		t.Error("the unattached database file changed")
 	}
@@ -54,19 +56,14 @@ func TestCaptureAttachTwice(t *testing.T) {
 	v, _, _, path := capSetup(t)
 	// Another spelling of the same path must be recognised.
 	rel, err := filepath.Rel(mustGetwd(t), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v.attach(rel, newCapSink(t, filepath.Join(t.TempDir(), "r"), nil)); !errors.Is(err, errAttached) {
-		t.Fatalf("second attach: %v, want errAttached", err)
-	}
+	require.NoError(t, err)
+	_, err = v.attach(rel, newCapSink(t, filepath.Join(t.TempDir(), "r"), nil))
+	require.ErrorIs(t, err, errAttached, "second attach")
 }
 
 func mustGetwd(t *testing.T) string {
 	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return wd
 }
 
@@ -78,32 +75,23 @@ func TestCaptureDetachReattach(t *testing.T) {
 
 	s1 := newCapSink(t, filepath.Join(dir, "r1"), fileBytes(t, path))
 	detach, err := v.attach(path, s1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, err := capOpenErr(name, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	execSQL(t, c, "INSERT INTO t(v) VALUES('one')")
 	detach()
 	detach() // idempotent
 	// A connection left open across detach has its WAL writes refused.
-	if err := c.Exec("INSERT INTO t(v) VALUES('after detach')"); !errors.Is(Refusal(err), ErrClosed) {
-		t.Errorf("write on a connection open across detach: %v, want a refusal for ErrClosed", err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	err = c.Exec("INSERT INTO t(v) VALUES('after detach')")
+	assert.ErrorIs(t, Refusal(err), ErrClosed, "write on a connection open across detach: %v", err)
+	require.NoError(t, c.Close())
 	if n := s1.count(); n != 1 {
 		t.Fatalf("first attachment captured %d commits, want 1", n)
 	}
 	if c, err := capOpenErr(name, path); err == nil {
 		err = c.Exec("INSERT INTO t(v) VALUES('lost')")
 		c.Close()
-		if err == nil {
-			t.Fatal("a detached database accepted a write through the capture VFS")
-		}
+		require.Error(t, err, "a detached database accepted a write through the capture VFS")
 	}
 
 	// Closing the last connection checkpointed and deleted the WAL, so the
@@ -115,9 +103,7 @@ func TestCaptureDetachReattach(t *testing.T) {
 	if n1, n2 := s1.count(), s2.count(); n1 != 1 || n2 != 2 {
 		t.Errorf("commits after re-attach: first sink %d (want 1), second %d (want 2)", n1, n2)
 	}
-	if err := s2.brokenErr(); err != nil {
-		t.Errorf("re-attached capture broke: %v", err)
-	}
+	assert.NoError(t, s2.brokenErr(), "re-attached capture broke")
 	s1.check(t)
 	s2.check(t)
 }
@@ -128,16 +114,13 @@ func TestCaptureAttachPrecondition(t *testing.T) {
 	sink := newCapSink(t, filepath.Join(dir, "replica"), nil)
 
 	t.Run("missing", func(t *testing.T) {
-		if _, err := v.attach(filepath.Join(dir, "none.db"), sink); !errors.Is(err, errNotPrepared) {
-			t.Errorf("attach of a missing file: %v, want errNotPrepared", err)
-		}
+		_, err := v.attach(filepath.Join(dir, "none.db"), sink)
+		assert.ErrorIs(t, err, errNotPrepared, "attach of a missing file")
 	})
 	t.Run("rollback journal", func(t *testing.T) {
 		path := filepath.Join(dir, "delete.db")
 		c, err := sqlite3.Open("file:" + path + "?vfs=os")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		execSQL(t, c, "CREATE TABLE t(x)")
 		c.Close()
 		if _, err := v.attach(path, sink); !errors.Is(err, errNotPrepared) || !strings.Contains(err.Error(), "WAL mode") {
@@ -148,9 +131,7 @@ func TestCaptureAttachPrecondition(t *testing.T) {
 		path := filepath.Join(dir, "busy.db")
 		capPrepare(t, path, 4096, "")
 		c, err := sqlite3.Open("file:" + path + "?vfs=os")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer c.Close()
 		execSQL(t, c, "CREATE TABLE t(x)") // stays in the WAL while c is open
 		if _, err := v.attach(path, sink); !errors.Is(err, errNotPrepared) || !strings.Contains(err.Error(), "wal_checkpoint") {
@@ -162,14 +143,10 @@ func TestCaptureAttachPrecondition(t *testing.T) {
 		capPrepare(t, path, 4096, "")
 		s := newCapSink(t, filepath.Join(dir, "late-replica"), nil)
 		detach, err := v.attach(path, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer detach()
 		c, err := sqlite3.Open("file:" + path + "?vfs=os")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer c.Close()
 		execSQL(t, c, "CREATE TABLE t(x)")
 		cc, err := capOpenErr(name, path)
@@ -177,12 +154,8 @@ func TestCaptureAttachPrecondition(t *testing.T) {
 			err = cc.Exec("SELECT * FROM t")
 			cc.Close()
 		}
-		if !errors.Is(err, sqlite3.CANTOPEN) {
-			t.Errorf("first open with a WAL written by another connection: %v, want CANTOPEN", err)
-		}
-		if !errors.Is(s.brokenErr(), errNotPrepared) {
-			t.Errorf("sink.broken: %v, want errNotPrepared", s.brokenErr())
-		}
+		assert.ErrorIs(t, err, sqlite3.CANTOPEN, "first open with a WAL written by another connection")
+		assert.ErrorIs(t, s.brokenErr(), errNotPrepared, "sink.broken")
 	})
 }
 
@@ -202,22 +175,19 @@ func TestCaptureForeignWriter(t *testing.T) {
 		{"appends after our frames", errFrameGap, nil, nil},
 		// Its restart carries salt-1 + 1; our next frame carries its salts.
 		{"restarts the WAL after a checkpoint", errGeneration, func(t *testing.T, c *sqlite3.Conn) {
-			if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE); err != nil {
-				t.Fatal(err)
-			}
+			_, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE)
+			require.NoError(t, err)
 		}, nil},
 		{"writes the emptied WAL", errGeneration, func(t *testing.T, c *sqlite3.Conn) {
-			if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
-				t.Fatal(err)
-			}
+			_, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+			require.NoError(t, err)
 		}, nil},
 		// Our own checkpoint copies the foreign commit into the database and
 		// our next write restarts the WAL with a legal salt-1 + 1: only the
 		// foreign frames left past ours give it away.
 		{"appends, then we checkpoint and restart", errFrameGap, nil, func(t *testing.T, c *sqlite3.Conn) {
-			if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE); err != nil {
-				t.Fatal(err)
-			}
+			_, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_PASSIVE)
+			require.NoError(t, err)
 		}},
 		{"appends, then we truncate the WAL", errFrameGap, nil, func(t *testing.T, c *sqlite3.Conn) {
 			c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
@@ -232,14 +202,10 @@ func TestCaptureForeignWriter(t *testing.T) {
 			}
 
 			foreign, err := sqlite3.Open("file:" + path + "?vfs=os")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer foreign.Close()
 			execSQL(t, foreign, "INSERT INTO t(v) VALUES('foreign')")
-			if err := s.brokenErr(); err != nil {
-				t.Fatalf("broken before the capture wrote again: %v", err)
-			}
+			require.NoError(t, s.brokenErr(), "broken before the capture wrote again")
 			if tc.after != nil {
 				tc.after(t, c)
 			}
@@ -247,15 +213,12 @@ func TestCaptureForeignWriter(t *testing.T) {
 			// SQLite reports the code (refusal.go); the cause goes to the
 			// sink.
 			err = c.Exec("INSERT INTO t(v) VALUES('after')")
-			if !errors.Is(Refusal(err), ErrStopped) {
-				t.Fatalf("write after a foreign commit: %v, want a refusal for ErrStopped", err)
-			}
+			require.ErrorIs(t, Refusal(err), ErrStopped, "write after a foreign commit: %v", err)
 			if !errors.Is(s.brokenErr(), tc.kind) {
 				t.Errorf("sink.broken: %v, want %v", s.brokenErr(), tc.kind)
 			}
-			if err := c.Exec("INSERT INTO t(v) VALUES('refused')"); !errors.Is(Refusal(err), ErrStopped) {
-				t.Errorf("write after broken: %v, want a refusal for ErrStopped", err)
-			}
+			err = c.Exec("INSERT INTO t(v) VALUES('refused')")
+			assert.ErrorIs(t, Refusal(err), ErrStopped, "write after broken: %v", err)
 			t.Logf("broken: %v", s.brokenErr())
 			if n := s.count(); n != 1 {
 				t.Errorf("%d commits captured, want 1", n)
@@ -278,19 +241,13 @@ func TestCaptureNotWAL(t *testing.T) {
 		mode = query1(t, c, "PRAGMA journal_mode")
 	}
 	werr := c.Exec("INSERT INTO t(v) VALUES('uncaptured')")
-	if werr == nil {
-		t.Fatalf("a write succeeded after journal_mode=DELETE (pragma: %v, mode %q)", merr, mode)
-	}
-	if !errors.Is(s.brokenErr(), errForeignWrite) {
-		t.Errorf("sink.broken: %v, want errForeignWrite", s.brokenErr())
-	}
+	require.Error(t, werr, "a write succeeded after journal_mode=DELETE (pragma: %v, mode %q)", merr, mode)
+	assert.ErrorIs(t, s.brokenErr(), errForeignWrite, "sink.broken")
 	c.Close()
 	// Whatever reached the file went through a checkpoint: the database holds
 	// the captured row and nothing else.
 	rc, err := sqlite3.Open("file:" + path + "?vfs=os")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rc.Close()
 	if got := query1(t, rc, "SELECT group_concat(v) FROM t"); got != "captured" {
 		t.Errorf("rows after the refused writes: %q (file was %d bytes)", got, len(before))
@@ -306,20 +263,14 @@ func TestCaptureNotWritable(t *testing.T) {
 	execSQL(t, c, "INSERT INTO t(v) VALUES('one')")
 	stop := errors.New("backlog full")
 	s.notWritable.Store(&stop)
-	if err := c.Exec("INSERT INTO t(v) VALUES('refused')"); !errors.Is(err, sqlite3.IOERR_WRITE) {
-		t.Fatalf("write while not writable: %v, want IOERR_WRITE", err)
-	}
+	require.ErrorIs(t, c.Exec("INSERT INTO t(v) VALUES('refused')"), sqlite3.IOERR_WRITE, "write while not writable")
 	s.notWritable.Store(nil)
 	execSQL(t, c, "INSERT INTO t(v) VALUES('two')")
 	if n := s.count(); n != 2 {
 		t.Errorf("%d commits, want 2", n)
 	}
-	if err := s.brokenErr(); err != nil {
-		t.Errorf("broken: %v", err)
-	}
-	if got := query1(t, c, "SELECT group_concat(v) FROM t"); got != "one,two" {
-		t.Errorf("rows %q", got)
-	}
+	assert.NoError(t, s.brokenErr(), "broken")
+	assert.Equal(t, "one,two", query1(t, c, "SELECT group_concat(v) FROM t"), "rows")
 	s.check(t)
 }
 
@@ -339,15 +290,11 @@ func TestCapturePhaseTwo(t *testing.T) {
 	late := ErrSyncTimeout
 	s.phaseTwoErr.Store(&late)
 	err := c.Exec("INSERT INTO t(v) VALUES('unconfirmed')")
-	if !errors.Is(Refusal(err), ErrSyncTimeout) {
-		t.Fatalf("statement whose phase two failed: %v, want a refusal matching ErrSyncTimeout", err)
-	}
+	require.ErrorIs(t, Refusal(err), ErrSyncTimeout, "statement whose phase two failed: %v", err)
 	s.phaseTwoErr.Store(nil)
 	if n := s.count(); n != 4 {
 		t.Errorf("%d commits handed to the sink, want 4", n)
 	}
-	if got := query1(t, c, "SELECT group_concat(v) FROM t"); got != "ok,ok,ok,unconfirmed" {
-		t.Errorf("rows %q", got)
-	}
+	assert.Equal(t, "ok,ok,ok,unconfirmed", query1(t, c, "SELECT group_concat(v) FROM t"), "rows")
 	s.check(t)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 	"github.com/ncruces/go-sqlite3/vfs"
+	"github.com/stretchr/testify/require"
 )
 
 var capRegistered atomic.Int64
@@ -30,31 +31,22 @@ func capRegister(t testing.TB) (*captureVFS, string) {
 func capPrepare(t testing.TB, path string, pageSize int, prep string) {
 	t.Helper()
 	c, err := sqlite3.Open("file:" + path + "?vfs=os")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	execSQL(t, c, fmt.Sprintf("PRAGMA page_size=%d", pageSize))
-	if m := query1(t, c, "PRAGMA journal_mode=WAL"); m != "wal" {
-		t.Fatalf("prepare: journal_mode=%s", m)
-	}
+	require.Equal(t, "wal", query1(t, c, "PRAGMA journal_mode=WAL"), "prepare: journal_mode")
 	if prep != "" {
 		execSQL(t, c, prep)
 	}
-	if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err = c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
 }
 
 // capAttach attaches path to v with s, detaching at cleanup.
 func capAttach(t testing.TB, v *captureVFS, path string, s sink) func() {
 	t.Helper()
 	detach, err := v.attach(path, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(detach)
 	return detach
 }
@@ -64,13 +56,9 @@ func capAttach(t testing.TB, v *captureVFS, path string, s sink) func() {
 func capOpen(t testing.TB, vfsName, path string, params ...string) *sqlite3.Conn {
 	t.Helper()
 	c, err := capOpenErr(vfsName, path, params...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	if err := c.BusyTimeout(10e9); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.BusyTimeout(10e9))
 	return c
 }
 
@@ -85,23 +73,17 @@ func capOpenErr(vfsName, path string, params ...string) (*sqlite3.Conn, error) {
 // execSQL runs sql on c or fails the test.
 func execSQL(t testing.TB, c *sqlite3.Conn, sql string) {
 	t.Helper()
-	if err := c.Exec(sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	require.NoError(t, c.Exec(sql), "%s", sql)
 }
 
 // query1 returns the first column of sql's first row, "" when there is none.
 func query1(t testing.TB, c *sqlite3.Conn, sql string) string {
 	t.Helper()
 	s, _, err := c.Prepare(sql)
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	require.NoError(t, err, "%s", sql)
 	defer s.Close()
 	if !s.Step() {
-		if err := s.Err(); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
+		require.NoError(t, s.Err(), "%s", sql)
 		return ""
 	}
 	return s.ColumnText(0)
@@ -114,27 +96,21 @@ func capDigest(t testing.TB, c *sqlite3.Conn) string {
 	rows := 0
 	tables := []string{"sqlite_schema"}
 	s, _, err := c.Prepare("SELECT name FROM sqlite_schema WHERE type='table' ORDER BY name")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for s.Step() {
 		tables = append(tables, s.ColumnText(0))
 	}
 	s.Close()
 	for _, tbl := range tables {
 		s, _, err := c.Prepare("SELECT * FROM " + tbl + " ORDER BY 1")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for s.Step() {
 			rows++
 			for i := range s.ColumnCount() {
 				fmt.Fprintf(h, "%q\x00", s.ColumnRawText(i))
 			}
 		}
-		if err := s.Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Err())
 		s.Close()
 	}
 	return fmt.Sprintf("%d rows sha256:%x", rows, h.Sum(nil)[:8])
@@ -169,12 +145,9 @@ type capSink struct {
 func newCapSink(t testing.TB, replicaPath string, base []byte) *capSink {
 	t.Helper()
 	f, err := os.Create(replicaPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(base); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = f.Write(base)
+	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })
 	return &capSink{t: t, replica: f}
 }

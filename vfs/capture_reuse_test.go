@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestCapturePageReuse: after warm-up, a run of small commits through real
@@ -22,14 +24,10 @@ func TestCapturePageReuse(t *testing.T) {
 	c := capOpen(t, name, path)
 	execSQL(t, c, "PRAGMA synchronous=NORMAL")
 	stmt, _, err := c.Prepare("UPDATE t SET v=v+1 WHERE id=1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer stmt.Close()
 	update := func() {
-		if err := stmt.Exec(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, stmt.Exec())
 	}
 	for range warm {
 		update()

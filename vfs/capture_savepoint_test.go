@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/require"
 )
 
 // ROLLBACK TO a savepoint whose frames spilled into the WAL: SQLite rewinds
@@ -24,13 +25,10 @@ func TestCaptureSavepointRollbackSpilled(t *testing.T) {
 		execSQL(t, c, "INSERT INTO x VALUES(randomblob(100))")
 	}
 	execSQL(t, c, "ROLLBACK TO b; INSERT INTO x VALUES(2); COMMIT")
-	if err := s.brokenErr(); err != nil {
-		t.Fatalf("capture broke: %v", err)
-	}
+	require.NoError(t, s.brokenErr(), "capture broke")
 	execSQL(t, c, "INSERT INTO x VALUES(3)")
-	if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+	require.NoError(t, err)
 	capCompareFiles(t, "after the savepoint rollback", fileBytes(t, path), s.replicaBytes(t))
 	s.check(t)
 	if n := query1(t, c, "SELECT count(*) FROM x"); n != "302" {

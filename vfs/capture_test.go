@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/internal/dbtest"
 )
@@ -95,9 +97,7 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 		return c
 	}
 	c1 := open()
-	if m := query1(t, c1, "PRAGMA journal_mode"); m != "wal" {
-		t.Fatalf("journal_mode=%s", m)
-	}
+	require.Equal(t, "wal", query1(t, c1, "PRAGMA journal_mode"), "journal_mode")
 	conns := []*sqlite3.Conn{c1}
 	if !w.exclusive {
 		conns = append(conns, open())
@@ -182,9 +182,7 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 		ops[kind]++
 		before, seq := s.count(), txnSeq()
 		hb := hookCommits
-		if err := c.Exec(sql); err != nil {
-			t.Fatalf("op %d %q: %v", i, sql, err)
-		}
+		require.NoError(t, c.Exec(sql), "op %d %q", i, sql)
 		if got, want := s.count()-before, hookCommits-hb; got != want {
 			t.Errorf("op %d (%s): %d commits captured, SQLite committed %d", i, kind, got, want)
 		}
@@ -193,20 +191,16 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 			if txnSeq() != seq {
 				spilled++ // it wrote frames before rolling back
 			}
-			if n := s.count(); n != before {
-				t.Fatalf("op %d: a rolled-back transaction emitted %d commits", i, n-before)
-			}
+			n := s.count()
+			require.Equal(t, before, n, "op %d: a rolled-back transaction emitted %d commits", i, n-before)
 		}
 	}
 
-	if _, _, err := c1.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err := c1.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+	require.NoError(t, err)
 	capCompareFiles(t, "final", fileBytes(t, path), s.replicaBytes(t))
 	s.check(t)
-	if err := s.brokenErr(); err != nil {
-		t.Errorf("capture broke: %v", err)
-	}
+	assert.NoError(t, s.brokenErr(), "capture broke")
 	if n := s.count(); n != hookCommits {
 		t.Errorf("capture emitted %d commits, SQLite committed %d transactions that wrote the WAL", n, hookCommits)
 	}
@@ -229,13 +223,9 @@ func capRunWorkload(t *testing.T, w capWorkload) {
 
 	want := capDigest(t, c1)
 	rc, err := sqlite3.Open("file:" + s.replica.Name() + "?vfs=os&mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer rc.Close()
-	if ic := query1(t, rc, "PRAGMA integrity_check"); ic != "ok" {
-		t.Errorf("replica integrity_check: %s", ic)
-	}
+	assert.Equal(t, "ok", query1(t, rc, "PRAGMA integrity_check"), "replica integrity_check")
 	if got := capDigest(t, rc); got != want {
 		t.Errorf("replica rows %s, database %s", got, want)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/ncruces/go-sqlite3/vfs"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests drive the WAL capture with the exact write patterns of
@@ -119,9 +121,7 @@ func newCapWAL(t *testing.T, s sink) *capWAL {
 // handle opens a WAL handle (pads: psow=0).
 func (cw *capWAL) handle(pads bool) *walFile {
 	w := &walFile{passFile: passFile{cw.file}, st: cw.st, path: "/cap/db-wal", pads: pads}
-	if err := cw.st.openWAL(w); err != nil {
-		cw.t.Fatal(err)
-	}
+	require.NoError(cw.t, cw.st.openWAL(w))
 	return w
 }
 
@@ -165,9 +165,7 @@ func (cw *capWAL) frame(w *walFile, idx, pgno, dbSize uint32, fill byte) error {
 
 func capMust(t *testing.T, err error) {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 func TestCaptureWALSpillOverwriteRewrite(t *testing.T) {
@@ -180,9 +178,7 @@ func TestCaptureWALSpillOverwriteRewrite(t *testing.T) {
 	capMust(t, cw.frame(w, 2, 3, 0, 'b'))
 	capMust(t, cw.frame(w, 3, 4, 0, 'c'))
 	capMust(t, cw.frame(w, 4, 9, 0, 'x')) // page 9, cut off by the commit's size
-	if len(s.commits) != 1 {
-		t.Fatalf("a spill emitted a commit: %d", len(s.commits))
-	}
+	require.Len(t, s.commits, 1, "a spill emitted a commit")
 	// Page 3 overwritten in place (page only); checksums deferred: later
 	// frame headers carry zero salts until the rewrite.
 	_, err := w.WriteAt(bytes.Repeat([]byte{'B'}, capPS), cw.off(2)+walFrameHeaderSize)
@@ -238,12 +234,10 @@ func TestCaptureWALRollbackOverwritten(t *testing.T) {
 	if len(s.broke) != 0 || len(s.commits) != 3 {
 		t.Fatalf("%d commits, broken %v", len(s.commits), s.broke)
 	}
-	if g := s.commits[1]; !maps.Equal(g.pages, map[uint32]byte{2: 'b'}) {
-		t.Errorf("b's commit: %v", g.pages)
-	}
-	if g := s.commits[2]; !maps.Equal(g.pages, map[uint32]byte{3: 'A'}) {
-		t.Errorf("a's commit after its rollback: %v", g.pages)
-	}
+	g := s.commits[1]
+	assert.Equal(t, map[uint32]byte{2: 'b'}, g.pages, "b's commit")
+	g = s.commits[2]
+	assert.Equal(t, map[uint32]byte{3: 'A'}, g.pages, "a's commit after its rollback")
 }
 
 // psow=0: padding copies of the commit frame, split at the sync point even
@@ -361,9 +355,7 @@ func TestCaptureWALGenerations(t *testing.T) {
 	capMust(t, cw.st.openWAL(w2))
 	binary.BigEndian.PutUint32(cw.file.b[16:], 0x78) // someone rewrote the header
 	w3 := &walFile{passFile: passFile{cw.file}, st: cw.st, path: "/cap/db-wal"}
-	if err := cw.st.openWAL(w3); !errors.Is(err, errGeneration) {
-		t.Errorf("open over a foreign header: %v", err)
-	}
+	assert.ErrorIs(t, cw.st.openWAL(w3), errGeneration, "open over a foreign header")
 }
 
 // In the steady state a commit allocates nothing: page buffers and
@@ -378,12 +370,10 @@ func TestCaptureWALNoAllocs(t *testing.T) {
 	page := bytes.Repeat([]byte{'z'}, capPS)
 	idx := uint32(1)
 	commit := func() {
-		if _, err := w.WriteAt(hdr, cw.off(idx)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.WriteAt(page, cw.off(idx)+walFrameHeaderSize); err != nil {
-			t.Fatal(err)
-		}
+		_, err := w.WriteAt(hdr, cw.off(idx))
+		require.NoError(t, err)
+		_, err = w.WriteAt(page, cw.off(idx)+walFrameHeaderSize)
+		require.NoError(t, err)
 		idx++
 	}
 	for range 10 {
@@ -454,9 +444,7 @@ func TestCaptureWALForeignFrames(t *testing.T) {
 		ch.write(t, w, 3, 1, 0, 'r')
 		ch.rollback()
 		capMust(t, w.Truncate(0))
-		if len(s.broke) != 0 {
-			t.Fatalf("broken: %v", s.broke)
-		}
+		require.Len(t, s.broke, 0, "broken")
 	})
 	t.Run("ours from before the last commit", func(t *testing.T) {
 		s := &capListSink{}

@@ -7,6 +7,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 // An actor whose own.json was lost opens at once, in a session above the
@@ -22,29 +23,19 @@ func TestOpenAfterOwnRecordLost(t *testing.T) {
 			cfg.Epoch, cfg.Node = 0, nodeA
 			for i := 1; i <= 2; i++ {
 				db, err := Open(ctx, cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				c, err := db.Conn()
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				execSQL(t, c, "CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES(1)")
 				c.Close()
-				if err := db.Close(ctx); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, db.Close(ctx))
 			}
 			actor := frames.Actor{Namespace: frames.NamespaceID(cfg.Tenant, cfg.Namespace), Actor: frames.ActorKey(cfg.Actor)}
-			if err := b.Delete(ctx, actor.OwnKey()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.Delete(ctx, actor.OwnKey()))
 			cfgB := cfg
 			cfgB.Node, cfgB.Dir = nodeB, t.TempDir()
 			dbB, err := Open(ctx, cfgB)
-			if err != nil {
-				t.Fatalf("first open after own.json was lost: %v", err)
-			}
+			require.NoError(t, err, "first open after own.json was lost")
 			defer dbB.Close(context.Background())
 			if dbB.Epoch() != 3 {
 				t.Fatalf("epoch %d, want 3 (above sessions 1 and 2)", dbB.Epoch())

@@ -8,6 +8,8 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // An hour's pacing: async commits nobody waits for stay local, and the
@@ -19,9 +21,7 @@ func TestPacingHoldsOnlyWhatNobodyWaitsFor(t *testing.T) {
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0)")
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	before := db.Stats()
 	for range 200 {
 		execSQL(t, c, "UPDATE t SET n = n + 1")
@@ -37,9 +37,7 @@ func TestPacingHoldsOnlyWhatNobodyWaitsFor(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if err := db.Durable(ctx); err != nil {
-		t.Fatalf("Durable waited for the pacing interval: %v", err)
-	}
+	require.NoError(t, db.Durable(ctx), "Durable waited for the pacing interval")
 	after := db.Stats()
 	if after.Durable != after.Captured {
 		t.Fatalf("Durable returned with %d of %d durable", after.Durable, after.Captured)
@@ -95,13 +93,9 @@ func TestPacingNeverDelaysWaiters(t *testing.T) {
 		cfg := replTestConfig(t, b)
 		cfg.UploadInterval = time.Hour
 		db, err := Open(t.Context(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		c, err := db.Conn()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0)")
 		for range 50 {
 			execSQL(t, c, "UPDATE t SET n = n + 1")
@@ -110,9 +104,7 @@ func TestPacingNeverDelaysWaiters(t *testing.T) {
 		c.Close()
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		if err := db.Close(ctx); err != nil {
-			t.Fatalf("Close waited for the pacing interval: %v", err)
-		}
+		require.NoError(t, db.Close(ctx), "Close waited for the pacing interval")
 		got := replaySession(t, b, db.actor, cfg.Epoch)
 		dbtest.SameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
 	})
@@ -134,11 +126,7 @@ func TestUploadIntervalDefault(t *testing.T) {
 		cfg := replTestConfig(t, tc.b)
 		cfg.UploadInterval = tc.set
 		got, err := cfg.withDefaults()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.UploadInterval != tc.want {
-			t.Errorf("%T with UploadInterval %v: got %v, want %v", tc.b, tc.set, got.UploadInterval, tc.want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got.UploadInterval, "%T with UploadInterval %v", tc.b, tc.set)
 	}
 }

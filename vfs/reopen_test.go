@@ -12,6 +12,8 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // outage fails every operation while down: the bucket is unreachable.
@@ -69,9 +71,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 			// A lease long enough that a slow machine renews it while the
 			// bucket answers: only the outage may end it.
 			node, err := fence.Register(ctx, b, "127.0.0.1:7300", fence.Options{Lease: 2 * time.Second, Grace: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			t.Cleanup(func() { node.Close(context.Background()) })
 			cfg := replTestConfig(t, b)
 			cfg.Epoch, cfg.Node, cfg.Unacknowledged = 0, node, policy
@@ -79,9 +79,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 			c := replConn(t, db)
 			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 			insertRows(t, c, 1, 20)
-			if err := db.Durable(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, db.Durable(ctx))
 			b.down.Store(true)
 			insertRows(t, c, 21, 23) // captured, never uploaded
 			select {
@@ -89,9 +87,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("the node outlived an outage longer than its lease")
 			}
-			if err := db.Durable(ctx); !errors.Is(err, ErrFenced) {
-				t.Fatalf("Durable after the lease ran out: %v, want ErrFenced", err)
-			}
+			require.ErrorIs(t, db.Durable(ctx), ErrFenced, "Durable after the lease ran out")
 			c.Close()
 			b.down.Store(false)
 
@@ -99,9 +95,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				n2, err := node.Restart(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				t.Cleanup(func() { n2.Close(context.Background()) })
 				for {
 					db2, err = db.Reopen(ctx, n2)
@@ -116,9 +110,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 				if errors.Is(err, fence.ErrLeaseLost) && time.Now().Before(deadline) {
 					continue // the new node's lease lapsed while it waited (a slow machine)
 				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				break
 			}
 			t.Cleanup(func() { db2.Close(context.Background()) })
@@ -127,21 +119,17 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 			switch policy {
 			case KeepUnacknowledged:
 				want = 23
-				if st.From != StartKept || st.Kept != 3 {
-					t.Errorf("start %+v, want the 3 commits of the outage kept", st)
-				}
+				assert.Equal(t, StartKept, st.From, "start %+v, want the 3 commits of the outage kept", st)
+				assert.Equal(t, int64(3), st.Kept, "start %+v, want the 3 commits of the outage kept", st)
 			default:
-				if st.Discarded != 3 || st.Kept != 0 {
-					t.Errorf("start %+v, want the 3 commits of the outage discarded", st)
-				}
+				assert.Equal(t, int64(3), st.Discarded, "start %+v, want the 3 commits of the outage discarded", st)
+				assert.Equal(t, int64(0), st.Kept, "start %+v, want the 3 commits of the outage discarded", st)
 			}
 			if n := countRows(t, c2); n != want {
 				t.Errorf("%d rows after Reopen, want %d", n, want)
 			}
 			execSQL(t, c2, fmt.Sprintf("INSERT INTO t VALUES(%d, 'after')", 100))
-			if err := db2.Durable(ctx); err != nil {
-				t.Fatalf("Durable after Reopen: %v", err)
-			}
+			require.NoError(t, db2.Durable(ctx), "Durable after Reopen")
 		})
 	}
 }

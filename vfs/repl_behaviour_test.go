@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
@@ -36,9 +37,7 @@ func TestFaultyBucketReplaysExactly(t *testing.T) {
 	c2 := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, a INT, b BLOB); CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID")
 	commits := runRandomOps(t, []*sqlite3.Conn{c, c2}, 11, 200) + 2
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	st := db.Stats()
 	fc := faulty.Counts()
 	if st.Commits != int64(commits) {
@@ -62,9 +61,7 @@ func TestHundredUpdatesUploadOnePage(t *testing.T) {
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0)")
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	// The uploader takes the first update's batch and waits at the gate;
 	// the next hundred pile up in one batch behind it.
 	gate.Hold()
@@ -74,22 +71,14 @@ func TestHundredUpdatesUploadOnePage(t *testing.T) {
 		execSQL(t, c, "UPDATE t SET n = n + 1")
 	}
 	gate.Release()
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	var found bool
 	for o, err := range bucket.All(t.Context(), inner, db.actor.LogPrefix()) {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		data, _, err := bucket.ReadAll(t.Context(), inner, o.Key, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		hdr, fs, err := frames.ReadBatch(bytes.NewReader(data), o.Key, frames.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if hdr.LastSeq-hdr.FirstSeq+1 == 100 {
 			found = true
 			if len(fs) != 1 || len(fs[0].SQLite.Pages) != 1 {
@@ -121,22 +110,16 @@ func TestBackpressure(t *testing.T) {
 			break
 		}
 	}
-	if err == nil {
-		t.Fatal("100 inserts of 8 KB against a 64 KiB backlog and a dead bucket all succeeded")
-	}
+	require.Error(t, err, "100 inserts of 8 KB against a 64 KiB backlog and a dead bucket all succeeded")
 	if st := db.Stats(); st.BackpressureFailures == 0 || !errors.Is(db.rep.writable(), ErrBackpressure) {
 		t.Fatalf("failure was not backpressure: %v, %+v", err, st)
 	}
 	t.Logf("write %d refused: %v", n+1, err)
 	gate.Release()
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	// Writable again once the backlog drained.
 	execSQL(t, c, "INSERT INTO t(b) VALUES(1)")
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	want := checkpointed(t, c, db.Path())
 	got := replaySession(t, gate.Bucket, db.actor, cfg.Epoch)
 	dbtest.SameBytes(t, "replayed session vs database", fileBytes(t, got.Path), want)
@@ -156,9 +139,7 @@ func TestSyncMode(t *testing.T) {
 		t.Fatalf("commit with the bucket down: %v, want an I/O error", err)
 	}
 	gate.Release()
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	// SQLite's pager stays in the error state until the next statement
 	// rolls it back; later commits work and each is durable on return.
 	c.Exec("SELECT 1")
@@ -176,14 +157,10 @@ func TestFenceStopsAcknowledgement(t *testing.T) {
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1)")
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	db.Fence()
 	errIs(t, db.Durable(t.Context()), ErrFenced)
-	if err := c.Exec("INSERT INTO t VALUES(2)"); err == nil {
-		t.Fatal("a fenced database took a write")
-	}
+	require.Error(t, c.Exec("INSERT INTO t VALUES(2)"), "a fenced database took a write")
 	errIs(t, db.Stats().Stopped, ErrFenced)
 }
 
@@ -202,9 +179,7 @@ func TestAcknowledgeHook(t *testing.T) {
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(x)")
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	refuse = true
 	execSQL(t, c, "INSERT INTO t VALUES(1)")
 	errIs(t, db.Durable(t.Context()), lease)
@@ -217,21 +192,15 @@ func TestForeignWriterStopsReplication(t *testing.T) {
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1)")
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	foreign, err := sqlite3.Open("file:" + db.Path() + "?vfs=os")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer foreign.Close()
 	foreign.BusyTimeout(5e9)
 	execSQL(t, foreign, "INSERT INTO t VALUES(2)")
 	c.Exec("INSERT INTO t VALUES(3)") // sees the foreign frame: must break
 	errIs(t, db.Durable(t.Context()), ErrStopped)
-	if err := c.Exec("INSERT INTO t VALUES(4)"); err == nil {
-		t.Fatal("replication stopped but the database took a write")
-	}
+	require.Error(t, c.Exec("INSERT INTO t VALUES(4)"), "replication stopped but the database took a write")
 }
 
 // Durable honours its context.

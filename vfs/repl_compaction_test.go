@@ -9,6 +9,7 @@ import (
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/require"
 )
 
 // The replicator compacts its own actor in the background once the log
@@ -24,18 +25,14 @@ func TestBackgroundCompaction(t *testing.T) {
 	// Rewrite the rows again and again: the log grows past the database.
 	for i := range 40 {
 		execSQL(t, c, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
-		if err := db.Durable(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, db.Durable(t.Context()))
 	}
 	// Wait for a pass to finish: a newer snapshot, and none of the batches
 	// it covers left (a pass uploads the snapshot, then deletes).
 	var newest frames.Seq
 	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 		inv, err := restore.Take(t.Context(), b, db.actor)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		s, _ := inv.Session(cfg.Epoch)
 		newest = s.Snapshots[len(s.Snapshots)-1].Seq
 		covered := 0
@@ -59,9 +56,7 @@ func TestBackgroundCompaction(t *testing.T) {
 	want := checkpointed(t, c, db.Path())
 	out := t.TempDir() + "/restored.db"
 	res, err := restore.Restore(t.Context(), b, db.actor, out, restore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dbtest.SameBytes(t, "restored vs database", fileBytes(t, out), want)
 	t.Logf("%d compaction passes; newest snapshot at %d; restore read %d objects to frame %d", st.Compactions, newest, res.ObjectsFetched, res.Seq)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/require"
 )
 
 // freezable fails every write to node leases while frozen: the node it
@@ -38,9 +39,7 @@ var shortLease = fence.Options{Lease: time.Second, Grace: 500 * time.Millisecond
 func registerNode(t *testing.T, b bucket.Bucket, addr string) *fence.Node {
 	t.Helper()
 	n, err := fence.Register(t.Context(), b, addr, shortLease)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { n.Close(context.Background()) })
 	return n
 }
@@ -58,17 +57,13 @@ func TestTakeoverAfterLeaseLoss(t *testing.T) {
 			cfgA := replTestConfig(t, fa)
 			cfgA.Epoch, cfgA.Node = 0, nodeA
 			dbA := replOpen(t, cfgA)
-			if dbA.cfg.Epoch != 1 {
-				t.Fatalf("first claim got epoch %d", dbA.cfg.Epoch)
-			}
+			require.Equal(t, uint64(1), dbA.cfg.Epoch, "first claim got epoch")
 			c := replConn(t, dbA)
 			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY)")
 			acked := 0
 			for i := 1; i <= 50; i++ {
 				execSQL(t, c, fmt.Sprintf("INSERT INTO t VALUES(%d)", i))
-				if err := dbA.Durable(ctx); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, dbA.Durable(ctx))
 				acked = i
 			}
 			// While A renews, B is told where the actor lives.
@@ -98,25 +93,17 @@ func TestTakeoverAfterLeaseLoss(t *testing.T) {
 					break
 				}
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer dbB.Close(context.Background())
-			if dbB.cfg.Epoch != 2 {
-				t.Fatalf("takeover epoch %d", dbB.cfg.Epoch)
-			}
+			require.Equal(t, uint64(2), dbB.cfg.Epoch, "takeover epoch")
 			cb := replConn(t, dbB)
 			if got := query1(t, cb, fmt.Sprintf("SELECT count(*) FROM t WHERE id <= %d", acked)); got != fmt.Sprint(acked) {
 				t.Fatalf("the new owner has %s of the %d acknowledged rows", got, acked)
 			}
 			execSQL(t, cb, "INSERT INTO t VALUES(2000)")
-			if err := dbB.Durable(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, dbB.Durable(ctx))
 			// A writes nothing more.
-			if err := c.Exec("INSERT INTO t VALUES(3000)"); err == nil {
-				t.Fatal("the fenced database took a write")
-			}
+			require.Error(t, c.Exec("INSERT INTO t VALUES(3000)"), "the fenced database took a write")
 		})
 	}
 }
@@ -131,18 +118,12 @@ func TestCloseReleasesAndNextOwnerRestores(t *testing.T) {
 	cfg := replTestConfig(t, b)
 	cfg.Epoch, cfg.Node = 0, nodeA
 	dbA, err := Open(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, err := dbA.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES('kept')")
 	c.Close()
-	if err := dbA.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, dbA.Close(ctx))
 	// Another node, another directory: it restores.
 	cfgB := cfg
 	cfgB.Node, cfgB.Dir = nodeB, t.TempDir()
@@ -151,21 +132,13 @@ func TestCloseReleasesAndNextOwnerRestores(t *testing.T) {
 		t.Fatalf("epoch %d after a release", dbB.cfg.Epoch)
 	}
 	cb := replConn(t, dbB)
-	if got := query1(t, cb, "SELECT x FROM t"); got != "kept" {
-		t.Fatalf("restored %q", got)
-	}
+	require.Equal(t, "kept", query1(t, cb, "SELECT x FROM t"), "restored")
 	cb.Close()
-	if err := dbB.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, dbB.Close(ctx))
 	// Back to A's directory: its local copy is stale (session 1), so it is
 	// replaced by the bucket's newest state rather than reused.
 	cfg.Node = nodeA
 	dbA2 := replOpen(t, cfg)
-	if dbA2.cfg.Epoch != 3 {
-		t.Fatalf("epoch %d", dbA2.cfg.Epoch)
-	}
-	if got := query1(t, replConn(t, dbA2), "SELECT count(*) FROM t"); got != "1" {
-		t.Fatalf("rows %s", got)
-	}
+	require.Equal(t, uint64(3), dbA2.cfg.Epoch, "epoch")
+	require.Equal(t, "1", query1(t, replConn(t, dbA2), "SELECT count(*) FROM t"), "rows")
 }

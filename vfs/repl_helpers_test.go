@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
@@ -32,9 +33,7 @@ func replTestConfig(t testing.TB, b bucket.Bucket) Config {
 func replOpen(t testing.TB, cfg Config) *DB {
 	t.Helper()
 	db, err := Open(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { db.Close(context.Background()) })
 	return db
 }
@@ -42,9 +41,7 @@ func replOpen(t testing.TB, cfg Config) *DB {
 func replConn(t testing.TB, db *DB, params ...string) *sqlite3.Conn {
 	t.Helper()
 	c, err := db.conn(params...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -64,63 +61,41 @@ func replaySession(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) 
 	t.Helper()
 	ctx := t.Context()
 	page, err := b.List(ctx, a.SnapshotSessionPrefix(epoch), "", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if len(page.Objects) == 0 {
 		t.Fatalf("no snapshot for session %d of %s", epoch, a.Prefix())
 	}
 	snapKey := page.Objects[0].Key
 	rc, _, err := b.Get(ctx, snapKey)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sr, err := frames.NewSnapshotReader(rc, snapKey, frames.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "replay")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(dir, 0o755))
 	set, err := lanes.LoadSnapshot(ctx, dir, sr, snapKey)
 	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { set.Close() })
 	out := replayed{}
 	for o, err := range bucket.All(ctx, b, a.LogSessionPrefix(epoch)) {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		k, err := frames.ParseKey(o.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if k.Seq <= set.Seq() {
 			continue
 		}
 		rc, _, err := b.Get(ctx, o.Key)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		br, err := frames.NewBatchReader(rc, o.Key, frames.Limits{})
 		if err == nil {
 			err = set.ReplayBatch(ctx, br, o.Key)
 		}
 		rc.Close()
-		if err != nil {
-			t.Fatalf("replaying %s: %v", o.Key, err)
-		}
+		require.NoError(t, err, "replaying %s", o.Key)
 		out.Batches++
 	}
-	if err := set.VerifyFiles(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := set.Sync(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, set.VerifyFiles(ctx))
+	require.NoError(t, set.Sync())
 	l, ok := set.Lane(lanes.MainLane)
 	if !ok {
 		t.Fatal("replayed session has no main lane")
@@ -133,18 +108,15 @@ func replaySession(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) 
 func fileBytes(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
 // checkpointed returns the database's bytes after a TRUNCATE checkpoint.
 func checkpointed(t testing.TB, c *sqlite3.Conn, path string) []byte {
 	t.Helper()
-	if _, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE); err != nil {
-		t.Fatal(err)
-	}
+	_, _, err := c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
+	require.NoError(t, err)
 	return fileBytes(t, path)
 }
 
@@ -152,17 +124,11 @@ func checkpointed(t testing.TB, c *sqlite3.Conn, path string) []byte {
 func integrityOK(t testing.TB, path string) {
 	t.Helper()
 	cp := filepath.Join(t.TempDir(), "check.db")
-	if err := os.WriteFile(cp, fileBytes(t, path), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(cp, fileBytes(t, path), 0o644))
 	c, err := sqlite3.Open("file:" + cp + "?vfs=os")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
-	if got := query1(t, c, "PRAGMA integrity_check"); got != "ok" {
-		t.Fatalf("integrity_check: %s", got)
-	}
+	require.Equal(t, "ok", query1(t, c, "PRAGMA integrity_check"), "integrity_check")
 }
 
 // heldGate wraps b in a gate that holds every batch upload (log keys)

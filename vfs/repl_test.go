@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
@@ -83,9 +84,7 @@ func replRunWorkload(t *testing.T, b bucket.Bucket, w replWorkload) {
 	commits := runRandomOps(t, conns, w.seed, ops) + 2 // two CREATE TABLE statements
 
 	ctx := t.Context()
-	if err := db.Durable(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(ctx))
 	st := db.Stats()
 	if st.Commits != int64(commits) {
 		t.Errorf("captured %d commits, the workload committed %d", st.Commits, commits)
@@ -150,9 +149,7 @@ func runRandomOps(t *testing.T, conns []*sqlite3.Conn, seed uint64, ops int) int
 			sql = "DELETE FROM t WHERE id IN (SELECT id FROM t ORDER BY random() LIMIT 50)"
 		}
 		changesBefore := c.TotalChanges()
-		if err := c.Exec(sql); err != nil {
-			t.Fatalf("op %d %q: %v", i, sql, err)
-		}
+		require.NoError(t, c.Exec(sql), "op %d %q", i, sql)
 		// A statement that changed nothing writes no frame, so SQLite
 		// commits nothing (a DELETE matching no row). VACUUM and index
 		// changes do not count in total_changes but always write.
@@ -172,12 +169,8 @@ func TestCloseFlushesAndRefusesWrites(t *testing.T) {
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES(1),(2),(3)")
-	if err := db.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Exec("INSERT INTO t VALUES(4)"); err == nil {
-		t.Fatal("a write after Close succeeded")
-	}
+	require.NoError(t, db.Close(context.Background()))
+	require.Error(t, c.Exec("INSERT INTO t VALUES(4)"), "a write after Close succeeded")
 	errIs(t, db.Durable(t.Context()), ErrClosed)
 	got := replaySession(t, b, db.actor, cfg.Epoch)
 	if got.Seq != 2 {

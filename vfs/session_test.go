@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
@@ -45,9 +47,7 @@ func insertRows(t testing.TB, c *sqlite3.Conn, from, to int) {
 func countRows(t testing.TB, c *sqlite3.Conn) int {
 	t.Helper()
 	n, err := strconv.Atoi(query1(t, c, "SELECT count(*) FROM t"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return n
 }
 
@@ -68,14 +68,10 @@ func TestReopenReusesLocalCopy(t *testing.T) {
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 	insertRows(t, c, 1, 50)
 	c.Close()
-	if err := db.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Close(t.Context()))
 	gets := counting.n.Load()
 	db2, c2 := reopen(t, cfg, 2)
-	if from := db2.Stats().Start.From; from != StartReused {
-		t.Errorf("reopen after Close started from %v, want %v", from, StartReused)
-	}
+	assert.Equal(t, StartReused, db2.Stats().Start.From, "reopen after Close started")
 	if n := counting.n.Load() - gets; n != 0 {
 		t.Errorf("reopen of a current local copy downloaded %d objects", n)
 	}
@@ -108,21 +104,15 @@ func TestReopenWithLaggingListing(t *testing.T) {
 	db, c := reopen(t, cfg, 1)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 	insertRows(t, c, 1, 200)
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	c.Close()
-	if err := db.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Close(t.Context()))
 	t.Run("fails rather than go back", func(t *testing.T) {
 		short := cfg
 		short.Epoch, short.ListingWait = 2, 50*time.Millisecond
 		before := fileBytes(t, filepath.Join(cfg.Dir, databaseFile))
 		_, err := Open(t.Context(), short)
-		if !errors.Is(err, ErrListingBehind) {
-			t.Fatalf("open with a listing %v behind and a wait of %v: %v, want ErrListingBehind", lag, short.ListingWait, err)
-		}
+		require.ErrorIs(t, err, ErrListingBehind, "open with a listing %v behind and a wait of %v", lag, short.ListingWait)
 		dbtest.SameBytes(t, "local copy after the refused open", fileBytes(t, filepath.Join(cfg.Dir, databaseFile)), before)
 	})
 	t.Run("waits for the listing", func(t *testing.T) {
@@ -130,9 +120,7 @@ func TestReopenWithLaggingListing(t *testing.T) {
 		if n := countRows(t, c2); n != 200 {
 			t.Fatalf("%d rows after an immediate reopen with a lagging listing, want 200", n)
 		}
-		if from := db2.Stats().Start.From; from != StartReused {
-			t.Errorf("started from %v, want %v", from, StartReused)
-		}
+		assert.Equal(t, StartReused, db2.Stats().Start.From, "started")
 	})
 }
 
@@ -151,9 +139,7 @@ func unackedCrashN(t *testing.T, b bucket.Bucket, n int) (Config, *buckettest.Ga
 	db, c := reopen(t, cfg, 1)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 	insertRows(t, c, 1, 10)
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	g.Hold()
 	insertRows(t, c, 11, 10+n)
 	db.crash()
@@ -171,9 +157,9 @@ func TestUnacknowledgedCommits(t *testing.T) {
 		cfg.Unacknowledged = KeepUnacknowledged
 		db, c := reopen(t, cfg, 2)
 		st := db.Stats().Start
-		if st.From != StartKept || st.Kept != 5 || st.Discarded != 0 {
-			t.Errorf("start %+v, want kept 5", st)
-		}
+		assert.Equal(t, StartKept, st.From, "start %+v, want kept 5", st)
+		assert.Equal(t, int64(5), st.Kept, "start %+v, want kept 5", st)
+		assert.Equal(t, int64(0), st.Discarded, "start %+v, want kept 5", st)
 		if n := countRows(t, c); n != 15 {
 			t.Errorf("%d rows, want 15", n)
 		}
@@ -187,9 +173,10 @@ func TestUnacknowledgedCommits(t *testing.T) {
 		cfg.Unacknowledged = DiscardUnacknowledged
 		db, c := reopen(t, cfg, 2)
 		st := db.Stats().Start
-		if st.From != StartRestored || st.Discarded != 5 || st.Kept != 0 || st.Diverged != "" {
-			t.Errorf("start %+v, want restored with 5 discarded", st)
-		}
+		assert.Equal(t, StartRestored, st.From, "start %+v, want restored with 5 discarded", st)
+		assert.Equal(t, int64(5), st.Discarded, "start %+v, want restored with 5 discarded", st)
+		assert.Equal(t, int64(0), st.Kept, "start %+v, want restored with 5 discarded", st)
+		assert.Equal(t, "", st.Diverged, "start %+v, want restored with 5 discarded", st)
 		if n := countRows(t, c); n != 10 {
 			t.Errorf("%d rows, want the 10 acknowledged", n)
 		}
@@ -215,9 +202,7 @@ func TestUnacknowledgedCommits(t *testing.T) {
 		db2, c2 := reopen(t, other, 2)
 		execSQL(t, c2, "INSERT INTO t VALUES(100, 'other')")
 		c2.Close()
-		if err := db2.Close(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, db2.Close(t.Context()))
 		cfg.Unacknowledged = KeepUnacknowledged
 		db, c := reopen(t, cfg, 3)
 		st := db.Stats().Start
@@ -228,9 +213,7 @@ func TestUnacknowledgedCommits(t *testing.T) {
 			t.Errorf("%d rows, want the other owner's 11", n)
 		}
 		aside, err := sqlite3.Open("file:" + st.Diverged + "?vfs=os&mode=ro")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer aside.Close()
 		if n := countRows(t, aside); n != 15 {
 			t.Errorf("the copy moved aside holds %d rows, want all 15", n)
@@ -248,22 +231,19 @@ func TestUnacknowledgedCommits(t *testing.T) {
 			path := filepath.Join(cfg.Dir, stateFile)
 			raw := fileBytes(t, path)
 			encodeCaptured(raw[offCaptured:offCaptured+capturedSize], st.Durable.Epoch, st.Durable.Seq)
-			if err := os.WriteFile(path, raw, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(path, raw, 0o644))
 			cfg.Unacknowledged = policy
 			db2, c2 := reopen(t, cfg, 2)
 			start, want := db2.Stats().Start, 10
 			switch policy {
 			case KeepUnacknowledged:
 				want = 11
-				if start.From != StartKept || start.Kept != 1 {
-					t.Errorf("%v: start %+v, want the one commit kept", policy, start)
-				}
+				assert.Equal(t, StartKept, start.From, "%v: start %+v, want the one commit kept", policy, start)
+				assert.Equal(t, int64(1), start.Kept, "%v: start %+v, want the one commit kept", policy, start)
 			default:
-				if start.From != StartRestored || start.Discarded != 1 || start.Diverged != "" {
-					t.Errorf("%v: start %+v, want the one commit discarded", policy, start)
-				}
+				assert.Equal(t, StartRestored, start.From, "%v: start %+v, want the one commit discarded", policy, start)
+				assert.Equal(t, int64(1), start.Discarded, "%v: start %+v, want the one commit discarded", policy, start)
+				assert.Equal(t, "", start.Diverged, "%v: start %+v, want the one commit discarded", policy, start)
 			}
 			if n := countRows(t, c2); n != want {
 				t.Errorf("%v: %d rows, want %d", policy, n, want)
@@ -277,9 +257,7 @@ func TestUnacknowledgedCommits(t *testing.T) {
 		path := filepath.Join(cfg.Dir, stateFile)
 		raw := fileBytes(t, path)
 		raw[16] ^= 0xff
-		if err := os.WriteFile(path, raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, raw, 0o644))
 		cfg.Unacknowledged = KeepUnacknowledged
 		db, c := reopen(t, cfg, 2)
 		st := db.Stats().Start
@@ -299,15 +277,12 @@ func TestReopenAfterCrashReuses(t *testing.T) {
 	db, c := reopen(t, cfg, 1)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 	insertRows(t, c, 1, 30)
-	if err := db.Durable(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Durable(t.Context()))
 	db.crash()
 	c.Close()
 	db2, c2 := reopen(t, cfg, 2)
-	if st := db2.Stats().Start; st.From != StartReused {
-		t.Errorf("start %+v after a crash with everything durable, want reused", st)
-	}
+	st := db2.Stats().Start
+	assert.Equal(t, StartReused, st.From, "start %+v after a crash with everything durable, want reused", st)
 	if n := countRows(t, c2); n != 30 {
 		t.Errorf("%d rows, want 30", n)
 	}
@@ -318,16 +293,11 @@ func TestReopenAfterCrashReuses(t *testing.T) {
 func TestOpenRemovesRestoreScratch(t *testing.T) {
 	cfg := replTestConfig(t, buckettest.Dir(t))
 	scratch := filepath.Join(cfg.Dir, ".framectl-replay-123")
-	if err := os.MkdirAll(scratch, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(scratch, "lane-0"), make([]byte, 8192), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(scratch, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(scratch, "lane-0"), make([]byte, 8192), 0o644))
 	db, _ := reopen(t, cfg, 1)
-	if _, err := os.Stat(scratch); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("scratch left after Open: %v", err)
-	}
+	_, err := os.Stat(scratch)
+	assert.ErrorIs(t, err, os.ErrNotExist, "scratch left after Open")
 	if got := db.Stats().Start.ScratchBytes; got != 8192 {
 		t.Errorf("Start.ScratchBytes %d, want 8192", got)
 	}
@@ -349,19 +319,13 @@ func TestOpenRefusesLostTail(t *testing.T) {
 			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 			for i := 1; i <= 5; i++ {
 				insertRows(t, c, i, i)
-				if err := db.Durable(t.Context()); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, db.Durable(t.Context()))
 			}
 			c.Close()
-			if err := db.Close(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, db.Close(t.Context()))
 			epoch := db.Epoch()
 			last := db.Stats().Durable
-			if err := b.Delete(t.Context(), db.actor.LogKey(epoch, last)); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.Delete(t.Context(), db.actor.LogKey(epoch, last)))
 			other := cfg
 			other.Dir, other.ListingWait = t.TempDir(), 50*time.Millisecond
 			if !withNode {
@@ -371,9 +335,7 @@ func TestOpenRefusesLostTail(t *testing.T) {
 			// learned, so the next claim still knows it.
 			for attempt := 1; attempt <= 2; attempt++ {
 				_, err := Open(t.Context(), other)
-				if !errors.Is(err, ErrListingBehind) {
-					t.Fatalf("open %d after the session's newest batch was lost: %v, want ErrListingBehind", attempt, err)
-				}
+				require.ErrorIs(t, err, ErrListingBehind, "open %d after the session's newest batch was lost", attempt)
 				if !withNode {
 					other.Epoch++
 				}
@@ -407,9 +369,7 @@ func TestReuseSurvivesAFailedSessionStart(t *testing.T) {
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 	insertRows(t, c, 1, 10)
 	c.Close()
-	if err := db.Close(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Close(t.Context()))
 	// The state as a kill between the last upload and its durable record
 	// leaves it: the last batch in flight, the durable record one behind.
 	st, err := readState(cfg.Dir)
@@ -422,16 +382,13 @@ func TestReuseSurvivesAFailedSessionStart(t *testing.T) {
 	behind.Checksum++
 	behind.encode(raw[offDurable : offDurable+recordSize])
 	st.Durable.encode(raw[offInflight : offInflight+recordSize])
-	if err := os.WriteFile(filepath.Join(cfg.Dir, stateFile), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.Dir, stateFile), raw, 0o644))
 
 	b.on.Store(true)
 	bad := cfg
 	bad.Epoch = 2
-	if _, err := Open(t.Context(), bad); err == nil {
-		t.Fatal("Open succeeded although its first snapshot could not be uploaded")
-	}
+	_, err = Open(t.Context(), bad)
+	require.Error(t, err, "Open succeeded although its first snapshot could not be uploaded")
 	b.on.Store(false)
 	db3, c3 := reopen(t, cfg, 3)
 	if st := db3.Stats().Start; st.From != StartReused || st.Diverged != "" {

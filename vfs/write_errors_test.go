@@ -8,6 +8,7 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 	_ "github.com/ncruces/go-sqlite3/driver"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket/buckettest"
 )
@@ -35,9 +36,7 @@ func TestRefusal(t *testing.T) {
 		db.Fence()
 		check(t, "write after a fence", c.Exec("INSERT INTO t VALUES(1)"), ErrFenced)
 		sdb, err := sql.Open("sqlite3", db.DSN())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer sdb.Close()
 		_, err = sdb.Exec("INSERT INTO t VALUES(2)")
 		check(t, "database/sql write after a fence", err, ErrFenced)
@@ -59,9 +58,7 @@ func TestRefusal(t *testing.T) {
 		db := replOpen(t, replTestConfig(t, b))
 		c := replConn(t, db)
 		execSQL(t, c, "CREATE TABLE t(x)")
-		if err := db.Close(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, db.Close(t.Context()))
 		check(t, "write after Close", c.Exec("INSERT INTO t VALUES(1)"), ErrClosed)
 	})
 	t.Run("sync timeout", func(t *testing.T) {

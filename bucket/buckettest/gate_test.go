@@ -8,6 +8,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/stretchr/testify/require"
 )
 
 // TestGate: a held gate keeps matching Puts from the bucket until Release,
@@ -27,32 +28,28 @@ func TestGate(t *testing.T) {
 		return err == nil
 	}
 
-	if err := put(t.Context(), "held/open"); err != nil || !exists("held/open") {
-		t.Fatalf("put through a released gate: %v", err)
-	}
+	require.NoError(t, put(t.Context(), "held/open"), "put through a released gate")
+	require.True(t, exists("held/open"), "put through a released gate stored the key")
 	g.Hold()
-	if err := put(t.Context(), "free/k"); err != nil || !exists("free/k") {
-		t.Fatalf("put of a key the gate does not match: %v", err)
-	}
+	require.NoError(t, put(t.Context(), "free/k"), "put of a key the gate does not match")
+	require.True(t, exists("free/k"), "put of a key the gate does not match stored the key")
 	done := make(chan error, 1)
 	go func() { done <- put(t.Context(), "held/k") }()
 	<-g.Waiting()
-	if exists("held/k") {
-		t.Fatal("a held put reached the bucket")
-	}
+	require.False(t, exists("held/k"), "a held put reached the bucket")
 	g.Release()
-	if err := <-done; err != nil || !exists("held/k") {
-		t.Fatalf("held put after Release: %v", err)
-	}
+	require.NoError(t, <-done, "held put after Release")
+	require.True(t, exists("held/k"), "held put after Release stored the key")
 
 	g.Hold()
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-g.Waiting(); cancel() }()
 	err := put(ctx, "held/cancelled")
 	var be *bucket.Error
-	if !errors.Is(err, context.Canceled) || !errors.As(err, &be) || be.Key != "held/cancelled" || exists("held/cancelled") {
-		t.Fatalf("held put whose context ended: %v", err)
-	}
+	require.ErrorIs(t, err, context.Canceled, "held put whose context ended")
+	require.ErrorAs(t, err, &be, "held put whose context ended")
+	require.Equal(t, "held/cancelled", be.Key, "held put whose context ended: the key its error names")
+	require.False(t, exists("held/cancelled"), "held put whose context ended stored the key")
 	g.Release()
 	g.Release() // a second Release is harmless
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func compactJSON(t *testing.T, r result) compactReport {
@@ -31,17 +33,18 @@ func TestCompact(t *testing.T) {
 
 	// Retention: everything is younger than an hour, so nothing goes.
 	rep := compactJSON(t, framectl(t, append([]string{"compact", "--retention", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
-	if len(rep.Actors) != 1 || len(rep.Actors[0].Deleted) != 0 || rep.Retention != "1h0m0s" {
-		t.Fatalf("compact --retention 1h: %+v", rep)
-	}
+	require.Len(t, rep.Actors, 1, "compact --retention 1h: %+v", rep)
+	require.Len(t, rep.Actors[0].Deleted, 0, "compact --retention 1h: %+v", rep)
+	require.Equal(t, "1h0m0s", rep.Retention, "compact --retention 1h: %+v", rep)
 
 	// Forced: a snapshot through seq 8, then everything it covers goes.
 	r := framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitOK)
 	rep = compactJSON(t, r)
 	a := rep.Actors[0]
-	if a.Epoch != 1 || a.Seq != 8 || a.Snapshot != f.actor.SnapshotKey(1, 8) || a.Error != "" {
-		t.Fatalf("compact --force: %+v", a)
-	}
+	require.Equal(t, uint64(1), a.Epoch, "compact --force: %+v", a)
+	require.Equal(t, frames.Seq(8), a.Seq, "compact --force: %+v", a)
+	require.Equal(t, f.actor.SnapshotKey(1, 8), a.Snapshot, "compact --force: %+v", a)
+	require.Equal(t, "", a.Error, "compact --force: %+v", a)
 	deleted := strings.Join(a.Deleted, " ")
 	for _, k := range append(batches, first) {
 		if !strings.Contains(deleted, k) {
@@ -51,12 +54,11 @@ func TestCompact(t *testing.T) {
 
 	// What is left restores to the same database and verifies.
 	var ls lsReport
-	if err := json.Unmarshal([]byte(framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK).stdout), &ls); err != nil {
-		t.Fatal(err)
-	}
-	if s := ls.Actors[0].Sessions[0]; s.Batches != 0 || s.Snapshots != 1 || s.FirstSeq != 8 {
-		t.Errorf("after compaction: %+v", s)
-	}
+	require.NoError(t, json.Unmarshal([]byte(framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK).stdout), &ls))
+	s := ls.Actors[0].Sessions[0]
+	assert.Equal(t, 0, s.Batches, "after compaction: %+v", s)
+	assert.Equal(t, 1, s.Snapshots, "after compaction: %+v", s)
+	assert.Equal(t, frames.Seq(8), s.FirstSeq, "after compaction: %+v", s)
 	out := filepath.Join(t.TempDir(), "out.db")
 	framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
 	wantSameFile(t, f.source, out)
@@ -76,9 +78,8 @@ func TestCompactDamaged(t *testing.T) {
 	contains(t, "stdout", r.stdout, "FAILED")
 	// Nothing was deleted: every batch is still there.
 	for _, k := range f.batches(t) {
-		if _, err := f.b.Stat(t.Context(), k); err != nil {
-			t.Errorf("a failed pass deleted %s: %v", k, err)
-		}
+		_, err := f.b.Stat(t.Context(), k)
+		assert.NoError(t, err, "a failed pass deleted %s", k)
 	}
 }
 
@@ -89,13 +90,10 @@ func TestCompactNamespaceNamesTheFailedActor(t *testing.T) {
 	other := frames.Actor{Namespace: testActor.Namespace, Actor: frames.ActorKey([]byte("actor-2"))}
 	for _, k := range buckettest.Keys(t, f.b, testActor.Prefix()) {
 		data, _, err := bucket.ReadAll(t.Context(), f.b, k, 1<<30)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		dst := other.Prefix() + strings.TrimPrefix(k, testActor.Prefix())
-		if _, err := f.b.Put(t.Context(), dst, bytes.NewReader(data), int64(len(data)), bucket.Condition{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err = f.b.Put(t.Context(), dst, bytes.NewReader(data), int64(len(data)), bucket.Condition{})
+		require.NoError(t, err)
 	}
 	key := f.batches(t)[2]
 	damage(t, f.b, key, -6)
@@ -140,23 +138,17 @@ func TestCompactSweepLeases(t *testing.T) {
 	b := buckettest.Dir(t)
 	f := replicate(t, b, 2)
 	lease := fence.Lease{Node: "deadbeef", Address: "10.0.0.9:8080"}.Marshal()
-	if _, err := b.Put(t.Context(), frames.NodeKey("deadbeef"), bytes.NewReader(lease), int64(len(lease)), bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.Put(t.Context(), frames.NodeKey("deadbeef"), bytes.NewReader(lease), int64(len(lease)), bucket.Condition{})
+	require.NoError(t, err)
 	// Young leases stay.
 	rep := compactJSON(t, framectl(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
-	if len(rep.SweptLeases) != 0 {
-		t.Fatalf("swept a fresh lease: %v", rep.SweptLeases)
-	}
+	require.Len(t, rep.SweptLeases, 0, "swept a fresh lease")
 	// Ages under a minute are refused: they could remove live nodes.
 	framectl(t, append([]string{"compact", "--sweep-leases", "5s"}, f.actorFlags()...)...).want(t, exitUsage)
 	// Made old (its file's modification time), it goes.
 	old := time.Now().Add(-2 * time.Hour)
-	if err := os.Chtimes(filepath.Join(strings.TrimPrefix(f.url, "file://"), "nodes", "deadbeef.json"), old, old); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Chtimes(filepath.Join(strings.TrimPrefix(f.url, "file://"), "nodes", "deadbeef.json"), old, old))
 	rep = compactJSON(t, framectl(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
-	if len(rep.SweptLeases) != 1 || rep.SweptLeases[0] != frames.NodeKey("deadbeef") {
-		t.Fatalf("swept %v", rep.SweptLeases)
-	}
+	require.Len(t, rep.SweptLeases, 1, "swept")
+	require.Equal(t, frames.NodeKey("deadbeef"), rep.SweptLeases[0], "swept")
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestDemo(t *testing.T) {
@@ -22,12 +23,8 @@ func TestDemo(t *testing.T) {
 		rep.Replication.Batches == 0 || rep.Replication.BytesUploaded == 0 || rep.Owner.Epoch != 1 {
 		t.Fatalf("demo --json: %+v", rep)
 	}
-	if len(rep.Verify.Problems) != 0 {
-		t.Errorf("verify found problems in the demo's bucket: %+v", rep.Verify.Problems)
-	}
-	if r.stderr != "" {
-		t.Errorf("demo --json wrote to stderr: %s", r.stderr)
-	}
+	assert.Len(t, rep.Verify.Problems, 0, "verify found problems in the demo's bucket")
+	assert.Equal(t, "", r.stderr, "demo --json wrote to stderr")
 	// The files stay for the operator's next commands, and they work.
 	wantSameFile(t, rep.Source, filepath.Join(dir, "restored.sqlite"))
 	framectl(t, "verify", "--bucket", rep.Bucket).want(t, exitOK)

@@ -14,6 +14,7 @@ import (
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/vfs"
+	"github.com/stretchr/testify/require"
 )
 
 // Test fixtures: buckets holding a real replicated database, and running
@@ -44,21 +45,13 @@ func replicate(t *testing.T, b bucket.Bucket, commits int) *fixture {
 	dir := t.TempDir()
 	// No background compaction: the tests count and damage specific batches.
 	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: testNamespace, Actor: []byte(testActorID), Epoch: 1, Dir: dir, DisableCompaction: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	c, err := db.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	exec := func(sql string) {
 		t.Helper()
-		if err := c.Exec(sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-		if err := db.Durable(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Exec(sql), "%s", sql)
+		require.NoError(t, db.Durable(ctx))
 	}
 	exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
 	for i := 1; i < commits; i++ {
@@ -68,13 +61,9 @@ func replicate(t *testing.T, b bucket.Bucket, commits int) *fixture {
 			exec(fmt.Sprintf("INSERT INTO t (v) VALUES ('%s')", strings.Repeat("row", i)))
 		}
 	}
-	if err := c.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Exec("PRAGMA wal_checkpoint(TRUNCATE)"))
 	c.Close()
-	if err := db.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, db.Close(ctx))
 	f := &fixture{b: b, url: b.String(), actor: testActor, source: db.Path()}
 	if f.inv, err = restore.Take(ctx, b, testActor); err != nil {
 		t.Fatal(err)
@@ -118,16 +107,13 @@ func (f *fixture) actorFlags() []string {
 func damage(t *testing.T, b bucket.Bucket, key string, i int) {
 	t.Helper()
 	data, _, err := bucket.ReadAll(t.Context(), b, key, 1<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if i < 0 {
 		i += len(data)
 	}
 	data[i] ^= 0x40
-	if _, err := b.Put(t.Context(), key, bytes.NewReader(data), int64(len(data)), bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.Put(t.Context(), key, bytes.NewReader(data), int64(len(data)), bucket.Condition{})
+	require.NoError(t, err)
 }
 
 // result is what a command printed and returned.
@@ -172,13 +158,9 @@ func contains(t *testing.T, what, s string, subs ...string) {
 func wantSameFile(t *testing.T, want, got string) {
 	t.Helper()
 	x, err := os.ReadFile(want)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	y, err := os.ReadFile(got)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dbtest.SameBytes(t, filepath.Base(got)+" against "+filepath.Base(want), y, x)
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/stretchr/testify/require"
 )
 
 // The read-only commands never create a bucket: a mistyped file:// URL is
@@ -44,9 +45,7 @@ func TestReadOnlyCommandsNeedTheBucket(t *testing.T) {
 // A missing S3 bucket is "not found" too.
 func TestNoSuchS3Bucket(t *testing.T) {
 	u, err := url.Parse(buckettest.S3(t).String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	u.Host = "framectl-no-such-bucket"
 	r := framectl(t, "verify", "--bucket", u.String()).want(t, exitNotFound)
 	contains(t, "stderr", r.stderr, "framectl verify: ", "bucket does not exist")

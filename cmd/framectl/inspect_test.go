@@ -11,13 +11,14 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func put(t *testing.T, b bucket.Bucket, key, body string) {
 	t.Helper()
-	if _, err := b.Put(t.Context(), key, strings.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.Put(t.Context(), key, strings.NewReader(body), int64(len(body)), bucket.Condition{})
+	require.NoError(t, err)
 }
 
 func TestInspectBatch(t *testing.T) {
@@ -47,9 +48,7 @@ func TestInspectBatch(t *testing.T) {
 	// The chain: frame 2's checksum before is frame 1's after.
 	r = framectl(t, "inspect", "--bucket", f.url, f.batches(t)[0], "--json").want(t, exitOK)
 	var first inspectReport
-	if err := json.Unmarshal([]byte(r.stdout), &first); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &first))
 	if got := first.Batch.Frames[0]; got.ChecksumAfter != fr.ChecksumBefore || got.Pages != nil {
 		t.Errorf("frame 1: checksum after %s, frame 2 before %s; pages without --pages: %d", got.ChecksumAfter, fr.ChecksumBefore, len(got.Pages))
 	}
@@ -63,9 +62,7 @@ func TestInspectSnapshot(t *testing.T) {
 
 	r = framectl(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
 	var rep inspectReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	if rep.Snapshot == nil || len(rep.Snapshot.Lanes) != 1 {
 		t.Fatalf("snapshot: %+v", rep.Snapshot)
 	}
@@ -88,13 +85,9 @@ func TestInspectFile(t *testing.T) {
 	// Copied out of the bucket: no key, the content says.
 	for key, kind := range map[string]string{batch: "batch", f.snapshot(t): "snapshot"} {
 		data, err := os.ReadFile(filepath.Join(root, key))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		copied := filepath.Join(t.TempDir(), "object")
-		if err := os.WriteFile(copied, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(copied, data, 0o644))
 		r = framectl(t, "inspect", copied).want(t, exitOK)
 		contains(t, "inspect "+kind, r.stdout, kind+" "+copied, "verified")
 	}
@@ -111,9 +104,7 @@ func TestInspectOwnAndLease(t *testing.T) {
 	contains(t, "inspect own.json", r.stdout, "epoch 3, held by node node-1 at 10.0.0.5:8080")
 	r = framectl(t, "inspect", "--bucket", b.String(), own, "--json").want(t, exitOK)
 	var rep inspectReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	if rep.Own == nil || *rep.Own != (fence.Record{Epoch: 3, Node: "node-1", Address: "10.0.0.5:8080"}) {
 		t.Errorf("own: %+v", rep.Own)
 	}
@@ -135,14 +126,10 @@ func TestInspectDamaged(t *testing.T) {
 	damage(t, f.b, key, -6) // inside the gzip trailer's CRC
 	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitDamage)
 	contains(t, "stderr", r.stderr, key, "DAMAGED")
-	if strings.Count(r.stderr, "\n") != 1 {
-		t.Errorf("want one line on stderr:\n%s", r.stderr)
-	}
+	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "want one line on stderr:\n%s", r.stderr)
 	r = framectl(t, "inspect", "--bucket", f.url, key, "--json").want(t, exitDamage)
 	var rep inspectReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	if rep.Verified || rep.Error == nil || rep.Error.Code != exitDamage || rep.Error.Kind != "damage" || !strings.Contains(rep.Error.Message, key) {
 		t.Errorf("damaged batch reported %+v", rep)
 	}

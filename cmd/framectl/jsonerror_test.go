@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/stretchr/testify/require"
 )
 
 // document parses stdout as exactly one JSON document and returns its
@@ -29,9 +30,7 @@ func document(t *testing.T, what string, r result) (map[string]json.RawMessage, 
 		return doc, nil
 	}
 	var e jsonError
-	if err := json.Unmarshal(raw, &e); err != nil {
-		t.Fatalf("%s: error member %s: %v", what, raw, err)
-	}
+	require.NoError(t, json.Unmarshal(raw, &e), "%s: error member %s", what, raw)
 	return doc, &e
 }
 

@@ -7,6 +7,8 @@ import (
 
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestLs(t *testing.T) {
@@ -32,9 +34,7 @@ func TestLs(t *testing.T) {
 			if s.Epoch != 1 || s.Batches != len(batches) || s.Snapshots != 1 || s.LastSeq != 6 {
 				t.Errorf("session %+v: want epoch 1, %d batches, 1 snapshot, last seq 6", s, len(batches))
 			}
-			if r.stderr != "" {
-				t.Errorf("ls --json wrote to stderr: %s", r.stderr)
-			}
+			assert.Equal(t, "", r.stderr, "ls --json wrote to stderr")
 
 			// The namespace by its ID, as ls printed it.
 			r = framectl(t, "ls", "--bucket", f.url, "--namespace-id", f.actor.Namespace).want(t, exitOK)
@@ -48,14 +48,10 @@ func TestLs(t *testing.T) {
 			// With headers: first sequence numbers. Each batch holds one frame.
 			r = framectl(t, append([]string{"ls", "--headers", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 			rep = lsReport{}
-			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 			n := 0
 			for _, o := range rep.Actors[0].Sessions[0].Objects {
-				if o.HeaderError != "" {
-					t.Errorf("%s: %s", o.Key, o.HeaderError)
-				}
+				assert.Equal(t, "", o.HeaderError, "%s", o.Key)
 				if o.Kind == "batch" {
 					n++
 					if o.FirstSeq != o.Seq || o.FrameMessages != 1 {
@@ -100,9 +96,7 @@ func TestLsUsage(t *testing.T) {
 	} {
 		r := framectl(t, tc.args...).want(t, exitUsage)
 		contains(t, strings.Join(tc.args, " "), r.stderr, tc.want, "try: framectl ls")
-		if r.stdout != "" {
-			t.Errorf("%v: usage error printed on stdout: %s", tc.args, r.stdout)
-		}
+		assert.Equal(t, "", r.stdout, "%v: usage error printed on stdout", tc.args)
 	}
 	r := framectl(t, "ls", "-h").want(t, exitOK)
 	contains(t, "ls -h", r.stdout, "Examples:", "-headers", "-namespace-id")
@@ -111,7 +105,5 @@ func TestLsUsage(t *testing.T) {
 func TestLsUnreachable(t *testing.T) {
 	t.Parallel()
 	r := framectl(t, "ls", "--bucket", unreachable).want(t, exitIO)
-	if strings.Count(r.stderr, "\n") != 1 {
-		t.Errorf("want one line of error, got:\n%s", r.stderr)
-	}
+	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "want one line of error, got:\n%s", r.stderr)
 }

@@ -5,11 +5,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
@@ -20,14 +21,10 @@ func rows(t *testing.T, path string) int {
 	t.Helper()
 	u := url.URL{Scheme: "file", Path: path, RawQuery: "vfs=os&mode=ro&immutable=1"}
 	c, err := sqlite3.OpenFlags(u.String(), sqlite3.OPEN_READONLY|sqlite3.OPEN_URI)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer c.Close()
 	s, _, err := c.Prepare("SELECT count(*) FROM t")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	if !s.Step() {
 		t.Fatal(s.Err())
@@ -57,12 +54,11 @@ func TestRestore(t *testing.T) {
 			// Again over the file it wrote, as JSON: nothing on stderr.
 			r = framectl(t, append([]string{"restore", "--out", out, "--json"}, f.actorFlags()...)...).want(t, exitOK)
 			rep := restoreJSON(t, r)
-			if len(rep.Restored) != 1 || rep.Restored[0].Seq != 8 || rep.Restored[0].Path != out || rep.Target != "latest" {
-				t.Errorf("restore --json: %+v", rep)
-			}
-			if r.stderr != "" {
-				t.Errorf("restore --json wrote progress: %s", r.stderr)
-			}
+			assert.Len(t, rep.Restored, 1, "restore --json: %+v", rep)
+			assert.Equal(t, frames.Seq(8), rep.Restored[0].Seq, "restore --json: %+v", rep)
+			assert.Equal(t, out, rep.Restored[0].Path, "restore --json: %+v", rep)
+			assert.Equal(t, "latest", rep.Target, "restore --json: %+v", rep)
+			assert.Equal(t, "", r.stderr, "restore --json wrote progress")
 			wantSameFile(t, f.source, out)
 			// -v: progress on stderr even with --json.
 			r = framectl(t, append([]string{"restore", "--out", out, "--json", "-v"}, f.actorFlags()...)...).want(t, exitOK)
@@ -92,9 +88,7 @@ func TestRestoreToSeq(t *testing.T) {
 	// nanosecond earlier, seq 4.
 	r = framectl(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 5), "--json").want(t, exitOK)
 	var ins inspectReport
-	if err := json.Unmarshal([]byte(r.stdout), &ins); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ins))
 	at := *ins.Batch.Frames[0].CommitTime
 	for _, tc := range []struct {
 		at   time.Time
@@ -103,9 +97,8 @@ func TestRestoreToSeq(t *testing.T) {
 	}{{at, 5, 3}, {at.Add(-time.Nanosecond), 4, 2}} {
 		out := filepath.Join(dir, "at.db")
 		r = framectl(t, append([]string{"restore", "--out", out, "--at", tc.at.Format(time.RFC3339Nano), "--json"}, f.actorFlags()...)...).want(t, exitOK)
-		if got := restoreJSON(t, r).Restored[0]; got.Seq != tc.seq {
-			t.Errorf("--at %s reached seq %d, want %d", tc.at.Format(time.RFC3339Nano), got.Seq, tc.seq)
-		}
+		got := restoreJSON(t, r).Restored[0]
+		assert.Equal(t, tc.seq, got.Seq, "--at %s reached seq", tc.at.Format(time.RFC3339Nano))
 		if n := rows(t, out); n != tc.rows {
 			t.Errorf("--at %s: %d rows, want %d", tc.at.Format(time.RFC3339Nano), n, tc.rows)
 		}
@@ -126,9 +119,8 @@ func TestRestoreOutOfRange(t *testing.T) {
 
 	r := restoreTo(exitNotFound, "--to-seq", "99")
 	contains(t, "stderr", r.stderr, "seq 99 is past the newest state: session 1 holds seq 0..8", "--nearest")
-	if es, _ := os.ReadDir(dir); len(es) != 0 {
-		t.Fatalf("a failed restore left %v", es)
-	}
+	es, _ := os.ReadDir(dir)
+	require.Len(t, es, 0, "a failed restore left")
 	rep := restoreJSON(t, restoreTo(exitOK, "--to-seq", "99", "--nearest", "--json"))
 	got := rep.Restored[0]
 	if got.Seq != 8 || got.OutOfRange == nil || got.OutOfRange.Requested != "seq 99 or the nearest" ||
@@ -143,9 +135,7 @@ func TestRestoreOutOfRange(t *testing.T) {
 	// database) does not say when it was made.
 	r = framectl(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 1), "--json").want(t, exitOK)
 	var ins inspectReport
-	if err := json.Unmarshal([]byte(r.stdout), &ins); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ins))
 	first := *ins.Batch.Frames[0].CommitTime
 	before := first.Add(-time.Nanosecond).Format(time.RFC3339Nano)
 	r = restoreTo(exitNotFound, "--at", before)
@@ -207,9 +197,7 @@ func TestRestoreUsage(t *testing.T) {
 	url := buckettest.Dir(t).String()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file.db")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	base := []string{"restore", "--bucket", url, "--namespace", "n"}
 	for _, tc := range []struct {
 		args []string
@@ -287,14 +275,11 @@ func TestJSONNames(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "r.db")
 	res := first(decode("restore", "--out", out, "--to-seq", "4"), "restored")
 	want("restore", res, map[string]any{"epoch": 1.0, "seq": 4.0})
-	if sum, _ := res.(map[string]any)["checksum"].(string); len(sum) != 16 || strings.Trim(sum, "0123456789abcdef") != "" {
-		t.Errorf("restore: checksum %#v is not 16 lowercase hex digits", res.(map[string]any)["checksum"])
-	}
+	sum, _ := res.(map[string]any)["checksum"].(string)
+	assert.Regexp(t, "^[0-9a-f]{16}$", sum, "restore: checksum %#v is 16 lowercase hex digits", res.(map[string]any)["checksum"])
 	ls := first(decode("ls"), "actors").(map[string]any)
 	sessions, _ := ls["sessions"].([]any)
-	if len(sessions) != 1 {
-		t.Fatalf("ls: sessions %v", ls["sessions"])
-	}
+	require.Len(t, sessions, 1, "ls: sessions %v", ls["sessions"])
 	want("ls session", sessions[0], map[string]any{"epoch": 1.0, "firstSeq": 0.0, "lastSeq": 6.0})
 	objects, _ := sessions[0].(map[string]any)["objects"].([]any)
 	if len(objects) == 0 {

@@ -10,6 +10,8 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func verifyJSON(t *testing.T, r result) verifyReport {
@@ -38,9 +40,8 @@ func TestVerifyClean(t *testing.T) {
 			if !rep.Clean || rep.Damage != 0 || len(rep.Actors) != 1 || rep.Actors[0].Seq != 6 {
 				t.Errorf("verify --json: %+v", rep)
 			}
-			if rep.Warnings != 0 || len(rep.Actors[0].Problems) != 0 {
-				t.Errorf("want no problem, got %+v", rep.Actors[0].Problems)
-			}
+			assert.Equal(t, 0, rep.Warnings, "want no problem")
+			assert.Len(t, rep.Actors[0].Problems, 0, "want no problem")
 		})
 	}
 }
@@ -53,9 +54,7 @@ func TestVerifyDamaged(t *testing.T) {
 		r := framectl(t, "verify", "--bucket", f.url).want(t, exitDamage)
 		contains(t, "verify", r.stdout, "DAMAGE", key, "DAMAGED")
 		contains(t, "stderr", r.stderr, "damage found")
-		if strings.Count(r.stderr, "framectl verify:") != 1 {
-			t.Errorf("want one error line on stderr:\n%s", r.stderr)
-		}
+		assert.Equal(t, 1, strings.Count(r.stderr, "framectl verify:"), "want one error line on stderr:\n%s", r.stderr)
 		rep := verifyJSON(t, framectl(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
 		found := false
 		for _, p := range rep.Actors[0].Problems {
@@ -129,9 +128,8 @@ func TestVerifyWarnings(t *testing.T) {
 		{fence.Record{Epoch: 1, Node: "node-x", Address: "10.0.0.9:80"}, `held by node "node-x", whose lease nodes/node-x.json is gone`},
 	} {
 		body := tc.record.Marshal()
-		if _, err := f.b.Put(t.Context(), own, bytes.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := f.b.Put(t.Context(), own, bytes.NewReader(body), int64(len(body)), bucket.Condition{})
+		require.NoError(t, err)
 		r := framectl(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitOK)
 		contains(t, "verify", r.stdout, "warning", own, tc.want, ": clean, 1 warnings")
 		rep := verifyJSON(t, framectl(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitOK))

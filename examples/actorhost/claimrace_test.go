@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
+	"github.com/stretchr/testify/require"
 )
 
 // TestClaimRace: eight nodes get a request for each of the same 50
@@ -106,9 +107,7 @@ func claimRace(t *testing.T, b bucket.Bucket) {
 		}
 		checkEpochs(t, c, s.id, s.acks)
 		notes, _, err := getNotes(gctx, c, ns, s.id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkNotes(t, "served", s.id, s.acks, notes)
 		if len(notes) != len(s.acks) {
 			// Every write was retried until acknowledged, and a write
@@ -127,9 +126,7 @@ func allReleased(t testing.TB, b bucket.Bucket, ns string, streams []*stream) bo
 			return false
 		}
 		rec, err := fence.ParseRecord(a.OwnKey(), data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if !rec.Released() {
 			return false
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/require"
 )
 
 // testClient is what the tests' callers use: generous timeouts (a
@@ -415,30 +416,20 @@ func restoredNotes(t testing.TB, b bucket.Bucket, ns, id string) ([]note, restor
 	a := frames.Actor{Namespace: frames.NamespaceID("", ns), Actor: frames.ActorKey([]byte(id))}
 	dest := filepath.Join(t.TempDir(), "restored.sqlite")
 	res, err := restore.Restore(t.Context(), b, a, dest, restore.Options{})
-	if err != nil {
-		t.Fatalf("restoring %s: %v", id, err)
-	}
+	require.NoError(t, err, "restoring %s", id)
 	db, err := sql.Open("sqlite3", "file:"+dest+"?mode=ro")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	rows, err := db.Query(`SELECT id, body FROM notes ORDER BY id`)
-	if err != nil {
-		t.Fatalf("restored %s: %v", id, err)
-	}
+	require.NoError(t, err, "restored %s", id)
 	defer rows.Close()
 	var out []note
 	for rows.Next() {
 		var n note
-		if err := rows.Scan(&n.ID, &n.Body); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rows.Scan(&n.ID, &n.Body))
 		out = append(out, n)
 	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rows.Err())
 	return out, res
 }
 

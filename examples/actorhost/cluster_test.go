@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // cluster runs actorhost processes against one bucket. Each slot is a
@@ -93,9 +95,7 @@ func (c *cluster) startSupervisor() {
 func (c *cluster) start(slot int) *proc {
 	c.t.Helper()
 	p, err := c.startProc(slot)
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	require.NoError(c.t, err)
 	return p
 }
 
@@ -206,9 +206,8 @@ func (c *cluster) supervise(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if _, err := c.startProc(slot); err != nil {
-				c.t.Errorf("restarting node%d: %v", slot, err)
-			}
+			_, err := c.startProc(slot)
+			assert.NoError(c.t, err, "restarting node%d", slot)
 		}
 	}
 }

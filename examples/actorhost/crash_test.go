@@ -9,6 +9,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/stretchr/testify/require"
 )
 
 // shortTimings keep failovers short: a node is fenced 1.5 s after its
@@ -113,9 +114,7 @@ func checkFinalState(t *testing.T, ctx context.Context, c *cluster, b bucket.Buc
 	for _, s := range w.streams {
 		checkEpochs(t, c, s.id, s.acks)
 		notes, _, err := getNotes(gctx, c, s.ns, s.id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkNotes(t, "served", s.id, s.acks, notes)
 	}
 	drainAll(t, c)

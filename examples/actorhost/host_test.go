@@ -20,6 +20,8 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // These tests run hosts inside the test process (run, as main does), so
@@ -74,9 +76,7 @@ func startInProcess(t *testing.T, b bucket.Bucket, data string, flags ...string)
 	}
 	go io.Copy(io.Discard, pr)
 	f := strings.Fields(line)
-	if len(f) != 4 {
-		t.Fatalf("host printed %q", line)
-	}
+	require.Len(t, f, 4, "host printed %q", line)
 	h.addr, h.id = f[1], f[3]
 	h.p = &proc{addr: h.addr, id: h.id, exited: make(chan struct{})}
 	t.Cleanup(func() {
@@ -102,13 +102,9 @@ func ownRecord(t testing.TB, b bucket.Bucket, ns, id string) fence.Record {
 	t.Helper()
 	a := actorOf(ns, id)
 	data, _, err := bucket.ReadAll(t.Context(), b, a.OwnKey(), fence.MaxRecordBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rec, err := fence.ParseRecord(a.OwnKey(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return rec
 }
 
@@ -145,9 +141,8 @@ func TestOpenOnceUnderConcurrentRequests(t *testing.T) {
 	counters := map[string][]int64{}
 	for res := range results {
 		r := res.r
-		if r.err != nil || r.status != http.StatusOK {
-			t.Fatalf("%s: %v", res.actor, r)
-		}
+		require.NoError(t, r.err, "%s: %v", res.actor, r)
+		require.Equal(t, http.StatusOK, r.status, "%s: %v", res.actor, r)
 		if r.epoch != 1 || r.node != h.id {
 			t.Errorf("%s: answered by %s in epoch %d", res.actor, r.node, r.epoch)
 		}
@@ -159,17 +154,12 @@ func TestOpenOnceUnderConcurrentRequests(t *testing.T) {
 	for id, vs := range counters {
 		slices.Sort(vs)
 		for i, v := range vs {
-			if v != int64(i+1) {
-				t.Fatalf("%s: counter values %v: not 1..%d once each", id, vs, len(vs))
-			}
+			require.Equal(t, int64(i+1), v, "%s: counter values %v: not 1..%d once each", id, vs, len(vs))
 		}
 		inv, err := restore.Take(ctx, b, actorOf("c", id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(inv.Sessions) != 1 || inv.Sessions[0].Epoch != 1 {
-			t.Errorf("%s: sessions in the bucket: %+v", id, inv.Sessions)
-		}
+		require.NoError(t, err)
+		assert.Len(t, inv.Sessions, 1, "%s: sessions in the bucket", id)
+		assert.Equal(t, uint64(1), inv.Sessions[0].Epoch, "%s: sessions in the bucket", id)
 	}
 	if n := strings.Count(h.log.String(), `msg="actor open"`); n != actors {
 		t.Errorf("%d opens logged for %d actors", n, actors)
@@ -193,18 +183,16 @@ func TestForwarding(t *testing.T) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, bb.url("f", "x", "notes"), nil)
 	req.Header.Set(hdrForwarded, "someone")
 	resp, err := testClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "1" || resp.Header.Get(hdrVia) != "" {
 		t.Fatalf("a forwarded request for an actor held elsewhere: %d, Retry-After %q, via %q",
 			resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get(hdrVia))
 	}
 	notes, _ := json.Marshal([]note{{1, "one"}, {2, "two"}})
-	if r := do(ctx, http.MethodGet, bb.url("f", "x", "notes"), ""); r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != string(notes) {
-		t.Fatalf("notes via the other node: %v", r)
-	}
+	r = do(ctx, http.MethodGet, bb.url("f", "x", "notes"), "")
+	require.Equal(t, http.StatusOK, r.status, "notes via the other node: %v", r)
+	require.Equal(t, string(notes), strings.TrimSpace(string(r.body)), "notes via the other node: %v", r)
 }
 
 // An idle actor is released (hibernates), and the next request anywhere
@@ -215,9 +203,8 @@ func TestIdleActorsHibernate(t *testing.T) {
 	a := startInProcess(t, b, "", "-idle", "100ms")
 	bb := startInProcess(t, b, "")
 	for i := range 3 {
-		if r := do(ctx, http.MethodPost, a.url("h", "x", "counter"), ""); r.status != http.StatusOK {
-			t.Fatalf("write %d: %v", i, r)
-		}
+		r := do(ctx, http.MethodPost, a.url("h", "x", "counter"), "")
+		require.Equal(t, http.StatusOK, r.status, "write %d: %v", i, r)
 	}
 	if !waitFor(ctx, hangGuard, func() bool { return ownRecord(t, b, "h", "x").Released() }) {
 		t.Fatal("the idle actor was not released")
@@ -247,9 +234,8 @@ func TestDrainReleasesAndDeregisters(t *testing.T) {
 			t.Errorf("%s: own.json after the drain: %+v", id, rec)
 		}
 	}
-	if _, err := b.Stat(ctx, frames.NodeKey(a.id)); !errors.Is(err, bucket.ErrNotFound) {
-		t.Errorf("the lease is still there: %v", err)
-	}
+	_, err := b.Stat(ctx, frames.NodeKey(a.id))
+	assert.ErrorIs(t, err, bucket.ErrNotFound, "the lease is still there")
 	again := startInProcess(t, b, a.data) // the lock on -data is free
 	if r := do(ctx, http.MethodGet, again.url("d", "x", "notes"), ""); r.status != http.StatusOK || r.epoch != 2 {
 		t.Fatalf("reopened: %v (epoch %d)", r, r.epoch)
@@ -268,13 +254,9 @@ func TestFencedNodeExits(t *testing.T) {
 	key := frames.NodeKey(a.id)
 	for {
 		data, info, err := bucket.ReadAll(ctx, b, key, fence.MaxRecordBytes)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		l, err := fence.ParseLease(key, data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		l.Fenced = true
 		body := l.Marshal()
 		if _, err := b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: info.ETag}); err == nil {
@@ -286,9 +268,7 @@ func TestFencedNodeExits(t *testing.T) {
 	select {
 	case code := <-a.done:
 		a.done <- code
-		if code != exitFenced {
-			t.Fatalf("exit code %d, want %d", code, exitFenced)
-		}
+		require.Equal(t, exitFenced, code, "exit code")
 	case <-time.After(hangGuard):
 		t.Fatal("the fenced node kept running")
 	}
@@ -317,9 +297,7 @@ func TestBadRequests(t *testing.T) {
 		{"GET", "/actor/ns/x/other", "", http.StatusNotFound},
 	} {
 		r := do(ctx, c.method, "http://"+h.addr+c.path, c.body)
-		if r.status != c.status {
-			t.Errorf("%s %.60s: %v, want %d", c.method, c.path, r, c.status)
-		}
+		assert.Equal(t, c.status, r.status, "%s %.60s: %v", c.method, c.path, r)
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestZombie: the owner of some actors is paused (SIGSTOP) while writes to
@@ -48,12 +50,8 @@ func zombie(t *testing.T, b bucket.Bucket) {
 		s := &stream{ns: ns, id: fmt.Sprintf("z%d", i)}
 		streams = append(streams, s)
 		r, err := s.postUntilOK(ctx, z) // z claims it
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.node != z.id {
-			t.Fatalf("%s: first write served by %s, not by node0", s.id, c.nodeName(r.node))
-		}
+		require.NoError(t, err)
+		require.Equal(t, z.id, r.node, "%s: first write served by %s, not by node0", s.id, c.nodeName(r.node))
 		zombieEpoch[s.id] = r.epoch
 	}
 
@@ -106,9 +104,7 @@ func zombie(t *testing.T, b bucket.Bucket) {
 	// fenced z (its lease plus grace ran out on the heir's clock).
 	for _, s := range streams {
 		r, err := s.postUntilOK(ctx, heir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if r.node == z.id || r.epoch <= zombieEpoch[s.id] {
 			t.Fatalf("%s: after the pause, acknowledged by %s in epoch %d (the zombie held epoch %d)", s.id, c.nodeName(r.node), r.epoch, zombieEpoch[s.id])
 		}
@@ -116,9 +112,8 @@ func zombie(t *testing.T, b bucket.Bucket) {
 	t.Logf("actors taken over %v after the pause", time.Since(paused).Round(time.Millisecond))
 	for _, s := range streams {
 		for _, p := range ps[1:] {
-			if _, err := s.postUntilOK(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			_, err := s.postUntilOK(ctx, p)
+			require.NoError(t, err)
 		}
 	}
 	// What the zombie's sessions hold at the takeover.
@@ -173,9 +168,7 @@ func zombie(t *testing.T, b bucket.Bucket) {
 		gctx, cancel := context.WithTimeout(ctx, hangGuard)
 		served, _, err := getNotes(gctx, c, ns, s.id)
 		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		checkNotes(t, "served", s.id, s.acks, served)
 		restored, res := restoredNotes(t, b, ns, s.id)
 		if res.Epoch <= zombieEpoch[s.id] {
@@ -191,15 +184,13 @@ func zombie(t *testing.T, b bucket.Bucket) {
 		}
 
 		// The tier pass deletes the zombie's session, late uploads and all.
-		if _, err := compact.Actor(ctx, b, actorOf(ns, s.id), compact.Options{ScratchDir: t.TempDir()}); err != nil {
-			t.Fatalf("%s: compaction: %v", s.id, err)
-		}
+		_, err = compact.Actor(ctx, b, actorOf(ns, s.id), compact.Options{ScratchDir: t.TempDir()})
+		require.NoError(t, err, "%s: compaction", s.id)
 		if left := sessionKeys(t, b, ns, s.id, zombieEpoch[s.id]); len(left) > 0 {
 			t.Errorf("%s: the tier pass left the zombie's objects: %v", s.id, left)
 		}
-		if again, _ := restoredNotes(t, b, ns, s.id); !slices.Equal(served, again) {
-			t.Errorf("%s: after the tier pass, restore differs from the owner's state", s.id)
-		}
+		again, _ := restoredNotes(t, b, ns, s.id)
+		assert.Equal(t, served, again, "%s: after the tier pass, restore differs from the owner's state", s.id)
 	}
 }
 
@@ -207,9 +198,7 @@ func zombie(t *testing.T, b bucket.Bucket) {
 func sessionKeys(t testing.TB, b bucket.Bucket, ns, id string, epoch uint64) []string {
 	t.Helper()
 	inv, err := restore.Take(t.Context(), b, actorOf(ns, id))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var keys []string
 	if s, ok := inv.Session(epoch); ok {
 		for _, o := range append(s.Snapshots, s.Batches...) {
@@ -235,9 +224,7 @@ func pauseOutsideCommitLock(t *testing.T, b bucket.Bucket, p *proc) {
 		return
 	}
 	f, err := os.OpenFile(filepath.Join(u.Path, ".framectl", "lock"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	for range 1000 {
 		p.stop()

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestPageSize(t *testing.T) {
@@ -24,9 +27,7 @@ func TestPageSize(t *testing.T) {
 		{header(0x03, 0x00), 4096}, // not a power of two
 		{make([]byte, 17), 4096},   // too short
 	} {
-		if got := PageSize(tc.db); got != tc.want {
-			t.Errorf("header bytes %x: page size %d, want %d", tc.db[16:min(18, len(tc.db))], got, tc.want)
-		}
+		assert.Equal(t, tc.want, PageSize(tc.db), "header bytes %x: page size", tc.db[16:min(18, len(tc.db))])
 	}
 }
 
@@ -47,17 +48,11 @@ func TestSameBytes(t *testing.T) {
 	got := bytes.Clone(want)
 	r := &recorder{TB: t}
 	SameBytes(r, "equal", got, want)
-	if r.failed != "" {
-		t.Fatalf("equal images reported: %s", r.failed)
-	}
+	require.Equal(t, "", r.failed, "equal images reported")
 	got[2*4096+7] = 1
 	SameBytes(r, "third page", got, want)
-	if w := "third page: 12288 bytes vs 12288, first difference at byte 8199 (page 3 of 4096 bytes)"; r.failed != w {
-		t.Errorf("reported %q, want %q", r.failed, w)
-	}
+	assert.Equal(t, "third page: 12288 bytes vs 12288, first difference at byte 8199 (page 3 of 4096 bytes)", r.failed, "reported")
 	r.failed = ""
 	SameBytes(r, "short", want[:4096], want)
-	if w := "short: 4096 bytes vs 12288, first difference at byte 4096 (page 2 of 4096 bytes)"; r.failed != w {
-		t.Errorf("reported %q, want %q", r.failed, w)
-	}
+	assert.Equal(t, "short: 4096 bytes vs 12288, first difference at byte 4096 (page 2 of 4096 bytes)", r.failed, "reported")
 }

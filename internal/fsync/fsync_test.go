@@ -1,19 +1,16 @@
 package fsync
 
 import (
-	"errors"
 	"io/fs"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestDir(t *testing.T) {
-	if err := Dir(t.TempDir()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Dir(t.TempDir()))
 	missing := filepath.Join(t.TempDir(), "gone")
 	err := Dir(missing)
-	if !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("Dir(%s) = %v, want fs.ErrNotExist", missing, err)
-	}
+	require.ErrorIs(t, err, fs.ErrNotExist, "Dir(%s)", missing)
 }
