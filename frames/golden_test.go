@@ -82,3 +82,17 @@ func TestGoldenSnapshot(t *testing.T) {
 		t.Fatalf("golden snapshot decodes as %+v", got)
 	}
 }
+
+func goldenChunk() []byte { return bytes.Repeat([]byte{0x5a, 0xa5, 0, 0}, 256) }
+
+func TestGoldenChunk(t *testing.T) {
+	content := goldenChunk()
+	var buf bytes.Buffer
+	h, _, err := WriteChunk(&buf, content, WriteOptions{})
+	require.NoError(t, err)
+	old := golden(t, "chunk-v1", buf.Bytes())
+	got, out, err := ReadChunk(bytes.NewReader(old), Actor{Namespace: NamespaceID("", "golden"), Actor: "01"}.ChunkKey(h.Hash), 1024, nil, Limits{})
+	require.NoError(t, err)
+	require.Equal(t, h, got)
+	require.True(t, bytes.Equal(content, out), "golden chunk content")
+}

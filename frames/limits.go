@@ -15,6 +15,10 @@ type Limits struct {
 	// MaxSnapshotBytes bounds a snapshot file's decompressed content.
 	// Default 64 GiB. Snapshots stream, so this bounds time, not memory.
 	MaxSnapshotBytes uint64
+	// MaxChunkBytes bounds a chunk's content: the most ReadChunk allocates
+	// for it, and so the largest chunk a manifest may name. Default
+	// 16 MiB.
+	MaxChunkBytes uint64
 	// DepthLimit bounds pointer nesting. Default 8; the schema needs 4.
 	DepthLimit uint
 	// MaxLanes bounds the lanes of a snapshot. Default 1024.
@@ -26,6 +30,7 @@ const (
 	DefaultMaxMessageSize   = 16 << 20
 	DefaultMaxBatchBytes    = 4 << 30
 	DefaultMaxSnapshotBytes = 64 << 30
+	DefaultMaxChunkBytes    = 16 << 20
 	DefaultDepthLimit       = 8
 	DefaultMaxLanes         = 1024
 )
@@ -39,6 +44,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSnapshotBytes == 0 {
 		l.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+	}
+	if l.MaxChunkBytes == 0 {
+		l.MaxChunkBytes = DefaultMaxChunkBytes
 	}
 	if l.DepthLimit == 0 {
 		l.DepthLimit = DefaultDepthLimit
