@@ -18,11 +18,13 @@ type Limits struct {
 	// MaxManifestSize bounds a manifest, one Cap'n Proto message read
 	// whole, and so the first message of a snapshot object read with
 	// OpenSnapshot until its version is known. Default 64 MiB: a chunk
-	// reference takes 56 bytes of it, so about 1.2 million chunks.
+	// reference takes 56 bytes of it, so about 1.2 million chunks, 300 GiB
+	// of database at DefaultChunkBytes (past MaxSnapshotBytes' default).
 	MaxManifestSize uint64
 	// MaxChunkBytes bounds a chunk's content: the most ReadChunk allocates
 	// for it, and so the largest chunk a manifest may name. Default
-	// 16 MiB.
+	// 16 MiB: 64 times DefaultChunkBytes, room for a writer that chooses
+	// larger chunks.
 	MaxChunkBytes uint64
 	// DepthLimit bounds pointer nesting. Default 8; the schema needs 4.
 	DepthLimit uint

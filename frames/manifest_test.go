@@ -362,3 +362,11 @@ func TestWriteManifestRefusesOversize(t *testing.T) {
 	err := WriteManifest(io.Discard, Manifest{Epoch: 1, Lanes: []ManifestLane{l}}, WriteOptions{})
 	require.ErrorIs(t, err, ErrTooLarge)
 }
+
+func TestDefaultChunkPages(t *testing.T) {
+	for ps := uint32(512); ps <= 65536; ps *= 2 {
+		n := DefaultChunkPages(ps)
+		require.Equal(t, uint64(DefaultChunkBytes), uint64(n)*uint64(ps), "page size %d", ps)
+		require.LessOrEqual(t, uint64(n)*uint64(ps), uint64(DefaultMaxChunkBytes), "page size %d", ps)
+	}
+}
