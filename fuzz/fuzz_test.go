@@ -18,6 +18,8 @@ var limits = frames.Limits{
 	MaxMessageSize:   1 << 20,
 	MaxBatchBytes:    4 << 20,
 	MaxSnapshotBytes: 4 << 20,
+	MaxManifestSize:  1 << 20,
+	MaxChunkBytes:    1 << 20,
 	MaxLanes:         64,
 }
 
