@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/framectl/framectl/bucket"
 )
@@ -12,7 +13,11 @@ import (
 // BenchmarkDirList: one page of 1,000 keys from a prefix holding 100,000,
 // from its start and from its middle (startAfter), with the keys in one
 // directory (as content-addressed objects are) or in 100 directories of
-// 1,000 (as sessions' batches are).
+// 1,000 (as sessions' batches are). dir=settled: nothing changed in the
+// last second (pages after the first find their place in names kept
+// from an earlier read); dir=changing: a name is added or removed in
+// every directory just before each page, which must then read the
+// directories it walks through again.
 func BenchmarkDirList(b *testing.B) {
 	const keys, page = 100_000, 1000
 	layouts := []struct {
@@ -24,9 +29,11 @@ func BenchmarkDirList(b *testing.B) {
 	}
 	for _, l := range layouts {
 		root := benchRoot(b)
+		var dirs []string
 		for i := range keys {
 			path := filepath.Join(root, filepath.FromSlash(l.key(i)))
 			if i%1000 == 0 {
+				dirs = append(dirs, filepath.Dir(path))
 				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 					b.Fatal(err)
 				}
@@ -39,22 +46,43 @@ func BenchmarkDirList(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, from := range []struct {
-			name, after string
-		}{{"start", ""}, {"middle", l.key(keys / 2)}} {
-			b.Run(fmt.Sprintf("layout=%s/keys=%d/from=%s", l.name, keys, from.name), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					p, err := d.List(b.Context(), "p/k/", from.after, page)
-					if err != nil {
-						b.Fatal(err)
+		time.Sleep(1100 * time.Millisecond) // longer than a directory takes to settle
+		for _, state := range []string{"settled", "changing"} {
+			for _, from := range []struct {
+				name, after string
+			}{{"start", ""}, {"middle", l.key(keys / 2)}} {
+				b.Run(fmt.Sprintf("layout=%s/keys=%d/dir=%s/from=%s", l.name, keys, state, from.name), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if state == "changing" {
+							b.StopTimer()
+							for _, dir := range dirs {
+								touchDir(b, dir)
+							}
+							b.StartTimer()
+						}
+						p, err := d.List(b.Context(), "p/k/", from.after, page)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if len(p.Objects) != page || !p.More {
+							b.Fatalf("%d keys, More %v", len(p.Objects), p.More)
+						}
 					}
-					if len(p.Objects) != page || !p.More {
-						b.Fatalf("%d keys, More %v", len(p.Objects), p.More)
-					}
-				}
-			})
+				})
+			}
 		}
+	}
+}
+
+// touchDir changes a directory: a name added and removed.
+func touchDir(b *testing.B, dir string) {
+	name := filepath.Join(dir, "~touch")
+	if err := os.WriteFile(name, nil, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Remove(name); err != nil {
+		b.Fatal(err)
 	}
 }
 
