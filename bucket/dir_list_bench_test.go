@@ -11,7 +11,8 @@ import (
 )
 
 // BenchmarkDirList: one page of 1,000 keys from a prefix holding 100,000,
-// from its start and from its middle (startAfter), with the keys in one
+// from its start and from its middle (startAfter), and every page of it
+// (from=all, bucket.All: what restore and verify do), with the keys in one
 // directory (as content-addressed objects are) or in 100 directories of
 // 1,000 (as sessions' batches are). dir=settled: nothing changed in the
 // last second (pages after the first find their place in names kept
@@ -50,7 +51,7 @@ func BenchmarkDirList(b *testing.B) {
 		for _, state := range []string{"settled", "changing"} {
 			for _, from := range []struct {
 				name, after string
-			}{{"start", ""}, {"middle", l.key(keys / 2)}} {
+			}{{"start", ""}, {"middle", l.key(keys / 2)}, {"all", ""}} {
 				b.Run(fmt.Sprintf("layout=%s/keys=%d/dir=%s/from=%s", l.name, keys, state, from.name), func(b *testing.B) {
 					b.ReportAllocs()
 					for b.Loop() {
@@ -60,6 +61,10 @@ func BenchmarkDirList(b *testing.B) {
 								touchDir(b, dir)
 							}
 							b.StartTimer()
+						}
+						if from.name == "all" {
+							listAllKeys(b, d, keys)
+							continue
 						}
 						p, err := d.List(b.Context(), "p/k/", from.after, page)
 						if err != nil {
@@ -72,6 +77,20 @@ func BenchmarkDirList(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// listAllKeys lists every key under p/k/ through bucket.All.
+func listAllKeys(b *testing.B, d *bucket.Dir, want int) {
+	n := 0
+	for _, err := range bucket.All(b.Context(), d, "p/k/") {
+		if err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	if n != want {
+		b.Fatalf("listed %d keys, want %d", n, want)
 	}
 }
 
