@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +71,8 @@ func TestContract(t *testing.T) {
 		{"ShortBody", testShortBody},
 		{"Order", testOrder},
 		{"ManyKeys", testManyKeys},
+		{"TreeOrder", testTreeOrder},
+		{"ManyKeysOneLevel", testManyKeysOneLevel},
 		{"CreateOnlyRace", testCreateOnlyRace},
 		{"CompareAndSwap", testCompareAndSwap},
 		{"CASCounter", testCASCounter},
@@ -175,6 +178,11 @@ func listAll(t testing.TB, b bucket.Bucket, prefix, startAfter string, limit int
 		}
 		if len(p.Objects) > want {
 			t.Fatalf("list %q after %q limit %d: %d keys", prefix, after, limit, len(p.Objects))
+		}
+		for i, o := range p.Objects {
+			if o.Key <= after || (i > 0 && o.Key <= p.Objects[i-1].Key) {
+				t.Fatalf("list %q after %q limit %d: %q out of order", prefix, after, limit, o.Key)
+			}
 		}
 		all = append(all, p.Objects...)
 		if !p.More {
@@ -520,6 +528,160 @@ func testManyKeys(t *testing.T, be backend) {
 		all = append(all, o.Key)
 	}
 	require.Equal(t, want, all, "All: %d keys, want %d", len(all), len(want))
+}
+
+// treeKeys is a tree of keys whose components are prefixes of their
+// siblings ("a", "a!", "a-", "a.", "a0", "a~"), as files at one level and
+// directories at another, down to five levels: across a directory
+// boundary, the order of full keys differs from the order of names
+// ("a-" < "a/x" < "a0"). No key is a "directory" of another.
+func treeKeys(rng *rand.Rand, n int) []string {
+	comps := []string{"a", "a!", "a-", "a.", "a0", "a~", "b", "-", "~"}
+	var keys []string
+	conflicts := func(k string) bool {
+		for _, o := range keys {
+			if k == o || strings.HasPrefix(k, o+"/") || strings.HasPrefix(o, k+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	for len(keys) < n {
+		parts := make([]string, 1+rng.IntN(5))
+		for i := range parts {
+			parts[i] = comps[rng.IntN(len(comps))]
+		}
+		if k := "t/" + strings.Join(parts, "/"); !conflicts(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// testTreeOrder lists a tree of tricky names from every key, from every
+// directory on the way to one (with and without its slash) and from
+// points between keys, under prefixes that end inside components and at
+// directory boundaries, and compares each page with the sorted keys.
+func testTreeOrder(t *testing.T, be backend) {
+	b := be.new(t)
+	rng := rand.New(rand.NewPCG(7, 11))
+	keys := treeKeys(rng, 150)
+	store := unwrap(b)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() { put(t, store, k, k) })
+	}
+	wg.Wait()
+	expect := func(prefix, after string, limit int) []string {
+		out := []string{}
+		for _, k := range keys {
+			if strings.HasPrefix(k, prefix) && k > after && len(out) < limit {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	// Where a listing may start: at a key, in the directories above it,
+	// just before and after it, at a component cut short.
+	startSet := map[string]bool{"": true, "t": true, "t/": true, "s": true, "u": true}
+	for _, k := range keys {
+		startSet[k] = true
+		startSet[k+"!"] = true
+		startSet[k+"/"] = true
+		startSet[k[:len(k)-1]] = true
+		for i := range len(k) {
+			if k[i] == '/' {
+				startSet[k[:i]] = true
+				startSet[k[:i+1]] = true
+			}
+		}
+	}
+	starts := slices.Sorted(maps.Keys(startSet))
+	// One page of three from every start: where each page begins and
+	// whether More is right.
+	for _, after := range starts {
+		want := expect("t/", after, 4)
+		p := listPage(t, b, "t/", after, 3)
+		if got := keysOf(p.Objects); !slices.Equal(got, want[:min(3, len(want))]) || p.More != (len(want) == 4) {
+			t.Fatalf("list t/ after %q limit 3: %q More %v, want %q More %v", after, got, p.More, want[:min(3, len(want))], len(want) == 4)
+		}
+	}
+	// Whole listings under prefixes that end at directories and inside
+	// components, from random starts, in pages of every size.
+	prefixSet := map[string]bool{"": true}
+	for _, k := range keys {
+		for i := range len(k) + 1 {
+			prefixSet[k[:i]] = true
+		}
+	}
+	prefixes := slices.Sorted(maps.Keys(prefixSet))
+	for range 150 {
+		prefix := prefixes[rng.IntN(len(prefixes))]
+		after := starts[rng.IntN(len(starts))]
+		limit := rng.IntN(8)
+		got := keysOf(listAll(t, b, prefix, after, limit))
+		require.Equal(t, expect(prefix, after, len(keys)), got, "list %q after %q limit %d", prefix, after, limit)
+	}
+}
+
+// testManyKeysOneLevel pages through more than 1,000 keys in one
+// directory, among them names that are prefixes of others and
+// subdirectories sorting between files ("12" < "12-" < "12.d/k" < "120"):
+// full pages with More until the last, each key once, none missed, from
+// the start and from points between keys.
+func testManyKeysOneLevel(t *testing.T, be backend) {
+	var want []string
+	for i := range 1200 {
+		want = append(want, fmt.Sprintf("f/%d", i))
+		if i%10 == 2 {
+			want = append(want, fmt.Sprintf("f/%d-", i), fmt.Sprintf("f/%d.d/k", i))
+		}
+	}
+	slices.Sort(want)
+	b := be.new(t)
+	store := unwrap(b)
+	var wg sync.WaitGroup
+	work := make(chan string)
+	for range 16 {
+		wg.Go(func() {
+			for k := range work {
+				put(t, store, k, k)
+			}
+		})
+	}
+	for _, k := range want {
+		work <- k
+	}
+	close(work)
+	wg.Wait()
+
+	var got []string
+	var sizes []int
+	for after := ""; ; {
+		p := listPage(t, b, "f/", after, 0)
+		got = append(got, keysOf(p.Objects)...)
+		sizes = append(sizes, len(p.Objects))
+		if !p.More {
+			break
+		}
+		after = p.Objects[len(p.Objects)-1].Key
+	}
+	require.Equal(t, []int{1000, len(want) - 1000}, sizes, "default page sizes")
+	require.Equal(t, want, got, "all pages: first difference at %d", firstDiff(got, want))
+	for _, after := range []string{"f/", "f/1", "f/12", "f/12-", "f/12.d", "f/12.d/", "f/12.d/k", "f/599~", "f/999", "f/999~"} {
+		i, _ := slices.BinarySearch(want, after)
+		if i < len(want) && want[i] == after {
+			i++
+		}
+		got := keysOf(listAll(t, b, "f/", after, 700))
+		require.Equal(t, want[i:], got, "after %q: first difference at %d", after, firstDiff(got, want[i:]))
+	}
+	// The last page ends exactly at the last key: no More.
+	last := want[len(want)-101]
+	if p := listPage(t, b, "f/", last, 100); p.More || len(p.Objects) != 100 || p.Objects[99].Key != want[len(want)-1] {
+		t.Fatalf("after %q limit 100: %d keys, More %v", last, len(p.Objects), p.More)
+	}
 }
 
 // unwrap returns the bucket behind a Faulty one.

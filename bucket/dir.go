@@ -87,6 +87,11 @@ import (
 type Dir struct {
 	root  string   // absolute and clean
 	locks keyLocks // the in-process half of the key locks
+	// lists keeps large directories' sorted names for List; listSettle
+	// is how long ago a directory must have last changed for its names
+	// to be kept (see listCache).
+	lists      *listCache
+	listSettle time.Duration
 }
 
 var _ Bucket = (*Dir)(nil)
@@ -116,7 +121,7 @@ func NewDir(root string) (*Dir, error) {
 // newDir opens the bucket at abs; prepare makes NewDir's writes, without
 // which opening changes nothing on disk (the first Put creates tmp/).
 func newDir(abs string, prepare bool) (*Dir, error) {
-	d := &Dir{root: abs}
+	d := &Dir{root: abs, lists: newListCache(), listSettle: listSettle}
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
@@ -601,7 +606,8 @@ func (d *Dir) remove(ctx context.Context, key string) (string, error) {
 
 // testHook, set only by tests (export_test.go), is called at named points
 // of a commit: "locked" just after the key's lock is taken, "renaming" just
-// before the rename into place.
+// before the rename into place; and by a listing, "readdir", when it reads
+// a directory from the filesystem.
 var testHook func(point, key string)
 
 // missing maps "no such file" to ErrNoBucket when the root itself is gone,

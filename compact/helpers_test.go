@@ -56,7 +56,14 @@ func openDB(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint64) 
 // openDBPage is openDB with the page size of a new database.
 func openDBPage(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint64, pageSize int) *testDB {
 	t.Helper()
-	cfg := vfs.Config{Bucket: b, Namespace: testNamespace, Actor: id, Epoch: epoch, Dir: dir,
+	return openDBMode(t, b, dir, id, epoch, pageSize, vfs.Async)
+}
+
+// openDBMode is openDBPage in the given mode (vfs.Sync: one batch per
+// commit).
+func openDBMode(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint64, pageSize int, mode vfs.Mode) *testDB {
+	t.Helper()
+	cfg := vfs.Config{Bucket: b, Namespace: testNamespace, Actor: id, Epoch: epoch, Dir: dir, Mode: mode,
 		PageSize: pageSize, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		DisableCompaction: true} // the tests run every pass themselves
 	db, err := vfs.Open(t.Context(), cfg)
