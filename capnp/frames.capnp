@@ -17,6 +17,19 @@ const formatVersion :UInt16 = 1;
 # A reader rejects any other value: a newer writer must bump it only when an
 # old reader would misread the object.
 
+const manifestFormatVersion :UInt16 = 2;
+# The value of Manifest.version: a snapshot object whose only message is a
+# Manifest rather than a SnapshotHeader followed by the lanes' bytes (go doc
+# ./frames, "Manifests"). Manifest and SnapshotHeader share their first four
+# fields, so a reader reads `version` the same way from either and knows
+# which it holds; a reader that knows only formatVersion refuses a manifest,
+# naming its version.
+
+const chunkFormatVersion :UInt16 = 1;
+# The value of ChunkHeader.version written today (go doc ./frames, "Chunk
+# files"). Chunk objects have their own version: they are a different kind
+# of object from batches and snapshots, under keys of their own.
+
 enum LaneKind {
   # What a lane holds, and so how a frame changes it.
   unspecified @0;
@@ -166,4 +179,107 @@ struct SnapshotLane {
 
   checksum @4 :UInt64;
   # Rolling database checksum of those bytes.
+}
+
+struct Manifest {
+  # First and only message of a manifest: a snapshot object
+  # (snapshot/<epoch>/<seq>) that lists the database as chunk objects instead
+  # of holding its bytes. Fields @0 to @3 are SnapshotHeader's, with the same
+  # ordinals and types, and so at the same offsets of the encoding (Cap'n
+  # Proto lays out fields in ordinal order): a reader reads `version` the
+  # same way from either and knows which it holds. Never change either
+  # struct's first four fields.
+
+  version @0 :UInt16;
+  # manifestFormatVersion.
+
+  epoch @1 :UInt64;
+  # The epoch that wrote the manifest; the <epoch> of its key.
+
+  seq @2 :UInt64;
+  # The manifest holds the state after every commit through this sequence
+  # number; the <seq> of its key. 0 = before the first commit.
+
+  commitTime @3 :Int64;
+  # Commit time of commit `seq` (Unix nanoseconds), 0 when seq is 0.
+
+  lanes @4 :List(ManifestLane);
+  # Lane numbers strictly ascending.
+
+  predecessorEpoch @5 :UInt64;
+  # The session's lineage: the epoch of the session whose state this
+  # session started from, below `epoch`; 0 when the session started a new
+  # database. Every manifest of a session carries the same lineage (a
+  # compaction copies it), so it survives the deletion of the session's
+  # first manifest.
+
+  predecessorSeq @6 :UInt64;
+  # The last sequence number of the predecessor that this session holds, at
+  # most `seq`: the predecessor's frames past it are not history. 0 when
+  # predecessorEpoch is 0.
+}
+
+struct ManifestLane {
+  # One lane of a manifest: its bytes are the contents of `chunks`, in order.
+
+  lane @0 :UInt32;
+  # The lane's number.
+
+  kind @1 :LaneKind;
+  # What it holds.
+
+  pageSize @2 :UInt32;
+  # For sqlitePages lanes: bytes per page (a power of two, 512..65536).
+
+  pageCount @3 :UInt32;
+  # The lane's size in pages.
+
+  checksum @4 :UInt64;
+  # Rolling database checksum of the whole lane (0 when it is empty).
+
+  chunkPages @5 :UInt32;
+  # Pages per chunk, at least 1: every chunk holds exactly this many pages
+  # except the last, which holds 1 to chunkPages. Chosen by the writer and
+  # recorded here, so that no reader assumes it.
+
+  chunks @6 :List(ChunkRef);
+  # ceil(pageCount / chunkPages) chunks, covering pages 1..pageCount in
+  # order, without gap or overlap.
+}
+
+struct ChunkRef {
+  # A chunk object of the actor, chunk/<hex of hash>, holding a range of a
+  # lane's pages.
+
+  firstPage @0 :UInt32;
+  # 1-based number of the chunk's first page in the lane.
+
+  pageCount @1 :UInt32;
+  # Pages it holds.
+
+  hash @2 :Data;
+  # SHA-256 of the chunk's content (the pages, uncompressed): 32 bytes.
+
+  storedSize @3 :UInt64;
+  # Size of the chunk object in the bucket when the manifest was written, for
+  # budgets and accounting. Advisory: chunks are shared, and another writer
+  # may have stored the same content with other compression.
+}
+
+struct ChunkHeader {
+  # First and only message of a chunk object (chunk/<hash>). After it come
+  # exactly byteLength bytes of content: whole pages, raw. The object says
+  # nothing about what the pages are (lane, page numbers, page size): one
+  # chunk serves every manifest range with the same bytes, and the manifest
+  # says what they are there.
+
+  version @0 :UInt16;
+  # chunkFormatVersion.
+
+  byteLength @1 :UInt64;
+  # Bytes of content that follow: a positive multiple of 512, the smallest
+  # page size.
+
+  hash @2 :Data;
+  # SHA-256 of the bytes that follow: 32 bytes, the <hash> of the key.
 }

@@ -11,7 +11,9 @@ import (
 
 // Constants defined in frames.capnp.
 const (
-	FormatVersion = uint16(1)
+	FormatVersion         = uint16(1)
+	ManifestFormatVersion = uint16(2)
+	ChunkFormatVersion    = uint16(1)
 )
 
 type LaneKind uint16
@@ -787,86 +789,590 @@ func (f SnapshotLane_Future) Struct() (SnapshotLane, error) {
 	return SnapshotLane(p.Struct()), err
 }
 
-const schema_fcd4d411d5ef8c4f = "x\xda\x9c\x95oh\x1cE\x18\xc6\xdfgf7{\x07" +
-	"\xbd&\xcb\xae\x90\x80\xe5li\xb5F*\xb1\x11\x85\xa2" +
-	"\xb4\x89DRM1\x93\x0b\x15\x02~\xd8\xbb\x9bK\x96" +
-	"\xe6\xf6\xae\xbb{V\xa3\x12\xc5\x0aMI J\x85*" +
-	"\"\x11\x15**4\xb6_\x04\xa1\x82\x16lQ\xd0\xd2" +
-	"\x82\xf8I#H\xa1\x88U\xfa\xa1\xc5\xd4\x95\xd9\xfb\x9b" +
-	"?\xa5\xd0o\xc9;\xcf\xbc\xfb>\xcf\xfcf\xae\xe7\x0c" +
-	"\xdb\xa3=\x94\xbaO#&z\xf4\xb6\xe8\xca\xeb\xa3\x8f" +
-	"e\xaf\x8f\xce\x90HA\x8b\x9e\x99\xfd\xeb\x92y\xf1\xe2" +
-	"2i\x06\x91u\x03\xe7-\x9d\x19D\xbd`i\x10\xa2" +
-	"\xde\xae\xdf?\x9c\xfe\xf4\xd7\xf9Ub\x1dJ\xdd\xc5\x97" +
-	"\xacm\\\xa97s\xa5\xfe\xb7\xf3^\xfd\xe8wgN" +
-	"\x8a\x14\xb0Z;\xa0\xbde\xed\x8b\xbf\xb1W;D\x88" +
-	"\x1e_\xda\xb6\xd8\xf7\xed\xfeS\xebM\xf1\xb1v\xc1Z" +
-	"T\x7f\xf5~\xae\xc5St\xb9\xef\xcf\xf4^^:\xbb" +
-	"\xee\x14\xe7\xf4\xf3\xd6%]\xa9\x7f\xd2\x9fU\xea?\x8a" +
-	"\x8f\\87\xf7\xc0od\xa6Z\xc4\x04\xab\xcf\xf8\xc5" +
-	"\xdag\x18D\x99A\x83#3j0\x10E{\x16r" +
-	"[\xae\x1c\xdd|U5\xd7\x9b\xfa\x01\x18\x1a6Z\x03" +
-	"\xc6\xbb\xd5=\xbd{\x8dHu?{\xea\x9b\x9ds/" +
-	"\x8d\xfeCf\x8a\xad\xe8\xfe\\\xf2\x0bK&\xd5DN" +
-	"\xf2Q\xda\x11\x15|\xa7(\x83\x07s\xcc){\xe5]" +
-	"\xfdN\x98\x9b\x18\x94N^\xfaD\xc3\x80\xb0\xb9F\xa4" +
-	"\x81\xc8|\xa5\x9fH\xbc\xc0!\x0e3\x98\x80\x0dU|" +
-	"m'\x91x\x99C\x1ca0\x19\xb3\xc1\x88\xcc7\x9e" +
-	"\"\x12\x879\xc4<\x83\xc9\xb9\x0dNd\xce\xa9\xedG" +
-	"8\xc41\x06S\x83\x0d\x8d\xc8|s\x8cH\xccs\x88" +
-	"\xf7\x18\xa6\x9f\x97~\xe0\x96<\x18\xc4`\x10\xd2\xb2\\" +
-	"\xcaM I\x0cIBTp\xfd \xcc\xc8\x83DT" +
-	"\xafMO:q\xa9\xa9Q^\x9e(U\x88{!\x12" +
-	"\xc4\x90\xa8\x17\x1b\x063\x9eS\x0e&J\xe1\xa0t\x8c" +
-	"\xbc\xf4\xef\xd8\xe2\x16\"\xf1*\x87\x98m\xb183\xd6" +
-	"\xb4\x08\xad\xe6P\xed\x9e\xe5\x10'n\xe7\xd0\x08Z\x9c" +
-	"\xe4J\xc5\xa2\x1b\x8e\xba\xc4\x8b\x12:1\xe8\x84\xf4\xa4" +
-	"\xe3\xc9\x00\x1b\x09\xc3\x1c\xe8h\xb2IP\xc5\x86Q\xc4" +
-	"F\x87\x9dqHe/\xd1\xb0w\xff.\"\xb1\x95C" +
-	"\xf40\xd4\xdd\xed\xe8&\x12\xdb9\xc4\xc3\x0c\xbb\xbdJ" +
-	"1+\xfdzr\xedy't\x90\"\x86\xd4-c\x1c" +
-	"r\xbc\xeaWZB\xecn\x0d\x91\xd5B\xec\xbe-'" +
-	"\xac\xc6\xc9X-\xb0\xe3\x8a\x13^M\xf1m\xa5<\xc6" +
-	"!\x16\x18\xdaU\x0c\x8d\x19\x0f\xb8^\x1e\xedM\xdc\x09" +
-	"h'Deg\\f\xdc)\xa9h\xa9\x83\x90}1" +
-	"\x94C\xd2\x1b'\x1e6\xb1\xcaM\xc8\xdc\x81\xa0Rl" +
-	"\xc1j\xb5\xd5\x83\x93n(\x87\x9dq\x19T\xafDg" +
-	"\xc3\xea;j\xac\xe3\x1c\xe2\xa3\x16^>\xf0\x89\xc4\x02" +
-	"\x87\xf8LYE\xd5\xea'SD\xe2\x04\x878\xddb" +
-	"uQ)Or\x88\xaf\x9a\xbc|\xa9x9\xcd!~" +
-	"d0\xf5\xafm\xe8D\xe6\x0f#D\xe2{\x0e\xf13" +
-	"[\xdf\x9a:\xa9\xac\x13HJ\xc7s6\xea\x0dw\xbb" +
-	"\xfbe\xa1\xe4\xcb\xb5\xb6\xd3}\x85P\xfa\xf5z\xba\x1c" +
-	"o\xaf#V\x7f)k\x80\xe5J^\xe8z\x15I\xc8" +
-	"\x03\xc4\x805Y\x15J~\xd1\x09\xf7+\xccy\xc9\x1b" +
-	"\x06\x14\xea\xba\x815t>\xe9;\xbc\x18\x83\xb3\xb5\x91" +
-	"\xe6\x9f\xca\xfae\x0eq\xad%\xcd\xbfU\xc4W9\xc4" +
-	"r\x0b87\xd4=\xbd\xc61\x02\x95f[5\xcd\x9b" +
-	"\x0a\xb1\xeb\x1c\x19MU\xb5j\x9e\x160F4\x02\x8e" +
-	"\xcc\x060\xa4\xf4(\x8a#\xb5\x92\xc8\x12e\x12j\xc1" +
-	"\x06\xc3\xa6\xb6\xff\xa2v\x1bmD\x96\x89~\xa2\xcc\x06" +
-	"\xb5\xd2\xa9\xb6\x187#;~\xc1\xefR\xad2\xb6Z" +
-	"\xb8G-$\x96#\x1b\x09\"kS\xbcp\xb7Z\xd8" +
-	"\x0ev\x07\x0f\xd7\x0a\xa4\xd7\xbd\xfbQP\xa3\x90\x0cu" +
-	"@\x1d\xcd\xdf\x1a\x02:\x08\xd3\x9e<4\xa4\x9a\xac\xbd" +
-	"\x0a\xae\xe7\x86\xae3\xe9\x12\x9f\x92\xd4\x16\xe5\xe5\xa4\x0c" +
-	"\xe5\x90C\xdcS\xff\xae<\x96!\xc7K\xcb\xa7]/" +
-	"\x1f?\x1cq\xd6fV52SY\xa2\xa8\xe2\x05e" +
-	"\x99s\x0bd\xb82\xbfr\xa4\xff\x03\x00\x00\xff\xff\xe3" +
-	"j\xcb\xfe"
+type Manifest capnp.Struct
+
+// Manifest_TypeID is the unique identifier for the type Manifest.
+const Manifest_TypeID = 0xfdea8e9ec06af14a
+
+func NewManifest(s *capnp.Segment) (Manifest, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 48, PointerCount: 1})
+	return Manifest(st), err
+}
+
+func NewRootManifest(s *capnp.Segment) (Manifest, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 48, PointerCount: 1})
+	return Manifest(st), err
+}
+
+func ReadRootManifest(msg *capnp.Message) (Manifest, error) {
+	root, err := msg.Root()
+	return Manifest(root.Struct()), err
+}
+
+func (s Manifest) String() string {
+	str, _ := text.Marshal(0xfdea8e9ec06af14a, capnp.Struct(s))
+	return str
+}
+
+func (s Manifest) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (Manifest) DecodeFromPtr(p capnp.Ptr) Manifest {
+	return Manifest(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s Manifest) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s Manifest) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s Manifest) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s Manifest) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s Manifest) Version() uint16 {
+	return capnp.Struct(s).Uint16(0)
+}
+
+func (s Manifest) SetVersion(v uint16) {
+	capnp.Struct(s).SetUint16(0, v)
+}
+
+func (s Manifest) Epoch() uint64 {
+	return capnp.Struct(s).Uint64(8)
+}
+
+func (s Manifest) SetEpoch(v uint64) {
+	capnp.Struct(s).SetUint64(8, v)
+}
+
+func (s Manifest) Seq() uint64 {
+	return capnp.Struct(s).Uint64(16)
+}
+
+func (s Manifest) SetSeq(v uint64) {
+	capnp.Struct(s).SetUint64(16, v)
+}
+
+func (s Manifest) CommitTime() int64 {
+	return int64(capnp.Struct(s).Uint64(24))
+}
+
+func (s Manifest) SetCommitTime(v int64) {
+	capnp.Struct(s).SetUint64(24, uint64(v))
+}
+
+func (s Manifest) Lanes() (ManifestLane_List, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return ManifestLane_List(p.List()), err
+}
+
+func (s Manifest) HasLanes() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s Manifest) SetLanes(v ManifestLane_List) error {
+	return capnp.Struct(s).SetPtr(0, v.ToPtr())
+}
+
+// NewLanes sets the lanes field to a newly
+// allocated ManifestLane_List, preferring placement in s's segment.
+func (s Manifest) NewLanes(n int32) (ManifestLane_List, error) {
+	l, err := NewManifestLane_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return ManifestLane_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, l.ToPtr())
+	return l, err
+}
+func (s Manifest) PredecessorEpoch() uint64 {
+	return capnp.Struct(s).Uint64(32)
+}
+
+func (s Manifest) SetPredecessorEpoch(v uint64) {
+	capnp.Struct(s).SetUint64(32, v)
+}
+
+func (s Manifest) PredecessorSeq() uint64 {
+	return capnp.Struct(s).Uint64(40)
+}
+
+func (s Manifest) SetPredecessorSeq(v uint64) {
+	capnp.Struct(s).SetUint64(40, v)
+}
+
+// Manifest_List is a list of Manifest.
+type Manifest_List = capnp.StructList[Manifest]
+
+// NewManifest creates a new list of Manifest.
+func NewManifest_List(s *capnp.Segment, sz int32) (Manifest_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 48, PointerCount: 1}, sz)
+	return capnp.StructList[Manifest](l), err
+}
+
+// Manifest_Future is a wrapper for a Manifest promised by a client call.
+type Manifest_Future struct{ *capnp.Future }
+
+func (f Manifest_Future) Struct() (Manifest, error) {
+	p, err := f.Future.Ptr()
+	return Manifest(p.Struct()), err
+}
+
+type ManifestLane capnp.Struct
+
+// ManifestLane_TypeID is the unique identifier for the type ManifestLane.
+const ManifestLane_TypeID = 0xf4011194ba1a8a1b
+
+func NewManifestLane(s *capnp.Segment) (ManifestLane, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 32, PointerCount: 1})
+	return ManifestLane(st), err
+}
+
+func NewRootManifestLane(s *capnp.Segment) (ManifestLane, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 32, PointerCount: 1})
+	return ManifestLane(st), err
+}
+
+func ReadRootManifestLane(msg *capnp.Message) (ManifestLane, error) {
+	root, err := msg.Root()
+	return ManifestLane(root.Struct()), err
+}
+
+func (s ManifestLane) String() string {
+	str, _ := text.Marshal(0xf4011194ba1a8a1b, capnp.Struct(s))
+	return str
+}
+
+func (s ManifestLane) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ManifestLane) DecodeFromPtr(p capnp.Ptr) ManifestLane {
+	return ManifestLane(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ManifestLane) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ManifestLane) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ManifestLane) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ManifestLane) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ManifestLane) Lane() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s ManifestLane) SetLane(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s ManifestLane) Kind() LaneKind {
+	return LaneKind(capnp.Struct(s).Uint16(4))
+}
+
+func (s ManifestLane) SetKind(v LaneKind) {
+	capnp.Struct(s).SetUint16(4, uint16(v))
+}
+
+func (s ManifestLane) PageSize() uint32 {
+	return capnp.Struct(s).Uint32(8)
+}
+
+func (s ManifestLane) SetPageSize(v uint32) {
+	capnp.Struct(s).SetUint32(8, v)
+}
+
+func (s ManifestLane) PageCount() uint32 {
+	return capnp.Struct(s).Uint32(12)
+}
+
+func (s ManifestLane) SetPageCount(v uint32) {
+	capnp.Struct(s).SetUint32(12, v)
+}
+
+func (s ManifestLane) Checksum() uint64 {
+	return capnp.Struct(s).Uint64(16)
+}
+
+func (s ManifestLane) SetChecksum(v uint64) {
+	capnp.Struct(s).SetUint64(16, v)
+}
+
+func (s ManifestLane) ChunkPages() uint32 {
+	return capnp.Struct(s).Uint32(24)
+}
+
+func (s ManifestLane) SetChunkPages(v uint32) {
+	capnp.Struct(s).SetUint32(24, v)
+}
+
+func (s ManifestLane) Chunks() (ChunkRef_List, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return ChunkRef_List(p.List()), err
+}
+
+func (s ManifestLane) HasChunks() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ManifestLane) SetChunks(v ChunkRef_List) error {
+	return capnp.Struct(s).SetPtr(0, v.ToPtr())
+}
+
+// NewChunks sets the chunks field to a newly
+// allocated ChunkRef_List, preferring placement in s's segment.
+func (s ManifestLane) NewChunks(n int32) (ChunkRef_List, error) {
+	l, err := NewChunkRef_List(capnp.Struct(s).Segment(), n)
+	if err != nil {
+		return ChunkRef_List{}, err
+	}
+	err = capnp.Struct(s).SetPtr(0, l.ToPtr())
+	return l, err
+}
+
+// ManifestLane_List is a list of ManifestLane.
+type ManifestLane_List = capnp.StructList[ManifestLane]
+
+// NewManifestLane creates a new list of ManifestLane.
+func NewManifestLane_List(s *capnp.Segment, sz int32) (ManifestLane_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 32, PointerCount: 1}, sz)
+	return capnp.StructList[ManifestLane](l), err
+}
+
+// ManifestLane_Future is a wrapper for a ManifestLane promised by a client call.
+type ManifestLane_Future struct{ *capnp.Future }
+
+func (f ManifestLane_Future) Struct() (ManifestLane, error) {
+	p, err := f.Future.Ptr()
+	return ManifestLane(p.Struct()), err
+}
+
+type ChunkRef capnp.Struct
+
+// ChunkRef_TypeID is the unique identifier for the type ChunkRef.
+const ChunkRef_TypeID = 0x991e7cf0917743b9
+
+func NewChunkRef(s *capnp.Segment) (ChunkRef, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return ChunkRef(st), err
+}
+
+func NewRootChunkRef(s *capnp.Segment) (ChunkRef, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return ChunkRef(st), err
+}
+
+func ReadRootChunkRef(msg *capnp.Message) (ChunkRef, error) {
+	root, err := msg.Root()
+	return ChunkRef(root.Struct()), err
+}
+
+func (s ChunkRef) String() string {
+	str, _ := text.Marshal(0x991e7cf0917743b9, capnp.Struct(s))
+	return str
+}
+
+func (s ChunkRef) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ChunkRef) DecodeFromPtr(p capnp.Ptr) ChunkRef {
+	return ChunkRef(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ChunkRef) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ChunkRef) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ChunkRef) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ChunkRef) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ChunkRef) FirstPage() uint32 {
+	return capnp.Struct(s).Uint32(0)
+}
+
+func (s ChunkRef) SetFirstPage(v uint32) {
+	capnp.Struct(s).SetUint32(0, v)
+}
+
+func (s ChunkRef) PageCount() uint32 {
+	return capnp.Struct(s).Uint32(4)
+}
+
+func (s ChunkRef) SetPageCount(v uint32) {
+	capnp.Struct(s).SetUint32(4, v)
+}
+
+func (s ChunkRef) Hash() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return []byte(p.Data()), err
+}
+
+func (s ChunkRef) HasHash() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ChunkRef) SetHash(v []byte) error {
+	return capnp.Struct(s).SetData(0, v)
+}
+
+func (s ChunkRef) StoredSize() uint64 {
+	return capnp.Struct(s).Uint64(8)
+}
+
+func (s ChunkRef) SetStoredSize(v uint64) {
+	capnp.Struct(s).SetUint64(8, v)
+}
+
+// ChunkRef_List is a list of ChunkRef.
+type ChunkRef_List = capnp.StructList[ChunkRef]
+
+// NewChunkRef creates a new list of ChunkRef.
+func NewChunkRef_List(s *capnp.Segment, sz int32) (ChunkRef_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1}, sz)
+	return capnp.StructList[ChunkRef](l), err
+}
+
+// ChunkRef_Future is a wrapper for a ChunkRef promised by a client call.
+type ChunkRef_Future struct{ *capnp.Future }
+
+func (f ChunkRef_Future) Struct() (ChunkRef, error) {
+	p, err := f.Future.Ptr()
+	return ChunkRef(p.Struct()), err
+}
+
+type ChunkHeader capnp.Struct
+
+// ChunkHeader_TypeID is the unique identifier for the type ChunkHeader.
+const ChunkHeader_TypeID = 0xdc12da682cd9d288
+
+func NewChunkHeader(s *capnp.Segment) (ChunkHeader, error) {
+	st, err := capnp.NewStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return ChunkHeader(st), err
+}
+
+func NewRootChunkHeader(s *capnp.Segment) (ChunkHeader, error) {
+	st, err := capnp.NewRootStruct(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1})
+	return ChunkHeader(st), err
+}
+
+func ReadRootChunkHeader(msg *capnp.Message) (ChunkHeader, error) {
+	root, err := msg.Root()
+	return ChunkHeader(root.Struct()), err
+}
+
+func (s ChunkHeader) String() string {
+	str, _ := text.Marshal(0xdc12da682cd9d288, capnp.Struct(s))
+	return str
+}
+
+func (s ChunkHeader) EncodeAsPtr(seg *capnp.Segment) capnp.Ptr {
+	return capnp.Struct(s).EncodeAsPtr(seg)
+}
+
+func (ChunkHeader) DecodeFromPtr(p capnp.Ptr) ChunkHeader {
+	return ChunkHeader(capnp.Struct{}.DecodeFromPtr(p))
+}
+
+func (s ChunkHeader) ToPtr() capnp.Ptr {
+	return capnp.Struct(s).ToPtr()
+}
+func (s ChunkHeader) IsValid() bool {
+	return capnp.Struct(s).IsValid()
+}
+
+func (s ChunkHeader) Message() *capnp.Message {
+	return capnp.Struct(s).Message()
+}
+
+func (s ChunkHeader) Segment() *capnp.Segment {
+	return capnp.Struct(s).Segment()
+}
+func (s ChunkHeader) Version() uint16 {
+	return capnp.Struct(s).Uint16(0)
+}
+
+func (s ChunkHeader) SetVersion(v uint16) {
+	capnp.Struct(s).SetUint16(0, v)
+}
+
+func (s ChunkHeader) ByteLength() uint64 {
+	return capnp.Struct(s).Uint64(8)
+}
+
+func (s ChunkHeader) SetByteLength(v uint64) {
+	capnp.Struct(s).SetUint64(8, v)
+}
+
+func (s ChunkHeader) Hash() ([]byte, error) {
+	p, err := capnp.Struct(s).Ptr(0)
+	return []byte(p.Data()), err
+}
+
+func (s ChunkHeader) HasHash() bool {
+	return capnp.Struct(s).HasPtr(0)
+}
+
+func (s ChunkHeader) SetHash(v []byte) error {
+	return capnp.Struct(s).SetData(0, v)
+}
+
+// ChunkHeader_List is a list of ChunkHeader.
+type ChunkHeader_List = capnp.StructList[ChunkHeader]
+
+// NewChunkHeader creates a new list of ChunkHeader.
+func NewChunkHeader_List(s *capnp.Segment, sz int32) (ChunkHeader_List, error) {
+	l, err := capnp.NewCompositeList(s, capnp.ObjectSize{DataSize: 16, PointerCount: 1}, sz)
+	return capnp.StructList[ChunkHeader](l), err
+}
+
+// ChunkHeader_Future is a wrapper for a ChunkHeader promised by a client call.
+type ChunkHeader_Future struct{ *capnp.Future }
+
+func (f ChunkHeader_Future) Struct() (ChunkHeader, error) {
+	p, err := f.Future.Ptr()
+	return ChunkHeader(p.Struct()), err
+}
+
+const schema_fcd4d411d5ef8c4f = "x\xda\xacV\x7f\x88\\W\x15>\xdf\xbd\xef\xcd\xec\xd0" +
+	"\x9dn^\xdf\x04\xb6\xb5u\xb4TiW+m\xd6Z" +
+	",\x96d7\xa4\xc4\xb8\xc5\xbd\x99\xb5\xea\x82\xe0\xdb\x99" +
+	"\xbb;\xcf\xec\xbc\x99\xcc{cj\xacl\xc5\x16\x92\x90" +
+	"\xd8T\"4\"%\xc5\x1fT\x14l\xd3\x0aF\x1bL" +
+	"1\x0bMHAB\x0ai1\xb0\x8dV[[q[" +
+	"\xf2G\x8bY\x9f\x9c\xf7f\xdf\xbc\x99\x1d\x08\x84\xfe7" +
+	"s\xef9\xf7}\xdfw\xcew\xee\xbdc\xc1\xd8d\xdc" +
+	"\x99\xbf;CBm53\xe1{g\xfex\xddyS" +
+	"=JV\xde\x08\xbf\xbc\xff?\xafX\xe7\xce]&\xc2" +
+	"(\xe4\x0d\xb0-\x99%*\x0dJ\x89\xd2\xb0\x14 \x0a" +
+	"\xdf\xfe\xc1\xd4\x17f\xde\x9f\xdaK*\x8fT\x82\x91%" +
+	"\xb2s\xf2\xb4\xbd\x9e3F-Y\x04!\x1c\xbd\xfeo" +
+	"?[\xf8\xf5\xd2\xc1\x9e`\x13\x1c}\x9bq\xd1\xbe\x8b" +
+	"\xf3F\xef4\xa2\xe8c\x9bw=\xbe\xfc\xd0G\x0fs" +
+	"\xb4\xe8\x8d\xfe\x8ay\xd4\xfe\x86\xc9\xbf\xben\xfe\x93\xf0" +
+	"\xdf\xe1O\x9a\xfb^\xfa\xd33*\x0f\xf4\x86~>\xf3" +
+	"#{,\xc3\xbf\xee\xcd\xec\"\x84\xf7^\xfc\xc4\xb3c" +
+	"'\x1fx\xae\x1f\xe4\xc3\x99\xb3\xf6/8v\xf4\xa9L" +
+	"\x04\xe2z\xf7\xc9\xbd\xa3o^\\\xec\x0b\xf9x\xf6\xb4" +
+	"}*\xcb\xd1\x8b\xd9\xafr\xf4\x9e\xb3\xaf~\xba\xfa\xda" +
+	"u\x7f\xed\x0b\xf9\xae\xdci{,\x17\xe1\xc8\xfd\x96\x10" +
+	"\xfe\xa3\xf6\xb9\xb3\xa7\x0e|\xea\xf5^\xa9\xedWs\xaf" +
+	"\xd9op`i)'Qz'\x17)=7\xb6a" +
+	"\xfa\x97\x8b\xc3\xcbk*s!'`\xbf\x15\xc5\xff\x9d" +
+	"\xe3\x97\xe3\xf8MG\xca7\xbf\xbd\xef\xe3\xcb\x8c\xc5\xec" +
+	"$lA\xd6\xc0\xb5\xf6\xeb\xb9\x9f\xc49\xa3o\xe4B" +
+	"\x86\xbe\xf8\xdc\x9f7\x1c\xf8\xee\xd4{d\xe5E\x17\x9a" +
+	"\x0f\xae9jc\x90a\xaf\\s7!\xfc\xc8\xbe\x1b" +
+	"\xfep\xc8\xc2\xa5\xbe\x8a\xe4\x06\xcf\xda\xeb\x07\xa3\x92\x0f" +
+	">\xc6\xc7n{\xf7['\x9e\xfc\xe1\xbfV8:\xd3" +
+	"\x1b},\x7f\xd4~1\xcf\xd1\xc7\xf3\x8f\x81n\x0fg" +
+	"\x9bNM\xfb\x9f)K\xa7\xe15\xee\xa99\x9e;\xab" +
+	"\xfd\xe0\xbez\xb3\xe6\x04\x0f\xe8\xa6\xef\xca\xba7\x09 " +
+	"K\xc2\xcc\x0aB\x92 \xa2\x84q'(W\xb7j\xa7" +
+	"\xa2\x9bD\x93\x80*H\x83\xc8\x00\x91\xf5\xbdq\"\xf5" +
+	"\xa0\x84zD\xc0\x02\x0a\xe0\xc5\xefo R\x0fI\xa8" +
+	"=\x02\x96\x10\x05\x08\"\xeb\xd1mD\xea\x11\x09uP" +
+	"\xc0\x92\xb2\x00Id\x1d\xe0\xf4=\x12\xea\x90\x80e\xa0" +
+	"\x00\x83\xc8z|\x9aH\x1d\x94P?\x15X\xf86\xc3" +
+	"\xab{\x0c\x0dYBQ7\xea\xe5*r$\x90c\x9c" +
+	"n\xd3\x0fJz'\x11\xad\xae-\xcc;\xd1R'\x86" +
+	"\xb9l\xae\xb7Hz\x01\x06H``\x0d\xc1\x92\xe74" +
+	"\xfcj=\xd8\xaa\x9dlE7\xaf\x9a\xe2\xcdD\xeaa" +
+	"\x09\xb5?Eq\xeft\x87\"\x8c6C\xce\xde/\xa1" +
+	"\x9e\xbe\x12\xc3\xac\x9fbR\xae\xd7jn0\xe5\x92\xac" +
+	"i\x98$`\x12\x8a\xf3\x8e\xa7}\\K\x98\x94\xc0\xba" +
+	"\x8e\x0b\x09\xbc\x98\x10EDts\xb5U\xf4vl\xd7" +
+	"\xb3Lq]B\xd1\xd9N\xa4\xbe)\xa1\xe6S\x14]" +
+	"^\xacJ\xa8@\x00m\x86;G\x88\xd4\xbc\x84z\x90" +
+	"\x19\"f\xd8b\x86\x81\x84zX\xb4+2\xe9\xcc\x11" +
+	"t\"v\xc3\x99\xe3\x02x\x84\xa4\x00CU\xc7\xaf\"" +
+	"O\x02yB\xe8\x07\xf5\xa6\xae\x94\\\x92\xbbuw\xdd" +
+	"\x12\xe4\x93\xce\x1c4\xa3\x1eHP\xdfv\x0f\x91\xbaE" +
+	"B\xdd!\xb0\x0a\xfav\x06x\xab\x84\xfa\xac\xc0F\xaf" +
+	"U\x9b\xd1\xcd\xe4\x93\x15'p\x92O\xf6o\x80\x09\xc7" +
+	"\x8b\xbf\x92*\xffH\xba\xfc\xa2]\xfe\x91+v\xb8h" +
+	"w\xf8t\xbb\xd4Op\x87\xcb\xb8\xfe?\xe6\xc8C\x12" +
+	"\xea\x88\xc0\x10\x170\xc1\xb8\xc3\xf5*\x18\xeaL\x0d\x02" +
+	"\x86\xda\x0a\x96\xdc\xdd\x9a\xfb|U\xd5\x99\xef\x04zB" +
+	"{s$\x83\x8e!\xcaU]\xde\xe1\xb7j)C\xf4" +
+	"R\xdd9\xef\x06z\xd2\x99\xd3~l\xe6\xe1\x84\xeaa" +
+	"\x86\xf5\x84\x84\xfay\xaa\x0d\x9ej\x12\xa9#\x12\xea7" +
+	"L\x151\xd5_\xed&ROK\xa8\xe7ST\x9f\xe5" +
+	"\xc8g$\xd4\x0b\x9dN?\xc6\x9d\xfe\xbc\x84\xfa\x8b\x80" +
+	"e\x9e(\xc0$\xb2^\xe6\xce:#\xa1\xce\x8b\xfe\xd4" +
+	"\xb8R3\x8e\xaf\xa9\x18\xe1L\xd6\x13v\x1b\xc7\xf5l" +
+	"\xbd\xa9\xd7\xd2.\x8e\xcd\x06\xba\xb9\xba^lD\xe9\xab" +
+	"\xe6X\xbd\xcd\xda\xd6(\xd7\xbd\xc0\xf5Z\x9aP\x01H" +
+	"\x00k\xb4\xda\\my;\xd2\x83o0\xd1j\x0bO" +
+	"\x85M\x12j\"\xa5\xd5\x17\xb9\xd8[%\xd4T\xc72" +
+	"\x8a[eBB}m\xad\xd7\xfb\xd6\xb0\xdb\x1a\xdd\x80" +
+	"f\xfb\x8f\xec4\xf2x\xc6\x97\x19yj\xc0\xd7=\xea" +
+	"\x1b\x1d\x9b\xeb\xbe\xa6#kQ\xdf\xdf\x92\x10\xfc7W" +
+	"\xeeM\x09u)E\xf0]\xee\x90e\x09u9\xd5\xf7" +
+	"\x1f\xb0\x14\x97$\xb6\x83\x9b!\x137\xc3\x0a\xd3~_" +
+	"\xa2d\xf0\xaa\x11\xb7\x83\x0dL\x13m\x87Di\x10\x02" +
+	"y3\x0c\xa3\x8e\xb0s\x98!*\x0d\xf0F\x01\x027" +
+	"e\xfe\x17\x0e\x15\x90!\xb2-\x8c\xf3\xd3\x88w\x869" +
+	"%\xbb\x12\x16\xa2Kn=\x1fU*\xf0\xc6\xc7xc" +
+	"\xe0rX\xc0\x00\x91}S\xb4q#o\xdc\x0aq\x15" +
+	"7F\x97#\xfb\x0e\xdd\xd0o\x9b\x88\xb2\xdc_\xeb:" +
+	"\xcf\x19\x02\xd6\x11\x16<\xbdk\x82\x0fY\xebd\xd7s" +
+	"\x03\xd7\x99\x8fF\x1de\xc2\x8a\x9e\xd7\x81\x9epHz" +
+	"\xfc\xb7\xbb,\x13\x8eW\xd4_r\xbdJ4\xf7\"\xad" +
+	"\xad\x19>\xc8\xca\xcf\x10\x85-\xcfo\xe8\xb2;KY" +
+	"WW\xba!\xf5\xb4\xcd\xfd\xed\x1b?\x19o7&e" +
+	"\xfe\xddH\xc7\xb4\xc9x;6\xd2v\xed\x89T\x99\x8f" +
+	"s\xed_\x90P/\xa5n\xb7E\xb6\xf2\xc9\xb6\xbf\x0d" +
+	"\x11\x9b\xfe\xe5m\x1d\x7f[f&6\xfd+\xec\x8ds" +
+	"\x12jI\x00\x99\xa8\xb8\xd6\x05\x9e\xe0\xe7\xe3\x1e\xbb\xea" +
+	"9\xd8\xe7v\xe9;\x06#K\xf0\xcd$;\x13ec" +
+	"\xb4\x98\xba>\x93\xc7q\xdf\xeb\xf3~\xc7+FB\xf6" +
+	"h8\x9e\xd6\xb0m\x95d\xf2ui\xc8/\x84\xdfK" +
+	"\xa8\x93)\x0d_deNH\xa83\x9d\xb9yjC" +
+	"[\xd7%\x96\xd0\x88%\xbc\xb0\x8fH-I\xa8w\x04" +
+	"\xac\x8c\x19k\xf8\xd6\xee\x8eO?\xe4\xb7D\xf2$m" +
+	"\x8b\xd1h\xea\x8a.k\x1f~\xbd\xb9\x85ON\xa9\xbb" +
+	"\xbaG\x1b\xfdz3e\xa6\xff\x07\x00\x00\xff\xff\x86\x96" +
+	"\x12\xbe"
 
 func RegisterSchema(reg *schemas.Registry) {
 	reg.Register(&schemas.Schema{
 		String: schema_fcd4d411d5ef8c4f,
 		Nodes: []uint64{
+			0x855105d812bbccf2,
 			0x8954f8623c5483eb,
 			0x90e0ab7fa3e31933,
+			0x991e7cf0917743b9,
 			0xb0bfc88a05002618,
 			0xb356c441b125e23d,
 			0xc5e2e833899e6919,
+			0xdc12da682cd9d288,
 			0xe12b8dc9d2366de6,
+			0xf018c5a65a324167,
 			0xf0218aeb2263a040,
 			0xf2547b8d32c3b3c5,
+			0xf4011194ba1a8a1b,
+			0xfdea8e9ec06af14a,
 		},
 		Compressed: true,
 	})

@@ -74,9 +74,10 @@ func SweepLeases(ctx context.Context, b bucket.Bucket, olderThan time.Duration, 
 // holders returns the nodes that some own.json names as holder. It reads
 // every own.json under do/, and fails if any cannot be read or parsed.
 //
-// A listing of do/ is also a listing of every batch and snapshot, so it
-// skips what it does not need: an actor's keys sort log/, own.json,
-// snapshot/ (go doc ./frames, "Object keys"), so a page that ends inside an actor's log
+// A listing of do/ is also a listing of every chunk, batch and snapshot, so
+// it skips what it does not need: an actor's keys sort chunk/, log/,
+// own.json, snapshot/ (go doc ./frames, "Object keys"), so a page that ends
+// inside an actor's chunks resumes at its log, one that ends inside its log
 // resumes at its own.json, and one that ends at or past its own.json
 // resumes at the next actor. "~" sorts after every character a key
 // element may hold. pageSize is the listing's (0: the bucket's default).
@@ -117,9 +118,12 @@ func holders(ctx context.Context, b bucket.Bucket, pageSize int) (map[string]boo
 		after = last
 		if k, err := frames.ParseKey(last); err == nil {
 			a := k.ActorOf()
-			if k.Kind == frames.KeyLog {
+			switch k.Kind {
+			case frames.KeyChunk:
+				after = a.ChunkPrefix() + "~"
+			case frames.KeyLog:
 				after = a.LogPrefix() + "~"
-			} else {
+			default:
 				after = a.Prefix() + "~"
 			}
 		}

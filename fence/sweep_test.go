@@ -73,7 +73,11 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 			require.NoError(t, err)
 			return o
 		}
-		// Actor 1: batches, own.json, snapshots (own.json sorts between).
+		// Actor 1: chunks, batches, own.json, snapshots (own.json sorts
+		// between; chunks first).
+		for i := range 3 {
+			putTiny(t, b, sweepActor(1).ChunkKey(frames.SumChunk([]byte{byte(i)})))
+		}
 		for f := frames.Seq(1); f <= 5; f++ {
 			putTiny(t, b, sweepActor(1).LogKey(1, f))
 		}
@@ -82,12 +86,13 @@ func TestSweepKeepsHoldersLeases(t *testing.T) {
 			putTiny(t, b, sweepActor(1).SnapshotKey(1, f))
 		}
 		// Actor 2 released, actor 3 has batches and no own.json, actor 4
-		// held.
+		// held, with chunks and nothing else.
 		require.NoError(t, released.Release(ctx, claim(released, sweepActor(2)), 0))
 		for f := frames.Seq(1); f <= 4; f++ {
 			putTiny(t, b, sweepActor(3).LogKey(2, f))
 		}
 		claim(holder2, sweepActor(4))
+		putTiny(t, b, sweepActor(4).ChunkKey(frames.SumChunk(nil)))
 
 		// Every own.json is found however the listing pages, and most
 		// batches and snapshots are skipped, not listed.

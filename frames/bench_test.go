@@ -2,6 +2,7 @@ package frames
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"testing"
@@ -101,4 +102,93 @@ func BenchmarkSnapshot(b *testing.B) {
 			}
 		}
 	})
+}
+
+// Encoding and decoding throughput of one chunk, per chunk size, for pages
+// like benchPages' (half zero) and for incompressible pages: what chose
+// DefaultChunkBytes (doc.go, "Chunk size"). A chunk pays a fixed cost per
+// object (compressor, header message, hashing setup), which small chunks
+// spread over fewer bytes.
+func BenchmarkChunk(b *testing.B) {
+	random := make([]byte, 4<<20)
+	for i := range random {
+		random[i] = byte(uint32(i) * 2654435761 >> 24)
+	}
+	rng := uint64(1)
+	for i := range random {
+		rng ^= rng << 13
+		rng ^= rng >> 7
+		rng ^= rng << 17
+		random[i] = byte(rng)
+	}
+	var tables []byte
+	for _, p := range benchPages(4096, (4<<20)/4096) {
+		tables = append(tables, p.Data...)
+	}
+	for _, data := range []struct {
+		name  string
+		bytes []byte
+	}{{"pages=table", tables}, {"pages=random", random}} {
+		for _, size := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20} {
+			content := data.bytes[:size]
+			name := fmt.Sprintf("%s/size=%dKiB", data.name, size>>10)
+			var obj bytes.Buffer
+			b.Run(name+"/write", func(b *testing.B) {
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				for b.Loop() {
+					obj.Reset()
+					if _, _, err := WriteChunk(&obj, content, WriteOptions{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(obj.Len())/float64(size), "ratio")
+			})
+			b.Run(name+"/read", func(b *testing.B) {
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				dst := make([]byte, size)
+				for b.Loop() {
+					if _, _, err := ReadChunk(bytes.NewReader(obj.Bytes()), "", uint64(size), dst, Limits{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Encoding and decoding of the manifest of a 1 GiB lane, per chunk size:
+// the object a session start uploads when no page changed, so its size
+// ("B/manifest") is the floor of a wake's upload (doc.go, "Chunk size").
+func BenchmarkManifest(b *testing.B) {
+	const size = 1 << 30
+	for _, chunk := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20} {
+		l := ManifestLane{Kind: LaneSQLitePages, PageSize: 4096, Pages: size / 4096, Checksum: 1, ChunkPages: uint32(chunk / 4096)}
+		for i := range size / chunk {
+			h := SumChunk(binary.LittleEndian.AppendUint64(nil, uint64(i))) // real hashes do not compress
+			l.Chunks = append(l.Chunks, ChunkRef{FirstPage: uint32(i*chunk/4096 + 1), Pages: l.ChunkPages, Hash: h, StoredSize: uint64(chunk / 2)})
+		}
+		m := Manifest{Epoch: 2, Seq: 100, Lanes: []ManifestLane{l}}
+		var obj bytes.Buffer
+		name := fmt.Sprintf("db=1GiB/chunk=%dKiB", chunk>>10)
+		b.Run(name+"/write", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				obj.Reset()
+				if err := WriteManifest(&obj, m, WriteOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(obj.Len()), "B/manifest")
+		})
+		b.Run(name+"/read", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ReadManifest(bytes.NewReader(obj.Bytes()), "", Limits{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

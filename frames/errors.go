@@ -75,24 +75,34 @@ func unknownKind(msg string) error           { return &problem{kind: ErrUnknownK
 func invalid(msg string) error               { return &problem{kind: ErrInvalid, msg: msg} }
 func corruptCause(msg string, c error) error { return &problem{kind: ErrCorrupt, msg: msg, cause: c} }
 
-// KeyMismatchError is a batch or snapshot whose header decodes but
-// disagrees with the key the object is stored under. It matches ErrCorrupt.
-// A flipped bit can turn a header into another one that decodes, and the
-// reader stops at the header, before the gzip trailer and the seal that
-// would prove it: a reader that needs to know whether the stored bytes
-// were altered or the object was put under a wrong key reads it again to
-// its end without a key (NewBatchReader with key "").
+// KeyMismatchError is a batch, snapshot, manifest or chunk whose header
+// decodes but disagrees with the key the object is stored under. It matches
+// ErrCorrupt. A flipped bit can turn a header into another one that
+// decodes, and the batch and full-snapshot readers stop at the header,
+// before the gzip trailer and the seal that would prove it: a reader that
+// needs to know whether the stored bytes were altered or the object was put
+// under a wrong key reads it again to its end without a key (NewBatchReader
+// with key ""). Manifests and chunks are read whole, so their readers
+// compare the key last, once the object verified to its end: from them
+// this error means a sound object stored under the wrong key.
 type KeyMismatchError struct {
 	Key Key // the key, parsed
 	// What the header says: the epoch, and the sequence numbers a batch
-	// covers (FirstSeq..LastSeq) or the one a snapshot covers through
-	// (FirstSeq = LastSeq).
+	// covers (FirstSeq..LastSeq) or the one a snapshot or manifest covers
+	// through (FirstSeq = LastSeq).
 	Epoch             uint64
 	FirstSeq, LastSeq Seq
+	// For a chunk (Key.Kind KeyChunk): the hash of its content, which its
+	// header declares too.
+	Chunk ChunkHash
 }
 
 func (e *KeyMismatchError) Error() string {
-	if e.Key.Kind == KeySnapshot {
+	switch e.Key.Kind {
+	case KeyChunk:
+		return fmt.Sprintf("chunk stored under another chunk's key: its content has hash %s, the key names %s",
+			e.Chunk, e.Key.Chunk)
+	case KeySnapshot:
 		return fmt.Sprintf("corrupt header: it says epoch %d, seq %d, the key says epoch %d, seq %d",
 			e.Epoch, e.LastSeq, e.Key.Epoch, e.Key.Seq)
 	}

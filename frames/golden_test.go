@@ -82,3 +82,49 @@ func TestGoldenSnapshot(t *testing.T) {
 		t.Fatalf("golden snapshot decodes as %+v", got)
 	}
 }
+
+func goldenChunk() []byte { return bytes.Repeat([]byte{0x5a, 0xa5, 0, 0}, 256) }
+
+func TestGoldenChunk(t *testing.T) {
+	content := goldenChunk()
+	var buf bytes.Buffer
+	h, _, err := WriteChunk(&buf, content, WriteOptions{})
+	require.NoError(t, err)
+	old := golden(t, "chunk-v1", buf.Bytes())
+	got, out, err := ReadChunk(bytes.NewReader(old), Actor{Namespace: NamespaceID("", "golden"), Actor: "01"}.ChunkKey(h.Hash), 1024, nil, Limits{})
+	require.NoError(t, err)
+	require.Equal(t, h, got)
+	require.True(t, bytes.Equal(content, out), "golden chunk content")
+}
+
+func readGolden(name string) ([]byte, error) {
+	return os.ReadFile(filepath.Join("testdata", "golden", name))
+}
+
+// goldenManifest lists the golden chunk twice: a lane of 4 pages of 512
+// bytes in chunks of 2, both holding the same bytes, so one chunk object,
+// whose stored size is that of chunk-v1.gz (not of what today's compressor
+// makes, which may change without changing the format).
+func goldenManifest(t *testing.T) Manifest {
+	content := goldenChunk()
+	lane := append(bytes.Clone(content), content...)
+	sum, _, _ := DatabaseChecksum(bytes.NewReader(lane), 512)
+	obj, err := readGolden("chunk-v1.gz")
+	require.NoError(t, err)
+	ref := func(first uint32) ChunkRef {
+		return ChunkRef{FirstPage: first, Pages: 2, Hash: SumChunk(content), StoredSize: uint64(len(obj))}
+	}
+	return Manifest{Epoch: 5, Seq: 40, CommitTime: 1700000000000000040, Predecessor: Lineage{Epoch: 3, Seq: 31},
+		Lanes: []ManifestLane{{Lane: 0, Kind: LaneSQLitePages, PageSize: 512, Pages: 4, Checksum: sum, ChunkPages: 2,
+			Chunks: []ChunkRef{ref(1), ref(3)}}}}
+}
+
+func TestGoldenManifest(t *testing.T) {
+	m := goldenManifest(t)
+	var buf bytes.Buffer
+	require.NoError(t, WriteManifest(&buf, m, WriteOptions{}))
+	old := golden(t, "manifest-v2", buf.Bytes())
+	got, err := ReadManifest(bytes.NewReader(old), Actor{Namespace: NamespaceID("", "golden"), Actor: "01"}.SnapshotKey(5, 40), Limits{})
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+}

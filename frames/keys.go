@@ -182,6 +182,7 @@ const (
 	KeyLog                         // do/<ns>/<actor>/log/<epoch>/<last seq>
 	KeySnapshot                    // do/<ns>/<actor>/snapshot/<epoch>/<seq>
 	KeyNode                        // nodes/<node>.json
+	KeyChunk                       // do/<ns>/<actor>/chunk/<hash>
 )
 
 func (k KeyKind) String() string {
@@ -194,6 +195,8 @@ func (k KeyKind) String() string {
 		return "snapshot"
 	case KeyNode:
 		return "node"
+	case KeyChunk:
+		return "chunk"
 	}
 	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -202,11 +205,12 @@ func (k KeyKind) String() string {
 // layout is under "Object keys" in the package documentation (doc.go).
 type Key struct {
 	Kind      KeyKind
-	Namespace string // NamespaceID form
-	Actor     string // lowercase hex
-	Epoch     uint64 // KeyLog, KeySnapshot: the epoch that wrote the object
-	Seq       Seq    // KeyLog: the batch's last sequence number; KeySnapshot: the one it covers through
-	Node      string // KeyNode
+	Namespace string    // NamespaceID form
+	Actor     string    // lowercase hex
+	Epoch     uint64    // KeyLog, KeySnapshot: the epoch that wrote the object
+	Seq       Seq       // KeyLog: the batch's last sequence number; KeySnapshot: the one it covers through
+	Node      string    // KeyNode
+	Chunk     ChunkHash // KeyChunk: the hash of the chunk's content
 }
 
 // Actor names one actor's objects: do/<Namespace>/<Actor>/.
@@ -229,6 +233,14 @@ func (a Actor) LogPrefix() string { return a.Prefix() + "log/" }
 
 // SnapshotPrefix returns the prefix of every snapshot of the actor.
 func (a Actor) SnapshotPrefix() string { return a.Prefix() + "snapshot/" }
+
+// ChunkPrefix returns the prefix of every chunk of the actor.
+func (a Actor) ChunkPrefix() string { return a.Prefix() + "chunk/" }
+
+// ChunkKey returns the key of the actor's chunk whose content has hash h.
+func (a Actor) ChunkKey(h ChunkHash) string {
+	return string(h.appendHex([]byte(a.ChunkPrefix())))
+}
 
 // LogSessionPrefix returns the prefix of the batches of one session: those
 // epoch wrote.
@@ -271,6 +283,8 @@ func (k Key) String() string {
 		return a.SnapshotKey(k.Epoch, k.Seq)
 	case KeyNode:
 		return NodeKey(k.Node)
+	case KeyChunk:
+		return a.ChunkKey(k.Chunk)
 	}
 	return ""
 }
@@ -304,6 +318,13 @@ func ParseKey(s string) (Key, error) {
 	switch {
 	case len(parts) == 4 && parts[3] == "own.json":
 		k.Kind = KeyOwn
+		return k, nil
+	case len(parts) == 5 && parts[3] == "chunk":
+		h, err := ParseChunkHash(parts[4])
+		if err != nil {
+			return fail("bad chunk hash")
+		}
+		k.Kind, k.Chunk = KeyChunk, h
 		return k, nil
 	case len(parts) == 6 && (parts[3] == "log" || parts[3] == "snapshot"):
 		var err error

@@ -137,6 +137,7 @@ func TestKeyLayoutRoundTrip(t *testing.T) {
 		{a.LogKey(3, 256), Key{Kind: KeyLog, Namespace: a.Namespace, Actor: a.Actor, Epoch: 3, Seq: 256}},
 		{a.SnapshotKey(math.MaxUint64, 0), Key{Kind: KeySnapshot, Namespace: a.Namespace, Actor: a.Actor, Epoch: math.MaxUint64}},
 		{NodeKey("n0-1f"), Key{Kind: KeyNode, Node: "n0-1f"}},
+		{a.ChunkKey(SumChunk([]byte("x"))), Key{Kind: KeyChunk, Namespace: a.Namespace, Actor: a.Actor, Chunk: SumChunk([]byte("x"))}},
 	} {
 		got, err := ParseKey(c.key)
 		require.NoError(t, err, "%s", c.key)
@@ -145,6 +146,14 @@ func TestKeyLayoutRoundTrip(t *testing.T) {
 	}
 	require.Equal(t, "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/log/fc/2100", a.LogKey(3, 256), "log key")
 	require.Equal(t, "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/snapshot/fe/eef", a.SnapshotKey(1, 16), "snapshot key")
+	// SHA-256 of no bytes, as sha256sum prints it.
+	require.Equal(t, "do/Z2AOGpZifMEoHkjkYx4iOQ/deadbeef/chunk/e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+		a.ChunkKey(SumChunk(nil)), "chunk key")
+	// An actor's keys list chunk/, log/, own.json, snapshot/ (package fence
+	// skips through a listing by this order).
+	if !(a.ChunkKey(ChunkHash{0xff}) < a.LogKey(math.MaxUint64, 0) && a.LogKey(0, math.MaxUint64) < a.OwnKey() && a.OwnKey() < a.SnapshotKey(math.MaxUint64, math.MaxUint64)) {
+		t.Fatal("order of an actor's keys")
+	}
 	// Newest session first in a listing of log/ and snapshot/; batches of a
 	// session in replay order.
 	if !(a.LogKey(5, 1) < a.LogKey(4, 100)) || !(a.LogKey(4, 15) < a.LogKey(4, 16)) || !(a.SnapshotKey(4, 20) < a.SnapshotKey(4, 19)) {
@@ -170,6 +179,10 @@ func TestMalformedKeysRejected(t *testing.T) {
 		strings.Replace(good, "/2100", "/dcff", 1), // last seq descending instead of ascending
 		a.Prefix() + "log/fc", a.Prefix() + "log/fc/2100/x",
 		a.SnapshotKey(1, 16) + "0",
+		a.Prefix() + "chunk/", a.Prefix() + "chunk", a.ChunkKey(ChunkHash{}) + "0", a.ChunkKey(ChunkHash{})[:len(a.ChunkKey(ChunkHash{}))-1],
+		strings.Replace(a.ChunkKey(ChunkHash{0xab}), "ab", "AB", 1), // uppercase hex
+		strings.Replace(a.ChunkKey(ChunkHash{0xab}), "ab", "ag", 1), // not hex
+		a.ChunkKey(ChunkHash{}) + "/x", a.Prefix() + "chunks/" + ChunkHash{}.String(),
 		"nodes/", "nodes/.json", "nodes/-a.json", "nodes/A.json", "nodes/a", "nodes/a.json/x", "nodes/a/b.json",
 		"nodes/" + strings.Repeat("a", 65) + ".json",
 	} {

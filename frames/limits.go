@@ -15,9 +15,20 @@ type Limits struct {
 	// MaxSnapshotBytes bounds a snapshot file's decompressed content.
 	// Default 64 GiB. Snapshots stream, so this bounds time, not memory.
 	MaxSnapshotBytes uint64
+	// MaxManifestSize bounds a manifest, one Cap'n Proto message read
+	// whole, and so the first message of a snapshot object read with
+	// OpenSnapshot until its version is known. Default 64 MiB: a chunk
+	// reference takes 56 bytes of it, so about 1.2 million chunks, 300 GiB
+	// of database at DefaultChunkBytes (past MaxSnapshotBytes' default).
+	MaxManifestSize uint64
+	// MaxChunkBytes bounds a chunk's content: the most ReadChunk allocates
+	// for it, and so the largest chunk a manifest may name. Default
+	// 16 MiB: 64 times DefaultChunkBytes, room for a writer that chooses
+	// larger chunks.
+	MaxChunkBytes uint64
 	// DepthLimit bounds pointer nesting. Default 8; the schema needs 4.
 	DepthLimit uint
-	// MaxLanes bounds the lanes of a snapshot. Default 1024.
+	// MaxLanes bounds the lanes of a snapshot or a manifest. Default 1024.
 	MaxLanes int
 }
 
@@ -26,6 +37,8 @@ const (
 	DefaultMaxMessageSize   = 16 << 20
 	DefaultMaxBatchBytes    = 4 << 30
 	DefaultMaxSnapshotBytes = 64 << 30
+	DefaultMaxManifestSize  = 64 << 20
+	DefaultMaxChunkBytes    = 16 << 20
 	DefaultDepthLimit       = 8
 	DefaultMaxLanes         = 1024
 )
@@ -39,6 +52,12 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxSnapshotBytes == 0 {
 		l.MaxSnapshotBytes = DefaultMaxSnapshotBytes
+	}
+	if l.MaxManifestSize == 0 {
+		l.MaxManifestSize = DefaultMaxManifestSize
+	}
+	if l.MaxChunkBytes == 0 {
+		l.MaxChunkBytes = DefaultMaxChunkBytes
 	}
 	if l.DepthLimit == 0 {
 		l.DepthLimit = DefaultDepthLimit

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 
+	capnp "capnproto.org/go/capnp/v3"
+
 	wire "github.com/framectl/framectl/capnp"
 )
 
@@ -244,7 +246,8 @@ type SnapshotReader struct {
 
 // NewSnapshotReader reads and checks the header of a snapshot file. key
 // names the object in errors; when it parses as a snapshot key, the header
-// must agree with it.
+// must agree with it. A manifest (format version 2) is refused with
+// ErrUnknownKind: OpenSnapshot reads either.
 func NewSnapshotReader(r io.Reader, key string, lim Limits) (*SnapshotReader, error) {
 	lim = lim.withDefaults()
 	sr := &SnapshotReader{key: key, lane: -1}
@@ -260,22 +263,35 @@ func NewSnapshotReader(r io.Reader, key string, lim Limits) (*SnapshotReader, er
 	if err != nil {
 		return nil, sr.wrap(err)
 	}
+	if err := sr.start(msg, size, lim); err != nil {
+		return nil, err
+	}
+	return sr, nil
+}
+
+// start decodes and checks the header message, of size bytes, and the key.
+// Its errors are wrapped.
+func (sr *SnapshotReader) start(msg *capnp.Message, size uint64, lim Limits) error {
 	sh, err := wire.ReadRootSnapshotHeader(msg)
 	if err != nil {
-		return nil, sr.wrap(corruptCause("snapshot header", err))
+		return sr.wrap(corruptCause("snapshot header", err))
 	}
-	if v := sh.Version(); v != wire.FormatVersion {
-		return nil, sr.wrap(unknownKind(fmt.Sprintf("format version %d (this build reads %d)", v, wire.FormatVersion)))
+	switch v := sh.Version(); v {
+	case wire.FormatVersion:
+	case wire.ManifestFormatVersion:
+		return sr.wrap(unknownKind(fmt.Sprintf("a manifest (format version %d), not a full snapshot (format version %d)", v, wire.FormatVersion)))
+	default:
+		return sr.wrap(unknownKind(fmt.Sprintf("format version %d (this build reads %d)", v, wire.FormatVersion)))
 	}
 	sr.hdr = Snapshot{Epoch: sh.Epoch(), Seq: Seq(sh.Seq()), CommitTime: sh.CommitTime()}
 	ll, err := sh.Lanes()
 	if err != nil {
-		return nil, sr.wrap(corruptCause("snapshot lanes", err))
+		return sr.wrap(corruptCause("snapshot lanes", err))
 	}
 	// A lane entry takes at least 8 bytes of message; refuse a list the
 	// message cannot hold before allocating for it.
 	if ll.Len() > lim.MaxLanes || uint64(ll.Len())*8 > size {
-		return nil, sr.wrap(tooLarge(fmt.Sprintf("%d lanes in a %d-byte header (limit %d lanes)", ll.Len(), size, lim.MaxLanes)))
+		return sr.wrap(tooLarge(fmt.Sprintf("%d lanes in a %d-byte header (limit %d lanes)", ll.Len(), size, lim.MaxLanes)))
 	}
 	sr.hdr.Lanes = make([]SnapshotLane, ll.Len())
 	for i := range sr.hdr.Lanes {
@@ -284,12 +300,12 @@ func NewSnapshotReader(r io.Reader, key string, lim Limits) (*SnapshotReader, er
 			Bytes: e.ByteLength(), Checksum: Checksum(e.Checksum())}
 	}
 	if err := sr.hdr.validate(lim.MaxLanes, lim.MaxSnapshotBytes-min(size, lim.MaxSnapshotBytes)); err != nil {
-		return nil, sr.wrap(err)
+		return sr.wrap(err)
 	}
 	if err := sr.checkKey(); err != nil {
-		return nil, sr.wrap(err)
+		return sr.wrap(err)
 	}
-	return sr, nil
+	return nil
 }
 
 func (sr *SnapshotReader) wrap(err error) error {

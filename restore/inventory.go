@@ -62,8 +62,8 @@ type Inventory struct {
 	// Sessions in descending epoch order: newest first.
 	Sessions []Session
 	// Unknown lists keys under the actor's prefix that are not objects
-	// framectl writes (or do not parse): reported by verify, ignored by
-	// restore.
+	// framectl writes (or do not parse), and chunks: reported by verify,
+	// ignored by restore.
 	Unknown []string
 }
 
@@ -101,7 +101,10 @@ func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, err
 			return nil, &Error{Op: "list", Actor: a.Prefix(), Err: err}
 		}
 		k, err := frames.ParseKey(info.Key)
-		if err != nil || k.ActorOf() != a {
+		// A chunk is read only through the manifest that names it, and this
+		// package reads no manifests: a chunk is among the keys it does not
+		// read, never a session's object.
+		if err != nil || k.ActorOf() != a || k.Kind == frames.KeyChunk {
 			inv.Unknown = append(inv.Unknown, info.Key)
 			continue
 		}

@@ -1,0 +1,187 @@
+package frames
+
+import (
+	"fmt"
+	"io"
+
+	capnp "capnproto.org/go/capnp/v3"
+
+	wire "github.com/framectl/framectl/capnp"
+)
+
+// ChunkHeader describes a chunk object: its first message. The object's
+// layout and the rules its reader enforces are under "Chunk files" in the
+// package documentation (doc.go).
+type ChunkHeader struct {
+	Bytes uint64    // content length: a positive multiple of chunkUnit
+	Hash  ChunkHash // SumChunk of the content; the <hash> of its key
+}
+
+// chunkUnit divides every chunk's length: a chunk is whole pages, and the
+// smallest page size is 512 bytes.
+const chunkUnit = 512
+
+// maxChunkHeaderSize bounds the ChunkHeader message (72 bytes as written):
+// a chunk object claiming a large first message is refused having read 8
+// bytes, whatever Limits.MaxMessageSize allows.
+const maxChunkHeaderSize = 1 << 10
+
+// WriteChunk encodes content, whole pages of one lane, as a chunk object
+// into w, and returns its header and the object's size in bytes; the
+// object's key is Actor.ChunkKey(header.Hash). It hashes content itself
+// rather than trust a hash it is given: the key is a promise about the
+// bytes, and a manifest that names it is only as good as that promise.
+func WriteChunk(w io.Writer, content []byte, opts WriteOptions) (ChunkHeader, uint64, error) {
+	opts = opts.withDefaults()
+	fail := func(err error) (ChunkHeader, uint64, error) {
+		return ChunkHeader{}, 0, &Error{Object: "chunk", Err: err}
+	}
+	switch {
+	case len(content) == 0 || len(content)%chunkUnit != 0:
+		return fail(invalid(fmt.Sprintf("%d bytes is not a positive multiple of %d (whole pages)", len(content), chunkUnit)))
+	case uint64(len(content)) > DefaultMaxChunkBytes:
+		return fail(tooLarge(fmt.Sprintf("chunk of %d bytes exceeds what readers accept by default (%d)", len(content), uint64(DefaultMaxChunkBytes))))
+	}
+	h := ChunkHeader{Bytes: uint64(len(content)), Hash: SumChunk(content)}
+	cw := &countingWriter{w: w}
+	gz, err := newGzipWriter(cw, opts.Level)
+	if err != nil {
+		return fail(err)
+	}
+	if err := writeChunkHeader(gz, h); err != nil {
+		return fail(err)
+	}
+	if _, err := gz.Write(content); err != nil {
+		return fail(err)
+	}
+	if err := gz.Close(); err != nil {
+		return fail(err)
+	}
+	return h, cw.n, nil
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n uint64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += uint64(n)
+	return n, err
+}
+
+func writeChunkHeader(w io.Writer, h ChunkHeader) error {
+	msg, seg, err := newMessage(96)
+	if err != nil {
+		return err
+	}
+	ch, err := wire.NewRootChunkHeader(seg)
+	if err != nil {
+		return err
+	}
+	ch.SetVersion(wire.ChunkFormatVersion)
+	ch.SetByteLength(h.Bytes)
+	if err := ch.SetHash(h.Hash[:]); err != nil {
+		return err
+	}
+	return writeMessage(w, msg)
+}
+
+// ReadChunk reads a whole chunk object and returns its header and content,
+// only once everything verified: the gzip trailer and the seal, the
+// content's length against the header, its SHA-256 against the header, and
+// then against the key. key names the object in errors; when it parses as
+// a chunk key, its hash must be the content's ([KeyMismatchError]
+// otherwise: a sound chunk stored under another chunk's key).
+//
+// size is the content length the caller expects (its manifest's pages
+// times the lane's page size), or 0 for whatever the header declares
+// within Limits.MaxChunkBytes: a header that declares another length is
+// refused before anything is allocated for it. The content is read into
+// dst when it has room, so a restore can reuse its buffers.
+func ReadChunk(r io.Reader, key string, size uint64, dst []byte, lim Limits) (ChunkHeader, []byte, error) {
+	lim = lim.withDefaults()
+	fail := func(err error) (ChunkHeader, []byte, error) {
+		return ChunkHeader{}, nil, &Error{Object: "chunk", Key: key, Err: err}
+	}
+	k, kerr := ParseKey(key)
+	isKey := kerr == nil
+	if isKey && k.Kind != KeyChunk {
+		return fail(invalid("key names a " + k.Kind.String() + " object, not a chunk"))
+	}
+	g, err := newGzipReader(r, maxChunkHeaderSize+lim.MaxChunkBytes)
+	if err != nil {
+		return fail(err)
+	}
+	defer g.release()
+	hlim := lim
+	hlim.MaxMessageSize = min(lim.MaxMessageSize, maxChunkHeaderSize)
+	msg, _, err := newMsgReader(g, hlim).next()
+	if err == io.EOF {
+		return fail(corrupt("no chunk header"))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	h, err := decodeChunkHeader(msg, lim)
+	if err != nil {
+		return fail(err)
+	}
+	if size != 0 && h.Bytes != size {
+		return fail(corrupt(fmt.Sprintf("header declares %d bytes, the manifest expects %d", h.Bytes, size)))
+	}
+	content := dst
+	if uint64(cap(content)) < h.Bytes {
+		content = make([]byte, h.Bytes)
+	}
+	content = content[:h.Bytes]
+	if got, err := io.ReadFull(g, content); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			// The gzip reader verified its trailer and seal: the object is
+			// whole and holds less than its header declares.
+			return fail(corrupt(fmt.Sprintf("content ends after %d of the %d bytes its header declares", got, h.Bytes)))
+		}
+		return fail(err)
+	}
+	if err := g.verifyEnd(); err != nil {
+		return fail(err)
+	}
+	if sum := SumChunk(content); sum != h.Hash {
+		return fail(corrupt(fmt.Sprintf("content has hash %s, its header declares %s", sum, h.Hash)))
+	}
+	if isKey && k.Chunk != h.Hash {
+		return fail(&KeyMismatchError{Key: k, Chunk: h.Hash})
+	}
+	return h, content, nil
+}
+
+// decodeChunkHeader converts a ChunkHeader message and checks it on its
+// own.
+func decodeChunkHeader(msg *capnp.Message, lim Limits) (ChunkHeader, error) {
+	ch, err := wire.ReadRootChunkHeader(msg)
+	if err != nil {
+		return ChunkHeader{}, corruptCause("chunk header", err)
+	}
+	if v := ch.Version(); v != wire.ChunkFormatVersion {
+		return ChunkHeader{}, unknownKind(fmt.Sprintf("chunk format version %d (this build reads %d)", v, wire.ChunkFormatVersion))
+	}
+	h := ChunkHeader{Bytes: ch.ByteLength()}
+	hash, err := ch.Hash()
+	if err != nil {
+		return ChunkHeader{}, corruptCause("chunk hash", err)
+	}
+	switch {
+	case len(hash) != len(h.Hash):
+		return ChunkHeader{}, corrupt(fmt.Sprintf("hash of %d bytes, want %d", len(hash), len(h.Hash)))
+	case h.Bytes == 0:
+		return ChunkHeader{}, corrupt("header declares no content")
+	case h.Bytes%chunkUnit != 0:
+		return ChunkHeader{}, corrupt(fmt.Sprintf("header declares %d bytes, not a multiple of %d", h.Bytes, chunkUnit))
+	case h.Bytes > lim.MaxChunkBytes:
+		return ChunkHeader{}, tooLarge(fmt.Sprintf("header declares %d bytes, limit %d", h.Bytes, lim.MaxChunkBytes))
+	}
+	copy(h.Hash[:], hash)
+	return h, nil
+}

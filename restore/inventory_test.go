@@ -1,0 +1,32 @@
+package restore_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/restore"
+	"github.com/stretchr/testify/require"
+)
+
+// A chunk key parses, and names no session: Take lists it among the keys
+// restore does not read, never as a snapshot or batch of some epoch.
+func TestTakeListsChunksAsUnread(t *testing.T) {
+	b := buckettest.Dir(t)
+	a := frames.Actor{Namespace: frames.NamespaceID("", "inventory"), Actor: "01"}
+	chunk := a.ChunkKey(frames.SumChunk(nil))
+	for _, k := range []string{chunk, a.LogKey(2, 5), a.SnapshotKey(2, 3)} {
+		_, err := b.Put(t.Context(), k, bytes.NewReader([]byte("x")), 1, bucket.Condition{})
+		require.NoError(t, err)
+	}
+	inv, err := restore.Take(t.Context(), b, a)
+	require.NoError(t, err)
+	require.Equal(t, []string{chunk}, inv.Unknown)
+	require.Len(t, inv.Sessions, 1, "sessions")
+	s := inv.Sessions[0]
+	require.Equal(t, uint64(2), s.Epoch)
+	require.Len(t, s.Snapshots, 1, "snapshots")
+	require.Len(t, s.Batches, 1, "batches")
+}
