@@ -54,29 +54,46 @@ func TestForwardAtMostOnce(t *testing.T) {
 	}
 }
 
-// own.json names a predecessor of this node at its own address, whose
-// lease is still there but no longer renewed (a process killed and
-// restarted at the same address): the node never forwards to itself; it
-// claims the actor once the predecessor's lease plus grace has run out.
+// A predecessor of this node at its own address (a process killed and
+// restarted there) holds the actor: its lease is still there but no longer
+// renewed. The node never forwards to itself, whether own.json or only the
+// predecessor's lease (which is what forwarding trusts) names this
+// address: it claims the actor once the predecessor's lease plus grace has
+// run out.
 func TestNeverForwardsToItself(t *testing.T) {
-	ctx := t.Context()
-	b := buckettest.Dir(t)
-	s := startServed(t, b, Config{}, HandlerOptions{})
-	pred := writeDeadHolder(t, b, s.addr, "ns", "x")
-	r := do(t, http.MethodPost, s.addr, "ns", "x", "note", nil)
-	require.Equal(t, http.StatusOK, r.status, "%v", r)
-	assert.Equal(t, s.Node().ID(), r.node)
-	assert.Equal(t, uint64(2), r.epoch)
-	assert.Equal(t, int64(0), s.forwarded.Load(), "requests the node forwarded to itself")
-	l, _, err := fence.ReadLease(ctx, b, pred)
-	require.NoError(t, err)
-	assert.True(t, l.Fenced, "the predecessor's lease after the takeover")
+	for _, tc := range []struct {
+		name     string
+		ownsAddr bool // own.json names this node's address too
+	}{
+		{"own.json and lease", true},
+		{"lease only", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			b := buckettest.Dir(t)
+			s := startServed(t, b, Config{}, HandlerOptions{})
+			recorded := "127.0.0.1:9" // nobody serves there
+			if tc.ownsAddr {
+				recorded = s.addr
+			}
+			pred := writeDeadHolder(t, b, s.addr, recorded, "ns", "x")
+			r := do(t, http.MethodPost, s.addr, "ns", "x", "note", nil)
+			require.Equal(t, http.StatusOK, r.status, "%v", r)
+			assert.Equal(t, s.Node().ID(), r.node)
+			assert.Equal(t, uint64(2), r.epoch)
+			assert.Equal(t, int64(0), s.forwarded.Load(), "requests the node forwarded to itself")
+			l, _, err := fence.ReadLease(ctx, b, pred)
+			require.NoError(t, err)
+			assert.True(t, l.Fenced, "the predecessor's lease after the takeover")
+		})
+	}
 }
 
-// writeDeadHolder makes actor ns/id held, at epoch 1, by a node at addr
-// that renews its lease no more, as a killed process leaves it; it returns
-// that node's ID.
-func writeDeadHolder(t *testing.T, b bucket.Bucket, addr, ns, id string) string {
+// writeDeadHolder makes actor ns/id held, at epoch 1, by a node whose
+// lease says it serves at addr and whose own.json record says recorded,
+// and that renews its lease no more, as a killed process leaves it; it
+// returns that node's ID.
+func writeDeadHolder(t *testing.T, b bucket.Bucket, addr, recorded, ns, id string) string {
 	t.Helper()
 	ctx := t.Context()
 	raw := make([]byte, 16)
@@ -86,7 +103,7 @@ func writeDeadHolder(t *testing.T, b bucket.Bucket, addr, ns, id string) string 
 	_, err := b.Put(ctx, frames.NodeKey(node), bytesReader(lease), int64(len(lease)), bucket.Condition{IfAbsent: true})
 	require.NoError(t, err)
 	a := actorOf(ns, id)
-	rec := fence.Record{Epoch: 1, Node: node, Address: addr}.Marshal()
+	rec := fence.Record{Epoch: 1, Node: node, Address: recorded}.Marshal()
 	_, err = b.Put(ctx, a.OwnKey(), bytesReader(rec), int64(len(rec)), bucket.Condition{IfAbsent: true})
 	require.NoError(t, err)
 	return node

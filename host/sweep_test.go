@@ -27,7 +27,7 @@ func TestSweepsStaleLeases(t *testing.T) {
 	lease := []byte(`{"node":"` + gone + `","address":"127.0.0.1:9","heartbeat":3,"fenced":false}`)
 	_, err := b.Put(ctx, frames.NodeKey(gone), bytesReader(lease), int64(len(lease)), bucket.Condition{})
 	require.NoError(t, err)
-	holder := writeDeadHolder(t, b, "127.0.0.1:9", "ns", "x")
+	holder := writeDeadHolder(t, b, "127.0.0.1:9", "127.0.0.1:9", "ns", "x")
 	const age = 2 * (testLease + testGrace)
 	time.Sleep(age) // both leases are older than the sweep age now
 	h := newHost(t, b, Config{SweepAge: age, SweepEvery: 50 * time.Millisecond})
