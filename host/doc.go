@@ -85,4 +85,14 @@
 // forwards carries HeaderForwarded (the forwarder's node ID); the answer it
 // relays carries HeaderVia. The header marks a request as forwarded and
 // nothing more: a client that sends it only gives up being forwarded.
+//
+// # What the runtime keeps
+//
+// The runtime keeps what is its own: its routes and what an actor's
+// database holds (Hooks), the output gate, and the process: its listener,
+// signals, exit codes, and the way out. A runtime that stops serving calls
+// its HTTP server's Shutdown first (so every Handle of Handler's is
+// released), then [Host.Close], both under the runtime's own deadline: the
+// host has no drain deadline of its own yet. examples/actorhost is such a
+// runtime, thin glue on this package.
 package host
