@@ -2,8 +2,10 @@ package host
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +48,14 @@ type Actor struct {
 	// the open goroutine touches it.
 	stale *vfs.DB
 
+	// The alarm index entries this session wrote or superseded and has
+	// not deleted (alarm_index.go), under amu.
+	amu        sync.Mutex
+	alarmKeys  map[string]alarmNote
+	alarmNotes uint64  // notes taken, to order them
+	alarmDirty bool    // an alarm write since the last settle
+	alarmPool  *sql.DB // the host's own connection, for settles
+
 	// Guarded by Host.mu.
 	state      State
 	refs       int       // Handles not released, and Acquires waiting for the open
@@ -55,6 +65,7 @@ type Actor struct {
 	retryUntil time.Time // keep retrying the claim until then, even with nobody waiting
 	lastErr    error     // the last claim attempt's error, while retrying
 	closeErr   error     // set before gone is closed
+	settling   bool      // a settle of the alarm index holds a use
 }
 
 // Namespace returns the actor's namespace.
@@ -210,6 +221,15 @@ func (h *Host) release(a *Actor) {
 	defer h.mu.Unlock()
 	a.refs--
 	a.lastUsed = h.clock.Now()
+	if a.state == Open && !a.drop && h.stopErr == nil && !a.settling && a.alarmsToSettle() {
+		// Whoever wrote the alarm has released it, most likely after
+		// Durable: delete what that made stale, holding a use meanwhile.
+		a.settling = true
+		a.refs++
+		h.bg.Add(1)
+		go h.settleInBackground(a)
+		return
+	}
 	if a.refs > 0 || a.state != Open {
 		return
 	}
@@ -266,6 +286,14 @@ func (h *Host) close(a *Actor, why string) {
 	h.mu.Lock()
 	reopen := a.reopen && h.stopErr == nil
 	h.mu.Unlock()
+	if !reopen && a.db.Stats().Stopped == nil {
+		// Nothing writes the alarm any more: entries of sets that never
+		// committed are stale too.
+		if err := h.settleAlarms(ctx, a, true); err != nil {
+			h.log.Warn("stale alarm index entries left", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+		}
+	}
+	a.closeAlarmConn()
 	var err error
 	if !reopen {
 		err = a.db.Close(ctx)

@@ -7,16 +7,19 @@
 // lease (a new node, vfs DB.Reopen for the actors it held), a schedule of
 // stale-lease sweeps (fence.SweepLeases), and an HTTP handler that serves
 // a request where the actor is held here and forwards it, once, to the live
-// node that holds it otherwise.
+// node that holds it otherwise; and each actor's alarm, stored in the
+// actor's database and indexed by due time in the bucket.
 //
 // It must never: hand out an actor whose database is not open for this
 // node's current epoch, open one actor twice in a process, hibernate an
 // actor a caller still holds, forward a request to itself or to a node
 // whose lease it does not see live, forward a request that was forwarded
-// already, or let a slow client hold an actor open past the handler's
-// deadlines. It never acknowledges anything itself: what the runtime
+// already, let a slow client hold an actor open past the handler's
+// deadlines, let an alarm commit before its index entry is in the bucket,
+// or delete an index entry before the write that made it stale is
+// durable. It never acknowledges anything itself: what the runtime
 // answers is held by vfs.DB.Durable (the output gate), and it never
-// interprets what an actor's database holds.
+// interprets what an actor's database holds beyond its own alarm table.
 //
 // # Lifecycle of an actor
 //
@@ -74,7 +77,48 @@
 //     answer (it may have run there).
 //   - Forwarding is one hop: a forwarded request that reaches a node that
 //     does not hold the actor either is answered 503 with Retry-After.
-//   - Alarms and drain hooks are not here yet.
+//   - Alarms are stored and indexed (below) but not fired yet; drain hooks
+//     are not here yet.
+//
+// # Alarms: storage
+//
+// Each actor has at most one alarm, as a Durable Object has: [Actor.SetAlarm],
+// [Actor.Alarm], [Actor.DeleteAlarm] and [Actor.ClearAlarm] run on the
+// caller's connection or transaction ([Querier]), so an alarm commits with
+// the actor's other writes, or not at all. It is stored in the actor's own
+// database, in a table the host owns and creates on the first SetAlarm:
+//
+//	CREATE TABLE framectl_alarm(
+//		id  INTEGER PRIMARY KEY CHECK (id = 1),
+//		due INTEGER CHECK (due IS NULL OR due >= 0), -- Unix milliseconds; NULL: none
+//		gen INTEGER NOT NULL CHECK (gen >= 1)        -- +1 on every set, delete, clear
+//	) STRICT
+//
+// so that whatever restores the database (the next owner, a restore to a
+// point in time) restores its alarm with it. Every write of the row is a
+// compare-and-swap on gen: the generations a database commits are 1, 2,
+// 3, ..., never two commits of one.
+//
+// The bucket keeps an index of pending alarms per namespace,
+// alarms/<namespace>/<due>/<actor>.<gen> (go doc ./frames, "Object keys"),
+// in due order, which [Host.ListAlarms] lists from a start-after key. Its
+// entries are hints about the actor's database, which is the truth:
+//
+//   - SetAlarm writes the new alarm's entry before it writes the row, so
+//     before the transaction can commit: an alarm that can become durable
+//     is always indexed.
+//   - An entry becomes stale once a commit superseding it is durable: an
+//     older generation, or the current generation for another time (a set
+//     that rolled back). The host deletes the stale entries a session
+//     wrote or superseded after the writer released its Handle (having
+//     waited for Durable itself), and, as the actor closes, also the
+//     entries of sets that never committed.
+//   - A stale entry left behind (a node that died, a delete that failed) is
+//     harmless: whoever acts on an entry reads the actor's alarm first.
+//
+// The alarm of a ClearAlarm is cleared only if it is still the one that
+// ran (time and generation): one its handler set meanwhile, even for the
+// same time, survives.
 //
 // # HTTP
 //

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3" for database/sql
 
@@ -92,4 +93,28 @@ func ExampleHost_Handler() {
 		},
 	}))
 	_ = &http.Server{Handler: mux}
+}
+
+// An alarm set in the transaction of the write that wants it commits with
+// that write, or not at all; the reply waits for Durable as any other.
+func ExampleActor_SetAlarm() {
+	var a *host.Handle // from Host.Acquire
+	ctx := context.Background()
+	tx, err := a.Value().(*sql.DB).BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback()
+	if _, err := a.SetAlarm(ctx, tx, time.Now().Add(time.Minute)); err != nil {
+		panic(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO notes VALUES ('remind me')`); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+	if err := a.DB().Durable(ctx); err != nil {
+		panic(err)
+	}
 }
