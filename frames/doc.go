@@ -41,6 +41,7 @@
 //	do/<namespace>/<actor>/own.json                   ownership record
 //	do/<namespace>/<actor>/snapshot/<epoch>/<seq>     a snapshot file or a manifest
 //	nodes/<node>.json                                 a node's lease
+//	alarms/<namespace>/<due>/<actor>.<gen>            an entry of a namespace's alarm index
 //
 // <namespace> is [NamespaceID](tenant, namespace): 22 characters of unpadded
 // base64url. <actor> is the lowercase hex of the actor's ID bytes
@@ -51,16 +52,27 @@
 // hex digits of the SHA-256 of the chunk's content ([ChunkHash]). <node> is
 // 1 to [MaxNodeIDLen] characters of [a-z0-9-] not starting with '-'
 // ([ValidNodeID]). [Actor.OwnKey], [Actor.LogKey], [Actor.SnapshotKey],
-// [Actor.ChunkKey] and [NodeKey] build keys; [ParseKey] parses them. The
-// contents of own.json and of a node's lease belong to package fence.
+// [Actor.ChunkKey], [NodeKey] and [Actor.AlarmKey] build keys; [ParseKey]
+// parses them. The contents of own.json and of a node's lease belong to
+// package fence.
 //
 // An actor's keys list in the order drawn: chunk/, log/, own.json,
 // snapshot/. A reader of a listing that wants only some of them can resume
 // past the rest (package fence does, looking for own.json).
 //
+// An alarm index entry says that the actor's database holds an alarm of
+// generation <gen> due at <due>, Unix milliseconds, both ascending: a
+// listing of alarms/<namespace>/ is in due order, and a listing that
+// starts after [AlarmDueAfter](namespace, t) starts at the entries due at
+// t. The entry is empty; the alarm itself is in the actor's database, and
+// what the entries mean (when they are written, when they are stale) is
+// package host's. The index is outside do/ so that neither a listing of an
+// actor's objects nor one of do/ ever pages through it.
+//
 // No key is a "directory" of another key (versitygw and the directory bucket
 // store keys as files): chunk/, log/, own.json and snapshot/ are siblings,
-// and every number is a leaf or a directory, never both at one level.
+// and every number is a leaf or a directory, never both at one level (an
+// alarm's <due> is always a directory, <actor>.<gen> always a leaf).
 //
 // Parsing is strict: a string parses only if the encoder produces exactly
 // that string, so two keys never name the same object.

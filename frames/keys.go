@@ -183,6 +183,7 @@ const (
 	KeySnapshot                    // do/<ns>/<actor>/snapshot/<epoch>/<seq>
 	KeyNode                        // nodes/<node>.json
 	KeyChunk                       // do/<ns>/<actor>/chunk/<hash>
+	KeyAlarm                       // alarms/<ns>/<due>/<actor>.<gen>
 )
 
 func (k KeyKind) String() string {
@@ -197,6 +198,8 @@ func (k KeyKind) String() string {
 		return "node"
 	case KeyChunk:
 		return "chunk"
+	case KeyAlarm:
+		return "alarm"
 	}
 	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -211,6 +214,8 @@ type Key struct {
 	Seq       Seq       // KeyLog: the batch's last sequence number; KeySnapshot: the one it covers through
 	Node      string    // KeyNode
 	Chunk     ChunkHash // KeyChunk: the hash of the chunk's content
+	Due       uint64    // KeyAlarm: when the alarm is due, Unix milliseconds
+	Gen       uint64    // KeyAlarm: the generation of the actor's alarm that was set for Due
 }
 
 // Actor names one actor's objects: do/<Namespace>/<Actor>/.
@@ -271,6 +276,27 @@ const NodesPrefix = "nodes/"
 // NodeKey returns the key of a node's lease. id must satisfy ValidNodeID.
 func NodeKey(id string) string { return NodesPrefix + id + ".json" }
 
+// AlarmsPrefix is the prefix of every namespace's alarm index.
+const AlarmsPrefix = "alarms/"
+
+// AlarmIndexPrefix returns "alarms/<ns>/", the prefix of one namespace's
+// alarm index (NamespaceID form). A listing of it is in due order.
+func AlarmIndexPrefix(namespace string) string { return AlarmsPrefix + namespace + "/" }
+
+// AlarmDueAfter returns a start-after key for a listing of a namespace's
+// alarm index: the listing returns the entries due at or after due (Unix
+// milliseconds), in due order.
+func AlarmDueAfter(namespace string, due uint64) string {
+	return string(appendAsc([]byte(AlarmIndexPrefix(namespace)), due)) + "/"
+}
+
+// AlarmKey returns the key of the alarm index entry of the actor's alarm
+// of generation gen, due at due (Unix milliseconds).
+func (a Actor) AlarmKey(due, gen uint64) string {
+	k := append([]byte(AlarmDueAfter(a.Namespace, due)), a.Actor...)
+	return string(appendAsc(append(k, '.'), gen))
+}
+
 // String re-encodes the key.
 func (k Key) String() string {
 	a := Actor{Namespace: k.Namespace, Actor: k.Actor}
@@ -285,11 +311,15 @@ func (k Key) String() string {
 		return NodeKey(k.Node)
 	case KeyChunk:
 		return a.ChunkKey(k.Chunk)
+	case KeyAlarm:
+		return a.AlarmKey(k.Due, k.Gen)
 	}
 	return ""
 }
 
-// ActorOf returns the actor a key belongs to (zero for node keys).
+// ActorOf returns the actor a key belongs to (zero for node keys). An
+// alarm index entry belongs to the actor whose alarm it indexes, but it is
+// not one of the actor's objects: those are under Actor.Prefix.
 func (k Key) ActorOf() Actor { return Actor{Namespace: k.Namespace, Actor: k.Actor} }
 
 // ParseKey parses an object key, accepting only keys the encoder produces.
@@ -303,6 +333,9 @@ func ParseKey(s string) (Key, error) {
 			return fail("not nodes/<node>.json with a valid node ID")
 		}
 		return Key{Kind: KeyNode, Node: id}, nil
+	}
+	if rest, ok := strings.CutPrefix(s, AlarmsPrefix); ok {
+		return parseAlarmKey(rest, fail)
 	}
 	parts := strings.Split(s, "/")
 	if len(parts) < 4 || parts[0] != "do" {
@@ -346,4 +379,30 @@ func ParseKey(s string) (Key, error) {
 		return k, nil
 	}
 	return fail("unknown object under the actor")
+}
+
+// parseAlarmKey parses what follows "alarms/": <ns>/<due>/<actor>.<gen>.
+func parseAlarmKey(rest string, fail func(string) (Key, error)) (Key, error) {
+	parts := strings.Split(rest, "/")
+	if len(parts) != 3 {
+		return fail("not alarms/<namespace>/<due>/<actor>.<gen>")
+	}
+	k := Key{Kind: KeyAlarm, Namespace: parts[0]}
+	if !validNamespace(k.Namespace) {
+		return fail("bad namespace element")
+	}
+	var err error
+	if k.Due, err = ParseAsc(parts[1]); err != nil {
+		return fail("bad due time")
+	}
+	// The actor is hex, so the first '.' ends it.
+	actor, gen, ok := strings.Cut(parts[2], ".")
+	if !ok || !validActor(actor) {
+		return fail("bad actor element")
+	}
+	k.Actor = actor
+	if k.Gen, err = ParseAsc(gen); err != nil {
+		return fail("bad alarm generation")
+	}
+	return k, nil
 }

@@ -138,6 +138,8 @@ func TestKeyLayoutRoundTrip(t *testing.T) {
 		{a.SnapshotKey(math.MaxUint64, 0), Key{Kind: KeySnapshot, Namespace: a.Namespace, Actor: a.Actor, Epoch: math.MaxUint64}},
 		{NodeKey("n0-1f"), Key{Kind: KeyNode, Node: "n0-1f"}},
 		{a.ChunkKey(SumChunk([]byte("x"))), Key{Kind: KeyChunk, Namespace: a.Namespace, Actor: a.Actor, Chunk: SumChunk([]byte("x"))}},
+		{a.AlarmKey(1_700_000_000_000, 7), Key{Kind: KeyAlarm, Namespace: a.Namespace, Actor: a.Actor, Due: 1_700_000_000_000, Gen: 7}},
+		{a.AlarmKey(0, math.MaxUint64), Key{Kind: KeyAlarm, Namespace: a.Namespace, Actor: a.Actor, Gen: math.MaxUint64}},
 	} {
 		got, err := ParseKey(c.key)
 		require.NoError(t, err, "%s", c.key)
@@ -154,6 +156,7 @@ func TestKeyLayoutRoundTrip(t *testing.T) {
 	if !(a.ChunkKey(ChunkHash{0xff}) < a.LogKey(math.MaxUint64, 0) && a.LogKey(0, math.MaxUint64) < a.OwnKey() && a.OwnKey() < a.SnapshotKey(math.MaxUint64, math.MaxUint64)) {
 		t.Fatal("order of an actor's keys")
 	}
+	require.Equal(t, "alarms/Z2AOGpZifMEoHkjkYx4iOQ/a18bcfe56800/deadbeef.07", a.AlarmKey(1_700_000_000_000, 7), "alarm key")
 	// Newest session first in a listing of log/ and snapshot/; batches of a
 	// session in replay order.
 	if !(a.LogKey(5, 1) < a.LogKey(4, 100)) || !(a.LogKey(4, 15) < a.LogKey(4, 16)) || !(a.SnapshotKey(4, 20) < a.SnapshotKey(4, 19)) {
@@ -164,6 +167,7 @@ func TestKeyLayoutRoundTrip(t *testing.T) {
 func TestMalformedKeysRejected(t *testing.T) {
 	a := Actor{Namespace: NamespaceID("", "chat"), Actor: "deadbeef"}
 	good := a.LogKey(3, 256)
+	alarm := a.AlarmKey(1_700_000_000_000, 7)
 	for _, k := range []string{
 		"", "do", "do/", "do//deadbeef/own.json",
 		strings.Replace(a.OwnKey(), "deadbeef", "DEADBEEF", 1),                // uppercase actor
@@ -185,6 +189,20 @@ func TestMalformedKeysRejected(t *testing.T) {
 		a.ChunkKey(ChunkHash{}) + "/x", a.Prefix() + "chunks/" + ChunkHash{}.String(),
 		"nodes/", "nodes/.json", "nodes/-a.json", "nodes/A.json", "nodes/a", "nodes/a.json/x", "nodes/a/b.json",
 		"nodes/" + strings.Repeat("a", 65) + ".json",
+		"alarms/", "alarms/" + a.Namespace, "alarms/" + a.Namespace + "/",
+		alarm + "/", alarm + "x", "x" + alarm, alarm[:len(alarm)-1],
+		strings.Replace(alarm, ".07", ".007", 1),                       // leading zero
+		strings.Replace(alarm, ".07", "07", 1),                         // no separator
+		strings.Replace(alarm, ".07", ".", 1),                          // no generation
+		strings.Replace(alarm, ".07", ".07.07", 1),                     // two
+		strings.Replace(alarm, "deadbeef.", "DEADBEEF.", 1),            // uppercase actor
+		strings.Replace(alarm, "deadbeef.", "deadbee.", 1),             // odd length
+		strings.Replace(alarm, "/deadbeef.", "/.", 1),                  // empty actor
+		strings.Replace(alarm, "/a18bcfe56800/", "/b018bcfe56800/", 1), // leading zero in due
+		strings.Replace(alarm, "/a18bcfe56800/", "/5e74301a97ff/", 1),  // due descending instead of ascending
+		strings.Replace(alarm, "/a18bcfe56800/", "/", 1),               // no due
+		strings.Replace(alarm, a.Namespace, a.Namespace[:21], 1),       // short namespace
+		strings.Replace(alarm, "/deadbeef.", "/deadbeef/", 1),          // actor as a directory
 	} {
 		got, err := ParseKey(k)
 		var fe *Error
@@ -195,4 +213,37 @@ func TestMalformedKeysRejected(t *testing.T) {
 			t.Errorf("ParseKey(%q): %v, want a *frames.Error about the key, matching ErrInvalid", k, err)
 		}
 	}
+}
+
+// The alarm index lists in due order whatever the actor or generation, and
+// AlarmDueAfter starts a listing exactly at a due time.
+func TestAlarmKeysSortByDue(t *testing.T) {
+	ns := NamespaceID("", "chat")
+	rng := rand.New(rand.NewPCG(2, 2))
+	dues := numbers(rng)
+	var keys []string
+	byKey := map[string]uint64{}
+	for i, due := range dues {
+		id := make([]byte, 1+rng.IntN(MaxActorIDBytes))
+		for j := range id {
+			id[j] = byte(rng.Uint32())
+		}
+		k := Actor{Namespace: ns, Actor: ActorKey(id)}.AlarmKey(due, uint64(i)*uint64(rng.Uint32()))
+		keys = append(keys, k)
+		byKey[k] = due
+	}
+	slices.Sort(keys)
+	for i := 1; i < len(keys); i++ {
+		require.LessOrEqual(t, byKey[keys[i-1]], byKey[keys[i]], "%s sorts before %s", keys[i-1], keys[i])
+	}
+	for range 500 {
+		due := dues[rng.IntN(len(dues))]
+		after := AlarmDueAfter(ns, due)
+		for _, k := range keys {
+			require.Equal(t, byKey[k] >= due, k > after, "%s against start-after %s", k, after)
+			require.True(t, strings.HasPrefix(k, AlarmIndexPrefix(ns)), k)
+		}
+	}
+	// Another namespace's index is another prefix.
+	require.False(t, strings.HasPrefix(AlarmIndexPrefix(NamespaceID("", "chat2")), AlarmIndexPrefix(ns)))
 }

@@ -197,7 +197,7 @@ func FuzzSnapshot(f *testing.F) {
 
 func FuzzParseKey(f *testing.F) {
 	a := frames.Actor{Namespace: frames.NamespaceID("", "fuzz"), Actor: frames.ActorKey([]byte{1, 2, 3})}
-	for _, k := range []string{a.OwnKey(), a.LogKey(3, 256), a.SnapshotKey(1<<63, 0), a.ChunkKey(frames.SumChunk(nil)), frames.NodeKey("node-1"), "do/x", ""} {
+	for _, k := range []string{a.OwnKey(), a.LogKey(3, 256), a.SnapshotKey(1<<63, 0), a.ChunkKey(frames.SumChunk(nil)), frames.NodeKey("node-1"), a.AlarmKey(1_700_000_000_000, 7), "do/x", ""} {
 		f.Add(k)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

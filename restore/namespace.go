@@ -71,8 +71,8 @@ func VerifyNamespace(ctx context.Context, b bucket.Bucket, namespace string, opt
 
 // VerifyPrefix verifies every actor with a key under prefix ("" for the
 // whole bucket, "do/", "do/<namespace>/", ...), opts.Actors at a time.
-// Keys under the prefix that belong to no actor and are not node leases
-// are reported as stray warnings in a last Report whose Actor is zero.
+// Keys under the prefix that belong to no actor and are neither node
+// leases nor alarm index entries are reported as stray warnings in a last Report whose Actor is zero.
 // The error is for what stops verification (see Verify); reports of the
 // actors verified are returned with it.
 func VerifyPrefix(ctx context.Context, b bucket.Bucket, prefix string, opts VerifyOptions) ([]Report, error) {
@@ -87,7 +87,9 @@ func VerifyPrefix(ctx context.Context, b bucket.Bucket, prefix string, opts Veri
 		}
 		k, err := frames.ParseKey(info.Key)
 		switch {
-		case err == nil && k.Kind == frames.KeyNode:
+		case err == nil && (k.Kind == frames.KeyNode || k.Kind == frames.KeyAlarm):
+			// Not an actor's object: a lease, or an alarm index entry
+			// (package host's hint; the alarm is in the actor's database).
 		case err == nil:
 			if a := k.ActorOf(); !seen[a] {
 				seen[a] = true

@@ -162,6 +162,27 @@ func TestVerifyStrayKey(t *testing.T) {
 	t.Fatalf("no stray warning for %s: %v", stray, rep.Problems)
 }
 
+// TestVerifyPrefixSkipsAlarmIndex: alarm index entries are neither an
+// actor to verify (one names an actor with no objects at all) nor strays.
+func TestVerifyPrefixSkipsAlarmIndex(t *testing.T) {
+	o := newOwned(t, buckettest.Dir(t))
+	other := frames.Actor{Namespace: o.w.actor.Namespace, Actor: frames.ActorKey([]byte("no objects"))}
+	keys := []string{o.w.actor.AlarmKey(1_700_000_000_000, 1), other.AlarmKey(1_700_000_000_000, 2)}
+	for _, k := range keys {
+		put(t, o.b, k, nil)
+	}
+	reports, err := restore.VerifyPrefix(t.Context(), o.b, "", restore.VerifyOptions{ScratchDir: t.TempDir()})
+	require.NoError(t, err)
+	for _, rep := range reports {
+		require.NotEqual(t, other, rep.Actor, "the actor only an alarm entry names was verified")
+		for _, p := range rep.Problems {
+			require.NotContains(t, keys, p.Key, "reported: %s", p)
+		}
+	}
+	require.NotEmpty(t, reports)
+	require.Equal(t, o.w.actor, reports[0].Actor)
+}
+
 // TestVerifySnapshots: a second snapshot of the current session, as
 // compaction writes it, is checked against the replayed chain. A sound one
 // verifies and Restore starts from it; one whose content disagrees with

@@ -3,19 +3,17 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3" for database/sql
 
-	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/host"
 	"github.com/framectl/framectl/vfs"
 )
 
-// actorDB is one open actor: its replicated database for one ownership
-// epoch, and a database/sql pool on it.
+// actorDB is what this runtime keeps per open actor (host.Actor.Value): a
+// database/sql pool on its replicated database.
 //
 // Writes are serialized by wmu, and only the statement is: the wait for the
 // bucket (Durable) happens outside it, so the writes of concurrent requests
@@ -23,11 +21,9 @@ import (
 // round trips. Reads use the pool concurrently (WAL readers do not block
 // the writer).
 type actorDB struct {
-	actor frames.Actor
-	epoch uint64 // the claim's epoch, sent as X-Actor-Epoch
-	vfs   *vfs.DB
-	sql   *sql.DB
-	wmu   sync.Mutex
+	vfs *vfs.DB
+	sql *sql.DB
+	wmu sync.Mutex
 }
 
 // schema is created on first open; IF NOT EXISTS makes it a no-op (and no
@@ -46,46 +42,33 @@ CREATE TABLE IF NOT EXISTS counter(
 // rest for reads.
 const maxPoolConns = 4
 
-// openActor opens the actor's database for this node: vfs.Open claims it
-// (a holder elsewhere is a *fence.HeldError, returned as is for the caller to
-// forward), restores it if needed, and starts the session.
-func openActor(ctx context.Context, h *host, key actorKey) (*actorDB, error) {
-	a := frames.Actor{Namespace: frames.NamespaceID("", key.ns), Actor: frames.ActorKey([]byte(key.id))}
-	db, err := vfs.Open(ctx, vfs.Config{
-		Bucket:    h.b,
-		Namespace: key.ns,
-		Actor:     []byte(key.id),
-		Node:      h.node,
-		Dir:       filepath.Join(h.cfg.dataDir, key.ns, a.Actor),
-		// vfs compacts the actor in the background: the size rule after
-		// uploads, and the tier pass as each session starts.
-		DisableCompaction: !h.cfg.compact,
-		Logger:            h.log,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("opening actor %s/%s: %w", key.ns, key.id, err) // vfs.Open gave its claim back
+// actorHooks are this runtime's part of an actor's lifecycle: a pool and
+// the schema once the host opened the actor's database, the pool closed
+// before the host closes it.
+func actorHooks() host.Hooks {
+	return host.Hooks{
+		Opened: func(ctx context.Context, a *host.Actor) error {
+			// synchronous=NORMAL: the bucket, not the local file, is what
+			// makes a write durable; a local copy that lost its last
+			// commits in a power cut fails vfs's checksum check and is
+			// restored.
+			pool, err := sql.Open("sqlite3", a.DB().DSN()+"&_pragma=synchronous(NORMAL)")
+			if err != nil {
+				return fmt.Errorf("opening a pool: %w", err)
+			}
+			pool.SetMaxOpenConns(maxPoolConns)
+			pool.SetMaxIdleConns(maxPoolConns)
+			if _, err := pool.ExecContext(ctx, schema); err != nil {
+				pool.Close()
+				return fmt.Errorf("schema: %w", err)
+			}
+			a.SetValue(&actorDB{vfs: a.DB(), sql: pool})
+			return nil
+		},
+		Closing: func(_ context.Context, a *host.Actor) {
+			a.Value().(*actorDB).sql.Close()
+		},
 	}
-	// synchronous=NORMAL: the bucket, not the local file, is what makes a
-	// write durable; a local copy that lost its last commits in a power
-	// cut fails vfs's checksum check and is restored.
-	pool, err := sql.Open("sqlite3", db.DSN()+"&_pragma=synchronous(NORMAL)")
-	if err == nil {
-		pool.SetMaxOpenConns(maxPoolConns)
-		pool.SetMaxIdleConns(maxPoolConns)
-		_, err = pool.ExecContext(ctx, schema)
-	}
-	if err != nil {
-		if pool != nil {
-			pool.Close()
-		}
-		if cerr := db.Close(context.WithoutCancel(ctx)); cerr != nil {
-			h.log.Warn("closing after a failed open", logNamespace, key.ns, logActor, key.id, logErr, cerr)
-		}
-		return nil, fmt.Errorf("opening actor %s/%s: schema: %w", key.ns, key.id, err)
-	}
-	d := &actorDB{actor: a, epoch: db.Epoch(), vfs: db, sql: pool}
-	h.log.Info("actor open", logNamespace, key.ns, logActor, key.id, logEpoch, db.Epoch())
-	return d, nil
 }
 
 // note is one row of the notes table.
@@ -139,18 +122,3 @@ func (d *actorDB) increment(ctx context.Context) (int64, error) {
 // stopped returns why the database stopped replicating (fenced, a write it
 // cannot account for), nil while it runs.
 func (d *actorDB) stopped() error { return d.vfs.Stats().Stopped }
-
-// close closes the pool, then the database: a final flush, then the
-// release of own.json (vfs.DB.Close), so the next claim anywhere gets the
-// next epoch without waiting for this node's lease. A database that
-// stopped (fenced) is not released: its own.json is not ours any more.
-func (d *actorDB) close(ctx context.Context) error {
-	err := d.sql.Close()
-	if cerr := d.vfs.Close(ctx); cerr != nil {
-		err = errors.Join(err, cerr)
-	}
-	if err != nil {
-		return fmt.Errorf("closing actor %s: %w", d.actor.Prefix(), err)
-	}
-	return nil
-}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/host"
 )
 
 // config is the command line.
@@ -23,6 +24,10 @@ type config struct {
 	grace     time.Duration // fence.Options.Grace
 	idle      time.Duration // hibernate an actor idle this long
 	drain     time.Duration // bound on a SIGTERM drain
+	request   time.Duration // bound on one request (host.HandlerOptions.RequestTimeout)
+	maxOpens  int           // host.Config.MaxOpens
+	sweepAge  time.Duration // host.Config.SweepAge; 0: never sweep
+	recover   bool          // a lost node is replaced in-process (else exit 3)
 	compact   bool          // vfs compacts the actors held (size rule, tier pass)
 	logLevel  slog.Level
 }
@@ -39,8 +44,8 @@ Routes:
   GET  /status                this node and the actors it holds
 
 Exit codes: 0 drained after SIGTERM; 1 runtime failure (listener, a flush
-during the drain); 2 usage; 3 fenced or lease lost (restart it: it comes
-back as a new node).
+during the drain); 2 usage; 3 fenced or lease lost with -recover=false, or
+during the drain (restart it: it comes back as a new node).
 `
 
 // exit codes; see usageText.
@@ -64,8 +69,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.dataDir, "data", "", "`dir`ectory of this process's local copies (one process per directory)")
 	fs.DurationVar(&c.lease, "lease", fence.DefaultLease, "node lease: acknowledgements stop this long after the last renewal began")
 	fs.DurationVar(&c.grace, "grace", fence.DefaultGrace, "how much longer than -lease peers wait before they fence a silent node")
-	fs.DurationVar(&c.idle, "idle", 30*time.Second, "release (hibernate) an actor that has had no request for this long")
+	fs.DurationVar(&c.idle, "idle", host.DefaultIdle, "release (hibernate) an actor that has had no request for this long")
 	fs.DurationVar(&c.drain, "drain-timeout", 25*time.Second, "bound on finishing requests and flushing actors after SIGTERM")
+	fs.DurationVar(&c.request, "request-timeout", host.DefaultRequestTimeout, "bound on one request: its body, waiting for a claim, running it, its answer")
+	fs.IntVar(&c.maxOpens, "max-opens", host.DefaultMaxOpens, "opens (claim, restore, first snapshot) running at once")
+	fs.DurationVar(&c.sweepAge, "sweep-age", host.DefaultSweepAge, "delete leases older than this of nodes no actor names, every few minutes (0: never)")
+	fs.BoolVar(&c.recover, "recover", true, "after losing the lease, register a new node and reopen the actors instead of exiting 3")
 	fs.BoolVar(&c.compact, "compact", true, "compact the actors this node holds in the background (size rule; tier pass as each session starts)")
 	fs.TextVar(&c.logLevel, "log", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	usage := func(format string, a ...any) (config, error) {
@@ -95,6 +104,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return usage("-idle must be positive")
 	case c.drain <= 0:
 		return usage("-drain-timeout must be positive")
+	case c.request <= 0:
+		return usage("-request-timeout must be positive")
+	case c.maxOpens <= 0:
+		return usage("-max-opens must be positive")
+	case c.sweepAge < 0, c.sweepAge > 0 && c.sweepAge < 2*(c.lease+c.grace):
+		return usage("-sweep-age must be 0 (never) or at least 2×(-lease + -grace)")
 	}
 	if _, _, err := net.SplitHostPort(c.listen); err != nil {
 		return usage("-listen %q: %v", c.listen, err)

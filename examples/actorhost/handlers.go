@@ -11,9 +11,8 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/host"
 )
 
 // Response headers. Every answer an actor gives names the node that
@@ -25,39 +24,56 @@ const (
 	// hdrForwarded marks a request one node forwarded to another (its
 	// value is the forwarder's node ID): the receiver serves it or answers
 	// 503, and never forwards it again.
-	hdrForwarded = "X-Actorhost-Forwarded"
+	hdrForwarded = host.HeaderForwarded
 	// hdrVia is set on a forwarded request's answer: the node that
 	// forwarded it.
-	hdrVia = "X-Actorhost-Via"
+	hdrVia = host.HeaderVia
 )
 
 // maxNoteBytes bounds a note's body.
 const maxNoteBytes = 1 << 20
 
-// namespacePattern: a namespace is also a directory name under -data.
+// namespacePattern: what a namespace may be (it is also logged and shown
+// in /status as given).
 var namespacePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-func (h *host) routes() http.Handler {
+// Routes of an actor, and the operation each runs.
+const (
+	routeAddNote   = "POST /actor/{ns}/{id}/notes"
+	routeListNotes = "GET /actor/{ns}/{id}/notes"
+	routeIncrement = "POST /actor/{ns}/{id}/counter"
+)
+
+var operations = map[string]operation{
+	routeAddNote:   addNote,
+	routeListNotes: listNotes,
+	routeIncrement: increment,
+}
+
+func (s *server) routes() http.Handler {
+	actors := s.host.Handler(host.HandlerOptions{
+		Route:          parseActorKey,
+		Serve:          s.serveActor,
+		Error:          func(w http.ResponseWriter, _ *http.Request, status int, msg string) { writeError(w, status, msg) },
+		RequestTimeout: s.cfg.request,
+		MaxBodyBytes:   maxNoteBytes,
+	})
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /actor/{ns}/{id}/notes", h.actorHandler(addNote))
-	mux.HandleFunc("GET /actor/{ns}/{id}/notes", h.actorHandler(listNotes))
-	mux.HandleFunc("POST /actor/{ns}/{id}/counter", h.actorHandler(increment))
-	mux.HandleFunc("GET /status", h.status)
+	for route := range operations {
+		mux.Handle(route, actors)
+	}
+	mux.HandleFunc("GET /status", s.status)
 	return mux
 }
 
 // operation runs one request against an open actor and returns the value
-// to answer with. It does not wait for the bucket: the handler does, for
+// to answer with. It does not wait for the bucket: serveActor does, for
 // every operation (the output gate).
 type operation func(ctx context.Context, r *http.Request, d *actorDB) (any, error)
 
 func addNote(ctx context.Context, r *http.Request, d *actorDB) (any, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxNoteBytes))
+	body, err := io.ReadAll(r.Body) // read already, at most maxNoteBytes (host.Handler)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, &statusError{http.StatusRequestEntityTooLarge, fmt.Sprintf("a note is at most %d bytes", maxNoteBytes)}
-		}
 		return nil, &statusError{http.StatusBadRequest, "reading the body: " + err.Error()}
 	}
 	if !utf8.Valid(body) {
@@ -90,120 +106,88 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.msg }
 
-// actorHandler serves one operation: find the actor (open it here, or
-// forward to its holder), run the operation, wait until everything the
-// actor committed so far is in the bucket, then answer. Reads wait too: a
-// read may show another request's write that is not durable yet, and must
-// not be answered before that write is.
-func (h *host) actorHandler(op operation) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		key, err := parseActorKey(r)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-		// A node past its lease answers nothing, not even from an actor
-		// it still has open.
-		if err := h.node.Valid(); err != nil {
-			unavailable(w, "this node is no longer live: "+err.Error())
-			return
-		}
-		ctx := r.Context()
-		a, err := h.acquire(ctx, key)
-		if err != nil {
-			h.notHere(w, r, key, err)
-			return
-		}
-		defer h.release(a)
-		d := a.db
-		v, err := op(ctx, r, d)
-		if err != nil {
-			var se *statusError
-			switch {
-			case errors.As(err, &se):
-				writeError(w, se.status, se.msg)
-			case d.stopped() != nil:
-				h.drop(a, d.stopped())
-				unavailable(w, "the actor's database stopped: "+d.stopped().Error())
-			case ctx.Err() != nil:
-				unavailable(w, ctx.Err().Error())
-			default:
-				h.log.Error("operation failed", logNamespace, key.ns, logActor, key.id, logErr, err)
-				writeError(w, http.StatusInternalServerError, err.Error())
-			}
-			return
-		}
-		// The output gate.
-		if err := d.vfs.Durable(ctx); err != nil {
-			if errors.Is(err, vfs.ErrFenced) || d.stopped() != nil {
-				h.drop(a, err)
-			}
-			unavailable(w, "not acknowledged: "+err.Error())
-			return
-		}
-		w.Header().Set(hdrNode, h.node.ID())
-		w.Header().Set(hdrEpoch, strconv.FormatUint(d.epoch, 10))
-		writeJSON(w, http.StatusOK, v)
-	}
-}
-
-// notHere answers a request for an actor this node could not open: held
-// by another live node (forward it there, once), or not available now.
-func (h *host) notHere(w http.ResponseWriter, r *http.Request, key actorKey, err error) {
-	var held *fence.HeldError
-	switch {
-	case errors.As(err, &held):
+// serveActor serves one operation on an actor this node holds (host.Handler
+// acquired it, or forwarded the request to its holder): run the
+// operation, wait until everything the actor committed so far is in the
+// bucket, then answer. Reads wait too: a read may show another request's
+// write that is not durable yet, and must not be answered before that
+// write is. A database that stopped is closed by the host once this
+// request releases it, and opened anew by the next one.
+func (s *server) serveActor(w http.ResponseWriter, r *http.Request, a *host.Handle) {
+	ctx := r.Context()
+	d := a.Value().(*actorDB)
+	v, err := operations[r.Pattern](ctx, r, d)
+	if err != nil {
+		var se *statusError
 		switch {
-		case r.Header.Get(hdrForwarded) != "":
-			// The forwarder thought we hold it; we think someone else
-			// does. Forwarding on could loop: let the caller retry.
-			unavailable(w, fmt.Sprintf("forwarded here, but held by node %s at %s", held.Node, held.Address))
-		case held.Address == h.node.Address():
-			// A previous process at this address holds it, until its
-			// lease runs out and this node fences it.
-			unavailable(w, fmt.Sprintf("held by node %s, a previous process at this address, until its lease runs out", held.Node))
+		case errors.As(err, &se):
+			writeError(w, se.status, se.msg)
+		case d.stopped() != nil:
+			unavailable(w, "the actor's database stopped: "+d.stopped().Error())
+		case ctx.Err() != nil:
+			unavailable(w, ctx.Err().Error())
 		default:
-			h.fwd.forward(w, r, held.Address)
+			s.log.Error("operation failed", "namespace", a.Namespace(), "actor", string(a.ID()), logErr, err)
+			writeError(w, http.StatusInternalServerError, err.Error())
 		}
-	case errors.Is(err, fence.ErrHolderUnseen):
-		// The holder's lease is gone but it may still be acknowledging
-		// until its next renewal: nowhere to forward, not ours yet.
-		unavailable(w, err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		unavailable(w, err.Error())
-	case errors.Is(err, errStopping):
-		unavailable(w, err.Error())
-	default:
-		// The bucket is unreachable, a restore failed, the node lost
-		// its lease: nothing the caller did, and it may pass.
-		h.log.Warn("cannot open actor", logNamespace, key.ns, logActor, key.id, logErr, err)
-		unavailable(w, err.Error())
+		return
 	}
+	// The output gate.
+	if err := d.vfs.Durable(ctx); err != nil {
+		unavailable(w, "not acknowledged: "+err.Error())
+		return
+	}
+	w.Header().Set(hdrNode, s.host.Node().ID())
+	w.Header().Set(hdrEpoch, strconv.FormatUint(a.Epoch(), 10))
+	writeJSON(w, http.StatusOK, v)
 }
 
 // parseActorKey checks the namespace and actor ID of the URL.
-func parseActorKey(r *http.Request) (actorKey, error) {
-	k := actorKey{ns: r.PathValue("ns"), id: r.PathValue("id")}
-	if !namespacePattern.MatchString(k.ns) {
-		return k, fmt.Errorf("namespace %q: 1 to 64 of A-Z a-z 0-9 _ -", k.ns)
+func parseActorKey(r *http.Request) (string, []byte, error) {
+	ns, id := r.PathValue("ns"), r.PathValue("id")
+	if !namespacePattern.MatchString(ns) {
+		return "", nil, fmt.Errorf("namespace %q: 1 to 64 of A-Z a-z 0-9 _ -", ns)
 	}
-	if len(k.id) == 0 || len(k.id) > frames.MaxActorIDBytes {
-		return k, fmt.Errorf("actor ID: 1 to %d bytes", frames.MaxActorIDBytes)
+	if len(id) == 0 || len(id) > frames.MaxActorIDBytes {
+		return "", nil, fmt.Errorf("actor ID: 1 to %d bytes", frames.MaxActorIDBytes)
 	}
-	return k, nil
+	return ns, []byte(id), nil
+}
+
+// actorStatus is one line of GET /status.
+type actorStatus struct {
+	Namespace string     `json:"namespace"`
+	ID        string     `json:"id"`
+	Epoch     uint64     `json:"epoch"`
+	State     string     `json:"state"`
+	Requests  int        `json:"requests"`
+	IdleFor   float64    `json:"idle_seconds"`
+	Durable   frames.Seq `json:"durable_seq"`
+	Captured  frames.Seq `json:"captured_seq"`
+	Stopped   string     `json:"stopped,omitempty"`
 }
 
 // status answers GET /status: this node and the actors it holds.
-func (h *host) status(w http.ResponseWriter, r *http.Request) {
+func (s *server) status(w http.ResponseWriter, r *http.Request) {
+	node := s.host.Node()
 	live := "live"
-	if err := h.node.Valid(); err != nil {
+	if err := node.Valid(); err != nil {
 		live = err.Error()
 	}
+	actors := []actorStatus{}
+	for _, a := range s.host.Actors() {
+		st := actorStatus{Namespace: a.Namespace, ID: string(a.ID), Epoch: a.Epoch, State: a.State.String(),
+			Requests: a.Handles, IdleFor: a.IdleFor.Seconds(), Durable: a.Stats.Durable, Captured: a.Stats.Captured}
+		if a.Stats.Stopped != nil {
+			st.Stopped = a.Stats.Stopped.Error()
+		}
+		actors = append(actors, st)
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"node":    h.node.ID(),
-		"address": h.node.Address(),
+		"node":    node.ID(),
+		"address": node.Address(),
 		"state":   live,
-		"actors":  h.actorStatuses(),
+		"actors":  actors,
 	})
 }
 

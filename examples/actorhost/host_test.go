@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/host"
 	"github.com/framectl/framectl/restore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -242,16 +244,12 @@ func TestDrainReleasesAndDeregisters(t *testing.T) {
 	}
 }
 
-// A node whose lease a peer fenced answers 503 and exits 3.
-func TestFencedNodeExits(t *testing.T) {
+// fenceNode fences node id's lease as a peer would: rewritten fenced,
+// If-Match.
+func fenceNode(t *testing.T, b bucket.Bucket, id string) {
+	t.Helper()
 	ctx := t.Context()
-	b := buckettest.Dir(t)
-	a := startInProcess(t, b, "")
-	if r := do(ctx, http.MethodPost, a.url("z", "x", "notes"), "before"); r.status != http.StatusOK {
-		t.Fatal(r)
-	}
-	// Fence it as a peer would: the lease rewritten fenced, If-Match.
-	key := frames.NodeKey(a.id)
+	key := frames.NodeKey(id)
 	for {
 		data, info, err := bucket.ReadAll(ctx, b, key, fence.MaxRecordBytes)
 		require.NoError(t, err)
@@ -260,11 +258,23 @@ func TestFencedNodeExits(t *testing.T) {
 		l.Fenced = true
 		body := l.Marshal()
 		if _, err := b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: info.ETag}); err == nil {
-			break
+			return
 		} else if !errors.Is(err, bucket.ErrPrecondition) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// With -recover=false, a node whose lease a peer fenced answers 503 and
+// exits 3.
+func TestFencedNodeExits(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	a := startInProcess(t, b, "", "-recover=false")
+	if r := do(ctx, http.MethodPost, a.url("z", "x", "notes"), "before"); r.status != http.StatusOK {
+		t.Fatal(r)
+	}
+	fenceNode(t, b, a.id)
 	select {
 	case code := <-a.done:
 		a.done <- code
@@ -278,6 +288,45 @@ func TestFencedNodeExits(t *testing.T) {
 	if rec := ownRecord(t, b, "z", "x"); rec.Released() {
 		t.Errorf("a fenced node released its actor: %+v", rec)
 	}
+}
+
+// By default a fenced node comes back, in the same process, as a new
+// node: it serves its actor again, in a new epoch, with what it wrote
+// before the fence.
+func TestFencedNodeRecovers(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	a := startInProcess(t, b, "")
+	r := do(ctx, http.MethodPost, a.url("z", "x", "notes"), "before")
+	require.Equal(t, http.StatusOK, r.status, "%v", r)
+	fenceNode(t, b, a.id)
+	// It learns of the fence at its next renewal, and registers anew.
+	if !waitFor(ctx, hangGuard, func() bool {
+		var st struct{ Node string }
+		r := do(ctx, http.MethodGet, "http://"+a.addr+"/status", "")
+		return r.status == http.StatusOK && json.Unmarshal(r.body, &st) == nil && st.Node != a.id
+	}) {
+		t.Fatalf("the node did not come back as a new node\n%s", a.log)
+	}
+	var after reply
+	if !waitFor(ctx, hangGuard, func() bool {
+		after = do(ctx, http.MethodPost, a.url("z", "x", "notes"), "after")
+		return after.status == http.StatusOK
+	}) {
+		t.Fatalf("the node did not serve again after the fence: %v\n%s", after, a.log)
+	}
+	assert.NotEqual(t, a.id, after.node, "the node that served after the fence")
+	assert.Greater(t, after.epoch, r.epoch)
+	select {
+	case code := <-a.done:
+		a.done <- code
+		t.Fatalf("the node exited with %d", code)
+	default:
+	}
+	notes, _ := json.Marshal([]note{{1, "before"}, {2, "after"}})
+	got := do(ctx, http.MethodGet, a.url("z", "x", "notes"), "")
+	require.Equal(t, http.StatusOK, got.status, "%v", got)
+	assert.JSONEq(t, string(notes), string(got.body))
 }
 
 func TestBadRequests(t *testing.T) {
@@ -305,11 +354,14 @@ func TestBadRequests(t *testing.T) {
 func TestDataDirectoryIsExclusive(t *testing.T) {
 	b := buckettest.Dir(t)
 	a := startInProcess(t, b, "")
+	args := []string{"-listen", "127.0.0.1:0", "-bucket", b.String(), "-data", a.data}
+	cfg, err := parseConfig(args, io.Discard)
+	require.NoError(t, err)
+	_, err = newServer(t.Context(), cfg, b, "127.0.0.1:1", slog.New(slog.DiscardHandler))
+	require.ErrorIs(t, err, host.ErrLocked)
 	var stderr syncBuffer
-	code := run(t.Context(), []string{"-listen", "127.0.0.1:0", "-bucket", b.String(), "-data", a.data}, io.Discard, &stderr)
-	if code != exitFailure || !strings.Contains(stderr.String(), "in use by another actorhost") {
-		t.Fatalf("second process on %s: exit %d\n%s", a.data, code, stderr.String())
-	}
+	code := run(t.Context(), args, io.Discard, &stderr)
+	require.Equal(t, exitFailure, code, "exit code of a second process on %s\n%s", a.data, stderr.String())
 }
 
 func TestUsage(t *testing.T) {

@@ -2,19 +2,22 @@
 // whose actors each own one replicated SQLite database, on any number of
 // nodes that share one bucket. A node serves the actors it holds, forwards
 // requests for actors another live node holds, takes over the actors of a
-// node that died once its lease has run out, hibernates idle actors, and
-// hands its actors over when it is told to stop (SIGTERM).
+// node that died once its lease has run out, hibernates idle actors, comes
+// back as a new node after losing its lease, and hands its actors over
+// when it is told to stop (SIGTERM).
 //
-// It is the example a runtime is meant to copy: every mutating response
-// leaves only after vfs.DB.Durable says the write is in the bucket (the
-// output gate), and a node whose lease is gone stops serving and exits.
-// See README.md for what callers and operators see.
+// It is the example a runtime is meant to copy, and it is thin: package
+// host does the node's work (claims and their retries, one open per actor,
+// the bound on opens, hibernation, forwarding once, recovery, the locks of
+// the data directory, lease sweeps). What is left here is this runtime's:
+// its routes and their operations, the output gate (every answer leaves
+// only after vfs.DB.Durable says the write is in the bucket), and the
+// process (flags, signals, exit codes). See README.md for what callers and
+// operators see.
 //
-// Files: config.go (flags), main.go (wiring), host.go (the actor map and
-// actor lifecycle), actor.go (one actor's database and operations),
-// handlers.go (routes and the output gate), forward.go (forwarding to the
-// holder), drain.go (SIGTERM and fenced exits), lock_unix.go (one process
-// per data directory).
+// Files: config.go (flags), main.go (wiring), server.go (the host), actor.go
+// (one actor's database and operations), handlers.go (routes and the
+// output gate), drain.go (SIGTERM and fenced exits).
 package main
 
 import (
@@ -33,7 +36,6 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
-	"github.com/framectl/framectl/fence"
 )
 
 func main() {
@@ -47,8 +49,9 @@ func main() {
 }
 
 // run is the whole program: it serves until ctx ends (then drains) or the
-// node stops being live (then abandons every actor), and returns the exit
-// code. Tests run it in-process.
+// host stops on its own (its node was lost with -recover=false: then it
+// abandons every actor), and returns the exit code. Tests run it
+// in-process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseConfig(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -67,15 +70,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(err)
 	}
-	if err := os.MkdirAll(cfg.dataDir, 0o755); err != nil {
-		return fail(err)
-	}
-	unlock, err := lockDataDir(cfg.dataDir)
-	if err != nil {
-		return fail(err)
-	}
-	defer unlock()
-
 	// Listen before registering: with port 0 the lease must carry the
 	// port actually bound.
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -90,34 +84,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(fmt.Errorf("-listen %s: %w", cfg.listen, err))
 		}
 	}
-	node, err := fence.Register(ctx, b, addr, fence.Options{Lease: cfg.lease, Grace: cfg.grace, Logger: log})
+	s, err := newServer(ctx, cfg, b, addr, log)
 	if err != nil {
 		return fail(err)
 	}
-	log = log.With(logNode, node.ID())
+	node := s.host.Node().ID()
+	s.log = log.With(logNode, node)
 
-	h := newHost(cfg, b, node, log)
 	srv := &http.Server{
-		Handler:           h.routes(),
+		Handler:           s.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	go h.tickLoop()
 	// One line on stdout for scripts and the tests: where, and who.
-	fmt.Fprintf(stdout, "listening %s node %s\n", addr, node.ID())
-	log.Info("serving", logAddress, addr, "bucket", b.String(), "data", filepath.Clean(cfg.dataDir),
-		"lease", cfg.lease, "grace", cfg.grace, "idle", cfg.idle)
+	fmt.Fprintf(stdout, "listening %s node %s\n", addr, node)
+	s.log.Info("serving", logAddress, addr, "bucket", b.String(), "data", filepath.Clean(cfg.dataDir),
+		"lease", cfg.lease, "grace", cfg.grace, "idle", cfg.idle, "recover", cfg.recover)
 
 	select {
 	case <-ctx.Done():
-		return h.drain(srv)
-	case <-node.Done():
-		return h.abandon(srv)
+		return s.drain(srv)
+	case <-s.host.Done():
+		return s.abandon(srv)
 	case err := <-serveErr:
-		log.Error("listener failed", logErr, err)
-		if code := h.drain(srv); code != exitOK {
+		s.log.Error("listener failed", logErr, err)
+		if code := s.drain(srv); code != exitOK {
 			return code
 		}
 		return exitFailure
@@ -126,13 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // Log keys.
 const (
-	logErr       = "err"
-	logNode      = "node"
-	logNamespace = "namespace"
-	logActor     = "actor"
-	logEpoch     = "epoch"
-	logHolder    = "holder"
-	logAddress   = "address"
-	logPath      = "path"
-	logDuration  = "duration"
+	logErr      = "err"
+	logNode     = "node"
+	logAddress  = "address"
+	logDuration = "duration"
 )

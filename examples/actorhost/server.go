@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/host"
+	"github.com/framectl/framectl/vfs"
+)
+
+// server is one node: the library's host (claims, forwarding, hibernation,
+// recovery, the locks) and this runtime's routes on it.
+type server struct {
+	cfg  config
+	host *host.Host
+	log  *slog.Logger
+}
+
+// newServer locks the data directory, registers the node at addr (where
+// peers forward to) and starts hosting. An error matching host.ErrLocked
+// means another process uses the data directory.
+func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, log *slog.Logger) (*server, error) {
+	sweepAge := cfg.sweepAge
+	if sweepAge == 0 {
+		sweepAge = -1 // the flag's "never"
+	}
+	h, err := host.New(ctx, host.Config{
+		Bucket:         b,
+		Address:        addr,
+		Dir:            filepath.Clean(cfg.dataDir),
+		Lease:          cfg.lease,
+		Grace:          cfg.grace,
+		Idle:           cfg.idle,
+		MaxOpens:       cfg.maxOpens,
+		SweepAge:       sweepAge,
+		StopOnNodeLoss: !cfg.recover,
+		VFS: vfs.Config{
+			// vfs compacts the actor in the background: the size rule
+			// after uploads, and the tier pass as each session starts.
+			DisableCompaction: !cfg.compact,
+		},
+		Hooks:  actorHooks(),
+		Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &server{cfg: cfg, host: h, log: log}, nil
+}

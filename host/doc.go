@@ -1,0 +1,142 @@
+// Package host owns the actors one node of an actor runtime serves: the
+// node's lease (fence.Register), one open of each actor however many callers
+// want it at once (single flight), claims retried while a dead holder's
+// lease runs out, a bound on the opens and restores running at once, the
+// release of idle actors (hibernation), a lock on each actor's data
+// directory against a second process, recovery after the node lost its
+// lease (a new node, vfs DB.Reopen for the actors it held), a schedule of
+// stale-lease sweeps (fence.SweepLeases), and an HTTP handler that serves
+// a request where the actor is held here and forwards it, once, to the live
+// node that holds it otherwise; and each actor's alarm, stored in the
+// actor's database and indexed by due time in the bucket.
+//
+// It must never: hand out an actor whose database is not open for this
+// node's current epoch, open one actor twice in a process, hibernate an
+// actor a caller still holds, forward a request to itself or to a node
+// whose lease it does not see live, forward a request that was forwarded
+// already, let a slow client hold an actor open past the handler's
+// deadlines, let an alarm commit before its index entry is in the bucket,
+// or delete an index entry before the write that made it stale is
+// durable. It never acknowledges anything itself: what the runtime
+// answers is held by vfs.DB.Durable (the output gate), and it never
+// interprets what an actor's database holds beyond its own alarm table.
+//
+// # Lifecycle of an actor
+//
+// [Host.Acquire] returns a [Handle]: the actor's open, replicated database
+// and what the runtime keeps beside it ([Actor.Value], made by
+// [Hooks.Opened]). Concurrent Acquires of one actor share one open. A
+// Handle counts as a use until [Handle.Release]; an actor in use is never
+// closed for being idle, and one idle for [Config.Idle] (default 30 s) is
+// closed (final flush) and released in own.json, so that its next Acquire,
+// on any node, claims it with the next epoch. An actor whose database
+// stopped (fenced, replication stopped) is closed once its last Handle is
+// released, and opened anew by the next Acquire.
+//
+// Acquire returns a *fence.HeldError (errors.As; it matches fence.ErrHeld)
+// when a live node elsewhere holds the actor: the runtime forwards the
+// request there ([Host.Handler] does it for HTTP). Claims that cannot
+// succeed yet but will once a dead holder's lease has run out are retried
+// with backoff for as long as the caller's context allows (and a single
+// flight's retries stop once no caller waits): the holder has no lease
+// (fence.ErrHolderUnseen), the holder is a predecessor of this process at
+// this node's address or one of this host's earlier nodes, or the holder
+// is a node this host could not connect to when it forwarded a request
+// (for Lease+Grace after that failure).
+//
+// # Recovery
+//
+// A node that loses its lease (an outage of the bucket longer than the
+// lease, a pause, a peer that fenced it) can never acknowledge again. By
+// default the host then registers a new node (fence.Node.Restart) as soon
+// as the bucket answers, and reopens every actor it had open with
+// vfs.DB.Reopen once the old node's lease has run out on the new node's
+// clock; what those actors had committed but not uploaded follows
+// vfs.Config.Unacknowledged (discarded by default with a node). Actors a
+// peer took over meanwhile are given up. [Config.StopOnNodeLoss] makes the
+// host stop instead ([Host.Done]), for a runtime that would rather exit and
+// be restarted by its supervisor.
+//
+// # Differences from Durable Objects
+//
+// A runtime author coming from Cloudflare's Durable Objects should know:
+//
+//   - No input gate: handles of one actor are used concurrently. A runtime
+//     that wants one event at a time per actor serializes them itself.
+//   - The output gate is explicit: a reply may leave only after
+//     vfs.DB.Durable returned nil; neither Acquire nor Handler calls it.
+//   - Placement: an actor nobody holds is claimed by the node its request
+//     reached; there is no routing to a preferred location.
+//   - An idle actor is released after Config.Idle (30 s by default, as
+//     wasmkeep) and its next request may start it on any node, from the
+//     bucket or from a local copy that is still current.
+//   - When the holder dies, requests wait (within the handler's timeout)
+//     until its lease plus grace has run out and this node can claim the
+//     actor, then run here; past the timeout they get 503 with Retry-After,
+//     as does a request whose forward reached a holder that did not
+//     answer (it may have run there).
+//   - Forwarding is one hop: a forwarded request that reaches a node that
+//     does not hold the actor either is answered 503 with Retry-After.
+//   - Alarms are stored and indexed (below) but not fired yet; drain hooks
+//     are not here yet.
+//
+// # Alarms: storage
+//
+// Each actor has at most one alarm, as a Durable Object has: [Actor.SetAlarm],
+// [Actor.Alarm], [Actor.DeleteAlarm] and [Actor.ClearAlarm] run on the
+// caller's connection or transaction ([Querier]), so an alarm commits with
+// the actor's other writes, or not at all. It is stored in the actor's own
+// database, in a table the host owns and creates on the first SetAlarm:
+//
+//	CREATE TABLE framectl_alarm(
+//		id  INTEGER PRIMARY KEY CHECK (id = 1),
+//		due INTEGER CHECK (due IS NULL OR due >= 0), -- Unix milliseconds; NULL: none
+//		gen INTEGER NOT NULL CHECK (gen >= 1)        -- +1 on every set, delete, clear
+//	) STRICT
+//
+// so that whatever restores the database (the next owner, a restore to a
+// point in time) restores its alarm with it. Every write of the row is a
+// compare-and-swap on gen: the generations a database commits are 1, 2,
+// 3, ..., never two commits of one.
+//
+// The bucket keeps an index of pending alarms per namespace,
+// alarms/<namespace>/<due>/<actor>.<gen> (go doc ./frames, "Object keys"),
+// in due order, which [Host.ListAlarms] lists from a start-after key. Its
+// entries are hints about the actor's database, which is the truth:
+//
+//   - SetAlarm writes the new alarm's entry before it writes the row, so
+//     before the transaction can commit: an alarm that can become durable
+//     is always indexed.
+//   - An entry becomes stale once a commit superseding it is durable: an
+//     older generation, or the current generation for another time (a set
+//     that rolled back). The host deletes the stale entries a session
+//     wrote or superseded after the writer released its Handle (having
+//     waited for Durable itself), and, as the actor closes, also the
+//     entries of sets that never committed.
+//   - A stale entry left behind (a node that died, a delete that failed) is
+//     harmless: whoever acts on an entry reads the actor's alarm first.
+//
+// The alarm of a ClearAlarm is cleared only if it is still the one that
+// ran (time and generation): one its handler set meanwhile, even for the
+// same time, survives.
+//
+// # HTTP
+//
+// [Host.Handler] reads a request's body (bounded in size and time) before
+// it acquires the actor, so a slow upload never holds an actor, and sets
+// the connection's write deadline to the request's, so a slow reader of
+// the answer holds it for the request's timeout at most. A request it
+// forwards carries HeaderForwarded (the forwarder's node ID); the answer it
+// relays carries HeaderVia. The header marks a request as forwarded and
+// nothing more: a client that sends it only gives up being forwarded.
+//
+// # What the runtime keeps
+//
+// The runtime keeps what is its own: its routes and what an actor's
+// database holds (Hooks), the output gate, and the process: its listener,
+// signals, exit codes, and the way out. A runtime that stops serving calls
+// its HTTP server's Shutdown first (so every Handle of Handler's is
+// released), then [Host.Close], both under the runtime's own deadline: the
+// host has no drain deadline of its own yet. examples/actorhost is such a
+// runtime, thin glue on this package.
+package host

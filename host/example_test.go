@@ -1,0 +1,120 @@
+package host_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3" for database/sql
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/host"
+)
+
+// A runtime keeps a connection pool per open actor (Hooks), acquires the
+// actor for each event, writes, and replies only once the write is
+// durable.
+func Example() {
+	ctx := context.Background()
+	tmp, _ := os.MkdirTemp("", "framectl-host-example-")
+	defer os.RemoveAll(tmp)
+	b, err := bucket.Open(ctx, "file://"+filepath.Join(tmp, "bucket"))
+	if err != nil {
+		panic(err)
+	}
+
+	h, err := host.New(ctx, host.Config{
+		Bucket:  b,
+		Address: "127.0.0.1:8080", // where peers forward requests: this node's listener
+		Dir:     filepath.Join(tmp, "data"),
+		Hooks: host.Hooks{
+			Opened: func(ctx context.Context, a *host.Actor) error {
+				pool, err := sql.Open("sqlite3", a.DB().DSN())
+				if err != nil {
+					return err
+				}
+				if _, err := pool.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS notes(body TEXT)`); err != nil {
+					pool.Close()
+					return err
+				}
+				a.SetValue(pool)
+				return nil
+			},
+			Closing: func(_ context.Context, a *host.Actor) { a.Value().(*sql.DB).Close() },
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close(ctx)
+
+	// One event for actor room-42 of namespace chat. A *fence.HeldError
+	// would name the live node holding it: forward there (Host.Handler
+	// does that for HTTP).
+	a, err := h.Acquire(ctx, "chat", []byte("room-42"))
+	if err != nil {
+		panic(err)
+	}
+	pool := a.Value().(*sql.DB)
+	if _, err := pool.ExecContext(ctx, `INSERT INTO notes VALUES ('hello')`); err != nil {
+		panic(err)
+	}
+	// The output gate: reply only once the write is in the bucket.
+	if err := a.DB().Durable(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("epoch", a.Epoch(), "durable through", a.DB().Stats().Durable)
+	a.Release()
+	// Output:
+	// epoch 1 durable through 2
+}
+
+// Handler serves HTTP requests for actors: here, or forwarded once to the
+// live node holding the actor.
+func ExampleHost_Handler() {
+	var h *host.Host // from host.New
+	mux := http.NewServeMux()
+	mux.Handle("/actor/{ns}/{id}/", h.Handler(host.HandlerOptions{
+		Route: func(r *http.Request) (string, []byte, error) {
+			return r.PathValue("ns"), []byte(r.PathValue("id")), nil
+		},
+		Serve: func(w http.ResponseWriter, r *http.Request, a *host.Handle) {
+			// ... run the request against a.DB() ...
+			if err := a.DB().Durable(r.Context()); err != nil {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "done in epoch", a.Epoch())
+		},
+	}))
+	_ = &http.Server{Handler: mux}
+}
+
+// An alarm set in the transaction of the write that wants it commits with
+// that write, or not at all; the reply waits for Durable as any other.
+func ExampleActor_SetAlarm() {
+	var a *host.Handle // from Host.Acquire
+	ctx := context.Background()
+	tx, err := a.Value().(*sql.DB).BeginTx(ctx, nil)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback()
+	if _, err := a.SetAlarm(ctx, tx, time.Now().Add(time.Minute)); err != nil {
+		panic(err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO notes VALUES ('remind me')`); err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(); err != nil {
+		panic(err)
+	}
+	if err := a.DB().Durable(ctx); err != nil {
+		panic(err)
+	}
+}

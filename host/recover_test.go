@@ -1,0 +1,159 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/vfs"
+)
+
+// outage fails every operation while down: the bucket is unreachable.
+type outage struct {
+	bucket.Bucket
+	down atomic.Bool
+}
+
+var errOutage = errors.New("bucket unreachable")
+
+func (o *outage) check() error {
+	if o.down.Load() {
+		return errOutage
+	}
+	return nil
+}
+
+func (o *outage) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
+	if err := o.check(); err != nil {
+		return nil, bucket.Info{}, err
+	}
+	return o.Bucket.Get(ctx, key)
+}
+
+func (o *outage) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
+	if err := o.check(); err != nil {
+		return bucket.Info{}, err
+	}
+	return o.Bucket.Put(ctx, key, body, size, cond)
+}
+
+func (o *outage) Stat(ctx context.Context, key string) (bucket.Info, error) {
+	if err := o.check(); err != nil {
+		return bucket.Info{}, err
+	}
+	return o.Bucket.Stat(ctx, key)
+}
+
+func (o *outage) List(ctx context.Context, prefix, after string, limit int) (bucket.Page, error) {
+	if err := o.check(); err != nil {
+		return bucket.Page{}, err
+	}
+	return o.Bucket.List(ctx, prefix, after, limit)
+}
+
+func (o *outage) Delete(ctx context.Context, key string) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	return o.Bucket.Delete(ctx, key)
+}
+
+func (o *outage) DeleteMany(ctx context.Context, keys []string) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	return o.Bucket.DeleteMany(ctx, keys)
+}
+
+// recoveryLease is long enough that a loaded machine renews it while the
+// bucket answers: only the outage may end it.
+const recoveryLease, recoveryGrace = 2 * time.Second, time.Second
+
+// The bucket is unreachable for longer than the lease: the node is lost,
+// and its actors stop (an Acquire's Handle held through it sees
+// vfs.ErrFenced). Once the bucket answers, the same host, without a
+// restart, registers a new node and serves the actors again, with the
+// next epoch and everything acknowledged before.
+func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			b := &outage{Bucket: be.New(t)}
+			h := newHost(t, b, Config{Lease: recoveryLease, Grace: recoveryGrace, Hooks: (&notesHooks{}).hooks()})
+			x, err := h.Acquire(ctx, "ns", []byte("x"))
+			require.NoError(t, err)
+			require.NoError(t, addNote(ctx, x.Actor, "before"))
+			require.NoError(t, x.DB().Durable(ctx))
+			epoch := x.Epoch()
+			x.Release() // open, idle
+			y, err := h.Acquire(ctx, "ns", []byte("y"))
+			require.NoError(t, err) // held through the outage
+
+			lost := h.Node()
+			b.down.Store(true)
+			select {
+			case <-lost.Done():
+			case <-time.After(hangGuard):
+				t.Fatal("the node outlived an outage longer than its lease")
+			}
+			require.ErrorIs(t, y.DB().Durable(ctx), vfs.ErrFenced, "Durable of a Handle held through the outage")
+			y.Release()
+			b.down.Store(false)
+
+			actx, cancel := context.WithTimeout(ctx, hangGuard)
+			defer cancel()
+			for _, id := range []string{"x", "y"} {
+				a, err := h.Acquire(actx, "ns", []byte(id))
+				require.NoError(t, err, "%s after the outage", id)
+				assert.Greater(t, a.Epoch(), epoch, "%s: epoch after the outage", id)
+				if id == "x" {
+					notes, err := listNotes(ctx, a.Actor)
+					require.NoError(t, err)
+					assert.Equal(t, []string{"before"}, notes)
+				}
+				require.NoError(t, addNote(ctx, a.Actor, "after"))
+				require.NoError(t, a.DB().Durable(ctx), "%s: Durable after the outage", id)
+				a.Release()
+			}
+			assert.NotEqual(t, lost.ID(), h.Node().ID(), "the node after recovery")
+			assert.NoError(t, h.Err())
+			rec := ownRecord(t, b, "ns", "x")
+			assert.Equal(t, h.Node().ID(), rec.Node, "own.json of x")
+		})
+	}
+}
+
+// With StopOnNodeLoss the host stops when its node is lost: Done, and Err
+// and Acquire say why.
+func TestStopOnNodeLoss(t *testing.T) {
+	ctx := t.Context()
+	b := &outage{Bucket: buckettest.Dir(t)}
+	h := newHost(t, b, Config{Lease: recoveryLease, Grace: recoveryGrace, StopOnNodeLoss: true, Hooks: (&notesHooks{}).hooks()})
+	x, err := h.Acquire(ctx, "ns", []byte("x"))
+	require.NoError(t, err)
+	x.Release()
+	b.down.Store(true)
+	select {
+	case <-h.Done():
+	case <-time.After(hangGuard):
+		t.Fatal("the host kept serving without a node")
+	}
+	require.ErrorIs(t, h.Err(), ErrStopped)
+	require.ErrorIs(t, h.Err(), fence.ErrLeaseLost)
+	b.down.Store(false)
+	_, err = h.Acquire(ctx, "ns", []byte("x"))
+	require.ErrorIs(t, err, ErrStopped)
+	cctx, cancel := context.WithTimeout(ctx, hangGuard)
+	defer cancel()
+	require.ErrorIs(t, h.Close(cctx), fence.ErrLeaseLost, "Close after the loss")
+	assert.False(t, ownRecord(t, b, "ns", "x").Released(), "a lost node released its actor")
+}
