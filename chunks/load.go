@@ -15,7 +15,7 @@ import (
 
 // Loaded is what Load read.
 type Loaded struct {
-	Chunks int   // chunk objects read
+	Chunks int   // chunk objects read (once each, however many references name one)
 	Bytes  int64 // their stored bytes
 }
 
@@ -37,11 +37,21 @@ func Load(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, m *f
 	if err != nil {
 		return nil, Loaded{}, &Error{Op: "load", Manifest: key, Err: err}
 	}
-	var jobs []loadJob
+	// One job per chunk object: references to the same content (of the
+	// same size) are written from one read.
+	var jobs []*loadJob
+	byUse := map[loadUse]*loadJob{}
 	var perWorker int64
 	for _, l := range m.Lanes {
 		for _, c := range l.Chunks {
-			jobs = append(jobs, loadJob{lane: l.Lane, ref: c, size: uint64(c.Pages) * uint64(l.PageSize)})
+			u := loadUse{hash: c.Hash, size: uint64(c.Pages) * uint64(l.PageSize)}
+			j := byUse[u]
+			if j == nil {
+				j = &loadJob{use: u}
+				byUse[u] = j
+				jobs = append(jobs, j)
+			}
+			j.at = append(j.at, pagesAt{lane: l.Lane, first: c.FirstPage})
 		}
 		perWorker = max(perWorker, int64(l.ChunkPages)*int64(l.PageSize))
 	}
@@ -57,11 +67,23 @@ func Load(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, m *f
 	return set, ldr.stats(), nil
 }
 
-// loadJob is one chunk to fetch: ref of lane, size bytes of content.
-type loadJob struct {
-	lane uint32
-	ref  frames.ChunkRef
+// loadUse is a chunk object as references name it: its hash and the
+// content size their pages give it.
+type loadUse struct {
+	hash frames.ChunkHash
 	size uint64
+}
+
+// loadJob is one chunk object to fetch and every place its pages go.
+type loadJob struct {
+	use loadUse
+	at  []pagesAt
+}
+
+// pagesAt is where a chunk's pages go: lane, from page first.
+type pagesAt struct {
+	lane  uint32
+	first uint32
 }
 
 // loader is one Load's fetches.
@@ -80,7 +102,7 @@ func (l *loader) stats() Loaded {
 	return Loaded{Chunks: int(l.chunks.Load()), Bytes: l.bytes.Load()}
 }
 
-func (l *loader) run(ctx context.Context, jobs []loadJob, workers int) error {
+func (l *loader) run(ctx context.Context, jobs []*loadJob, workers int) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -88,7 +110,7 @@ func (l *loader) run(ctx context.Context, jobs []loadJob, workers int) error {
 		once  sync.Once
 		first error
 	)
-	work := make(chan loadJob)
+	work := make(chan *loadJob)
 	for range workers {
 		wg.Go(func() {
 			var buf []byte
@@ -120,16 +142,16 @@ feed:
 }
 
 // fetch reads one chunk into buf (grown to hold it) and hands its pages
-// to the Loader.
-func (l *loader) fetch(ctx context.Context, j loadJob, buf *[]byte) error {
-	key := l.a.ChunkKey(j.ref.Hash)
+// to the Loader, at every place they go.
+func (l *loader) fetch(ctx context.Context, j *loadJob, buf *[]byte) error {
+	key := l.a.ChunkKey(j.use.hash)
 	fail := func(err error) error { return &Error{Op: "load", Manifest: l.key, Chunk: key, Err: err} }
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
 	rc, _, err := l.b.Get(ctx, key)
 	if errors.Is(err, bucket.ErrNotFound) {
-		return fail(fmt.Errorf("%w: the manifest names it, the bucket answers: %v", ErrMissing, err))
+		return fail(fmt.Errorf("%w: the manifest names it, the bucket does not hold it", ErrMissing))
 	}
 	if err != nil {
 		return fail(err)
@@ -137,13 +159,15 @@ func (l *loader) fetch(ctx context.Context, j loadJob, buf *[]byte) error {
 	defer rc.Close()
 	l.chunks.Add(1)
 	cr := &countingReader{r: rc, n: &l.bytes}
-	_, content, err := frames.ReadChunk(cr, key, j.size, *buf, l.lim)
+	_, content, err := frames.ReadChunk(cr, key, j.use.size, *buf, l.lim)
 	if err != nil {
 		return fail(err)
 	}
 	*buf = content
-	if err := l.ld.WritePages(j.lane, j.ref.FirstPage, content); err != nil {
-		return fail(err)
+	for _, at := range j.at {
+		if err := l.ld.WritePages(at.lane, at.first, content); err != nil {
+			return fail(err)
+		}
 	}
 	return nil
 }

@@ -43,17 +43,20 @@ func (c counter) Read(p []byte) (int, error) {
 }
 
 // snapshotHeader reads the header of a snapshot (the rule needs its
-// database size), counting the bytes read into read. Only the start of the
-// object is read.
+// database size), counting the bytes read into read. Only the start of a
+// full snapshot is read; a manifest is read whole (it holds no pages).
 func snapshotHeader(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, lim frames.Limits, read *int64) (frames.Snapshot, error) {
 	rc, _, err := b.Get(ctx, key)
 	if err != nil {
 		return frames.Snapshot{}, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
 	}
 	defer rc.Close()
-	sr, err := frames.NewSnapshotReader(counter{rc, read}, key, lim)
+	sr, m, err := frames.OpenSnapshot(counter{rc, read}, key, lim)
 	if err != nil {
 		return frames.Snapshot{}, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
+	}
+	if m != nil {
+		return m.Header(), nil
 	}
 	return sr.Header(), nil
 }
