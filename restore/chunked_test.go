@@ -14,59 +14,62 @@ import (
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
-	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 )
 
-// toManifests replaces every full snapshot of actor a with a manifest of
-// the same state at the same key, its chunks shared with the manifests
-// written before it, and returns the manifests by key.
-func toManifests(t testing.TB, b bucket.Bucket, a frames.Actor) map[string]*frames.Manifest {
+// manifestsOf reads every snapshot of actor a, each a manifest, by key.
+func manifestsOf(t testing.TB, b bucket.Bucket, a frames.Actor) map[string]*frames.Manifest {
 	t.Helper()
-	ctx := t.Context()
-	inv, err := restore.Take(ctx, b, a)
+	inv, err := restore.Take(t.Context(), b, a)
 	require.NoError(t, err)
 	out := map[string]*frames.Manifest{}
-	have := chunks.Have{}
-	for i := len(inv.Sessions) - 1; i >= 0; i-- {
-		for _, o := range inv.Sessions[i].Snapshots {
-			rc, _, err := b.Get(ctx, o.Key)
+	for _, s := range inv.Sessions {
+		for _, o := range s.Snapshots {
+			rc, _, err := b.Get(t.Context(), o.Key)
 			require.NoError(t, err)
-			sr, m, err := frames.OpenSnapshot(rc, o.Key, frames.Limits{})
-			require.NoError(t, err)
-			require.Nil(t, m, "%s is a manifest already", o.Key)
-			set, err := lanes.LoadSnapshot(ctx, t.TempDir(), sr, o.Key)
+			_, m, err := frames.OpenSnapshot(rc, o.Key, frames.Limits{})
 			rc.Close()
 			require.NoError(t, err)
-			srcs, err := set.Sources()
-			require.NoError(t, err)
-			hdr := sr.Header()
-			w, err := chunks.Write(ctx, b, a, frames.Manifest{Epoch: hdr.Epoch, Seq: hdr.Seq, CommitTime: hdr.CommitTime}, srcs, have, chunks.Options{})
-			require.NoError(t, err)
-			require.NoError(t, set.Close())
-			require.Equal(t, o.Key, w.Key)
-			for h, n := range chunks.HaveOf(&w.Manifest) {
-				have[h] = n
-			}
-			out[o.Key] = &w.Manifest
+			require.NotNil(t, m, "%s is a full snapshot", o.Key)
+			out[o.Key] = m
 		}
 	}
 	return out
 }
 
-// TestRestoreFromManifests restores every point of the current session of
-// a bucket whose snapshots are manifests, by frame and by time: each
-// restore is byte-identical to the database at that point.
-func TestRestoreFromManifests(t *testing.T) {
+// toFullSnapshots rewrites the bucket of actor a as framectl wrote it
+// before manifests: every manifest replaced by a full snapshot of the same
+// state at the same key, and no chunks.
+func toFullSnapshots(t testing.TB, b bucket.Bucket, a frames.Actor) {
+	t.Helper()
+	ctx := t.Context()
+	for key, m := range manifestsOf(t, b, a) {
+		set, _, err := chunks.Load(ctx, b, a, key, m, t.TempDir(), chunks.Options{})
+		require.NoError(t, err)
+		var buf bytes.Buffer
+		_, err = set.WriteSnapshot(ctx, &buf, m.Epoch, frames.WriteOptions{})
+		require.NoError(t, err)
+		require.NoError(t, set.Close())
+		put(t, b, key, buf.Bytes())
+	}
+	require.NoError(t, b.DeleteMany(ctx, buckettest.Keys(t, b, a.ChunkPrefix())))
+}
+
+// TestRestoreFromFullSnapshots restores every point of the current session
+// of a bucket in the format framectl wrote before manifests (full
+// snapshots, no chunks), by frame and by time: each restore is
+// byte-identical to the database at that point, and verify finds it clean.
+func TestRestoreFromFullSnapshots(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			b := be.New(t)
-			w := newWorkload(t, b, "manifests", 5, 1024)
+			w := newWorkload(t, b, "full-snapshots", 5, 1024)
 			for range scaled(3) {
 				w.ops(8)
 				w.durable()
 			}
-			// Big enough that session 2's first manifest has several chunks.
+			// Big enough that session 2's first snapshot is several chunks'
+			// worth.
 			w.exec(0, "INSERT INTO t(a,b) SELECT 1, randomblob(1500) FROM generate_series(1,400)")
 			w.durable()
 			first := len(w.points)
@@ -76,17 +79,17 @@ func TestRestoreFromManifests(t *testing.T) {
 				w.durable()
 			}
 			w.closeDB()
-			manifests := toManifests(t, b, w.actor)
-			require.Len(t, manifests, 2)
+			toFullSnapshots(t, b, w.actor)
 			inv, err := restore.Take(t.Context(), b, w.actor)
 			require.NoError(t, err)
-			require.NotEmpty(t, inv.Chunks)
+			require.Empty(t, inv.Chunks)
 			require.Empty(t, inv.Unknown)
 
 			last := w.points[len(w.points)-1]
 			res, got := restoreTo(t, b, w.actor, restore.Latest())
 			dbtest.SameBytes(t, "latest", got, last.data)
 			require.Equal(t, last.seq, res.Seq)
+			require.Nil(t, res.Manifest, "restored from a full snapshot")
 			for _, p := range w.points[first:] {
 				_, got := restoreTo(t, b, w.actor, restore.ToSeq(p.seq))
 				dbtest.SameBytes(t, fmt.Sprintf("frame %d", p.seq), got, p.data)
@@ -101,15 +104,40 @@ func TestRestoreFromManifests(t *testing.T) {
 				require.Equal(t, restore.KindStray, p.Kind, "%s", p)
 				require.Equal(t, uint64(1), p.Epoch, "only the superseded session: %s", p)
 			}
-			objects := len(inv.Chunks) + 1 // own.json
-			require.NotNil(t, inv.Own)
+			objects := 1 // own.json
 			for _, s := range inv.Sessions {
 				objects += len(s.Snapshots) + len(s.Batches)
 			}
-			require.Equal(t, objects, rep.Objects, "every chunk is read once, every batch and manifest once")
+			require.Equal(t, objects, rep.Objects)
 			require.Equal(t, last.seq, rep.Seq)
 		})
 	}
+}
+
+// TestVerifyReadsEveryChunkOnce: verify of a bucket of manifests reads
+// every chunk once (those the replay loaded are not read again) and finds
+// it clean.
+func TestVerifyReadsEveryChunkOnce(t *testing.T) {
+	b := buckettest.Dir(t)
+	w := newWorkload(t, b, "verify-chunks", 6, 1024)
+	w.ops(8)
+	w.exec(0, "INSERT INTO t(a,b) SELECT 1, randomblob(1500) FROM generate_series(1,400)")
+	w.durable()
+	w.newSession(2)
+	w.ops(8)
+	w.durable()
+	w.closeDB()
+	inv, err := restore.Take(t.Context(), b, w.actor)
+	require.NoError(t, err)
+	require.Greater(t, len(inv.Chunks), 2)
+	rep, err := restore.Verify(t.Context(), b, w.actor, restore.VerifyOptions{ScratchDir: t.TempDir()})
+	require.NoError(t, err)
+	require.False(t, rep.Damaged(), "%v", rep.Problems)
+	objects := len(inv.Chunks) + 1 // own.json
+	for _, s := range inv.Sessions {
+		objects += len(s.Snapshots) + len(s.Batches)
+	}
+	require.Equal(t, objects, rep.Objects, "every chunk is read once, every batch and manifest once")
 }
 
 // chunkedBucket is a workload of two sessions whose snapshots are
@@ -133,7 +161,7 @@ func newChunkedBucket(t *testing.T, b bucket.Bucket) *chunkedBucket {
 	w.ops(20)
 	w.durable()
 	w.closeDB()
-	c := &chunkedBucket{b: b, w: w, want: w.points[len(w.points)-1].data, manifests: toManifests(t, b, w.actor)}
+	c := &chunkedBucket{b: b, w: w, want: w.points[len(w.points)-1].data, manifests: manifestsOf(t, b, w.actor)}
 	for k, m := range c.manifests {
 		if m.Epoch == 2 {
 			c.newest = k

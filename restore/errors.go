@@ -17,7 +17,8 @@ import (
 // sentinel of the package that found it: frames.ErrCorrupt,
 // frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind,
 // lanes.ErrGap (a *lanes.GapError names the missing range),
-// lanes.ErrChecksum, fence.ErrBadRecord. The ones below are restore's own.
+// lanes.ErrChecksum, fence.ErrBadRecord, chunks.ErrMissing (a chunk a
+// manifest names is not in the bucket). The ones below are restore's own.
 var (
 	// ErrNoSnapshot: there is nothing to restore from. No session has a
 	// snapshot, or a session holds batches but no snapshot (restoring an

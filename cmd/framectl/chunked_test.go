@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -11,39 +12,50 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
-	"github.com/framectl/framectl/lanes"
 )
 
-// toManifest replaces the full snapshot at key with a manifest of the same
-// state and lineage pred, and returns it.
-func toManifest(t *testing.T, b bucket.Bucket, a frames.Actor, key string, pred frames.Lineage) *frames.Manifest {
+// toFullSnapshot rewrites the manifest at key as a full snapshot of the
+// same state, as framectl wrote snapshots before manifests.
+func toFullSnapshot(t *testing.T, b bucket.Bucket, a frames.Actor, key string) {
 	t.Helper()
 	ctx := t.Context()
 	rc, _, err := b.Get(ctx, key)
 	require.NoError(t, err)
-	defer rc.Close()
-	sr, err := frames.NewSnapshotReader(rc, key, frames.Limits{})
+	_, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
+	rc.Close()
 	require.NoError(t, err)
-	set, err := lanes.LoadSnapshot(ctx, t.TempDir(), sr, key)
+	require.NotNil(t, m, "%s is a full snapshot already", key)
+	set, _, err := chunks.Load(ctx, b, a, key, m, t.TempDir(), chunks.Options{})
 	require.NoError(t, err)
 	defer set.Close()
-	srcs, err := set.Sources()
+	var buf bytes.Buffer
+	_, err = set.WriteSnapshot(ctx, &buf, m.Epoch, frames.WriteOptions{})
 	require.NoError(t, err)
-	h := sr.Header()
-	w, err := chunks.Write(ctx, b, a, frames.Manifest{Epoch: h.Epoch, Seq: h.Seq, CommitTime: h.CommitTime, Predecessor: pred}, srcs, nil, chunks.Options{})
+	_, err = b.Put(ctx, key, &buf, int64(buf.Len()), bucket.Condition{})
 	require.NoError(t, err)
-	require.Equal(t, key, w.Key)
-	return &w.Manifest
 }
 
-// TestManifestCommands: ls, inspect, restore and verify read a snapshot
-// stored as a manifest, and a missing chunk is damage they name.
+// readManifest reads the manifest at key.
+func readManifest(t *testing.T, b bucket.Bucket, key string) *frames.Manifest {
+	t.Helper()
+	rc, _, err := b.Get(t.Context(), key)
+	require.NoError(t, err)
+	defer rc.Close()
+	_, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
+	require.NoError(t, err)
+	require.NotNil(t, m, "%s is a full snapshot", key)
+	return m
+}
+
+// TestManifestCommands: ls, inspect, restore and verify read the snapshot
+// a session starts with, a manifest, and a missing chunk is damage they
+// name.
 func TestManifestCommands(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			f := replicate(t, be.New(t), 6)
 			key := f.snapshot(t)
-			m := toManifest(t, f.b, f.actor, key, frames.Lineage{})
+			m := readManifest(t, f.b, key)
 			require.Len(t, m.Lanes, 1)
 			chunk := f.actor.ChunkKey(m.Lanes[0].Chunks[0].Hash)
 
@@ -51,7 +63,7 @@ func TestManifestCommands(t *testing.T) {
 			var rep lsReport
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 			require.Len(t, rep.Actors, 1)
-			require.Equal(t, 1, rep.Actors[0].Chunks)
+			require.Equal(t, 1, rep.Actors[0].Chunks, "a database of one page: one chunk")
 			require.Empty(t, rep.Unknown)
 			found := false
 			for _, o := range rep.Actors[0].Sessions[0].Objects {
