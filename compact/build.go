@@ -14,10 +14,18 @@ package compact
 // the check would cost a full SQLite scan of the database on every pass.
 // Restore and verify still run it.
 //
-// The snapshot is written to a file in the scratch directory, then uploaded
-// with its exact size: the bytes written are known exactly, and S3 gets one
-// seekable body (a plain PUT up to its single-PUT limit, which the client
-// can retry) rather than a streamed multipart upload.
+// When the session's snapshot is a manifest, the new snapshot is one too
+// (chunks.Write): the chunks the base manifest names are not uploaded
+// again, so a pass uploads the chunks the log changed and the manifest,
+// and the new manifest carries the base's lineage (the session's). A
+// session whose snapshot is a full snapshot (written before manifests)
+// gets a full snapshot, so that no manifest claims a lineage nothing
+// recorded.
+//
+// A full snapshot is written to a file in the scratch directory, then
+// uploaded with its exact size: the bytes written are known exactly, and S3
+// gets one seekable body (a plain PUT up to its single-PUT limit, which the
+// client can retry) rather than a streamed multipart upload.
 
 import (
 	"bufio"
@@ -26,6 +34,7 @@ import (
 	"os"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 )
@@ -43,17 +52,20 @@ func (c counter) Read(p []byte) (int, error) {
 }
 
 // snapshotHeader reads the header of a snapshot (the rule needs its
-// database size), counting the bytes read into read. Only the start of the
-// object is read.
+// database size), counting the bytes read into read. Only the start of a
+// full snapshot is read; a manifest is read whole (it holds no pages).
 func snapshotHeader(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, lim frames.Limits, read *int64) (frames.Snapshot, error) {
 	rc, _, err := b.Get(ctx, key)
 	if err != nil {
 		return frames.Snapshot{}, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
 	}
 	defer rc.Close()
-	sr, err := frames.NewSnapshotReader(counter{rc, read}, key, lim)
+	sr, m, err := frames.OpenSnapshot(counter{rc, read}, key, lim)
 	if err != nil {
 		return frames.Snapshot{}, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
+	}
+	if m != nil {
+		return m.Header(), nil
 	}
 	return sr.Header(), nil
 }
@@ -85,6 +97,9 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch u
 	}
 
 	key := a.SnapshotKey(epoch, rep.Seq)
+	if rep.Manifest != nil {
+		return buildManifest(ctx, b, a, epoch, rep, opts, res)
+	}
 	f, err := os.CreateTemp(opts.ScratchDir, ".framectl-compact-*.snapshot")
 	if err != nil {
 		return built{}, false, &Error{Op: "write snapshot", Actor: a, Key: key, Err: err}
@@ -119,4 +134,22 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch u
 	// pass that wrote it never counts it old.
 	obj := restore.Object{Key: key, Kind: frames.KeySnapshot, Epoch: epoch, Seq: rep.Seq, Size: size, ModTime: opts.Now()}
 	return built{obj: obj, dbBytes: dbBytes(hdr)}, true, nil
+}
+
+// buildManifest uploads the replayed state as a manifest sharing the base
+// manifest's chunks and lineage.
+func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64, rep *restore.Replayed, opts Options, res *Result) (built, bool, error) {
+	key := a.SnapshotKey(epoch, rep.Seq)
+	srcs, err := rep.Set.Sources()
+	if err != nil {
+		return built{}, false, &Error{Op: "write snapshot", Actor: a, Key: key, Err: err}
+	}
+	m := frames.Manifest{Epoch: epoch, Seq: rep.Seq, CommitTime: rep.CommitTime, Predecessor: rep.Manifest.Predecessor}
+	w, err := chunks.Write(ctx, b, a, m, srcs, chunks.HaveOf(rep.Manifest), chunks.Options{Compression: opts.Compression})
+	if err != nil {
+		return built{}, false, &Error{Op: "upload", Actor: a, Key: key, Err: err}
+	}
+	res.BytesWritten += w.Uploaded()
+	obj := restore.Object{Key: key, Kind: frames.KeySnapshot, Epoch: epoch, Seq: rep.Seq, Size: w.ManifestBytes, ModTime: opts.Now()}
+	return built{obj: obj, dbBytes: dbBytes(w.Manifest.Header())}, true, nil
 }

@@ -41,9 +41,21 @@
 // the most a pass holds), and nothing else is held in memory in proportion
 // to the database but the lanes package's page hash table (8 bytes per
 // page). The database is rebuilt in a scratch directory
-// (Options.ScratchDir) and the snapshot is written to a file there before
-// it is uploaded, so a pass needs about the database's size plus its
-// compressed size on that disk, and removes both when it ends.
+// (Options.ScratchDir). A manifest's changed chunks are encoded in memory
+// within the chunks package's budget and uploaded one by one; a full
+// snapshot is written to a file there before it is uploaded. So a pass
+// needs about the database's size on that disk (plus its compressed size
+// for a full snapshot), and removes it all when it ends.
+//
+// # Chunks
+//
+// When the session's snapshot is a manifest, so is the new one (build.go):
+// it names the base manifest's chunks wherever the pages did not change
+// and carries the session's lineage, so a pass uploads the chunks the log
+// changed and the manifest. A pass never deletes a chunk: chunks belong to
+// no session, and a chunk only deleted manifests named stays (verify calls
+// it a stray) until a collector that knows every retained manifest deletes
+// it.
 //
 // # Running it from the writer
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
@@ -202,12 +203,17 @@ func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64, targe
 	if err != nil {
 		return nil, 0, err
 	}
-	sr, err := frames.NewSnapshotReader(rc, snap.Key, frames.Limits{})
+	sr, m, err := frames.OpenSnapshot(rc, snap.Key, frames.Limits{})
 	if err != nil {
 		rc.Close()
 		return nil, 0, err
 	}
-	set, err := lanes.LoadSnapshot(ctx, dir, sr, snap.Key)
+	var set *lanes.Set
+	if m != nil {
+		set, _, err = chunks.Load(ctx, b, a, snap.Key, m, dir, chunks.Options{})
+	} else {
+		set, err = lanes.LoadSnapshot(ctx, dir, sr, snap.Key)
+	}
 	rc.Close()
 	if err != nil {
 		return nil, 0, err

@@ -43,6 +43,18 @@ type ManifestLane struct {
 	Chunks     []ChunkRef
 }
 
+// Header returns what the manifest says of its lanes as a snapshot
+// header: epoch, seq, commit time and each lane's size and checksum, so
+// that what plans, compares or rebuilds states from either kind of
+// snapshot needs one description of them.
+func (m *Manifest) Header() Snapshot {
+	h := Snapshot{Epoch: m.Epoch, Seq: m.Seq, CommitTime: m.CommitTime}
+	for _, l := range m.Lanes {
+		h.Lanes = append(h.Lanes, SnapshotLane{Lane: l.Lane, Kind: l.Kind, PageSize: l.PageSize, Bytes: l.Bytes(), Checksum: l.Checksum})
+	}
+	return h
+}
+
 // Bytes returns the lane's size in bytes.
 func (l ManifestLane) Bytes() uint64 { return uint64(l.Pages) * uint64(l.PageSize) }
 

@@ -370,3 +370,18 @@ func TestDefaultChunkPages(t *testing.T) {
 		require.LessOrEqual(t, uint64(n)*uint64(ps), uint64(DefaultMaxChunkBytes), "page size %d", ps)
 	}
 }
+
+// TestManifestHeader: the header a manifest describes is the one a full
+// snapshot of the same lanes declares.
+func TestManifestHeader(t *testing.T) {
+	m, tb := sampleManifest(t)
+	h := m.Header()
+	require.Equal(t, m.Epoch, h.Epoch)
+	require.Equal(t, m.Seq, h.Seq)
+	require.Equal(t, m.CommitTime, h.CommitTime)
+	require.Len(t, h.Lanes, len(m.Lanes))
+	for i, l := range h.Lanes {
+		ml := m.Lanes[i]
+		require.Equal(t, SnapshotLane{Lane: ml.Lane, Kind: ml.Kind, PageSize: ml.PageSize, Bytes: uint64(len(tb.lanes[i])), Checksum: ml.Checksum}, l)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
@@ -120,6 +121,7 @@ var restoreSentinels = []error{
 	frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind, frames.ErrInvalid,
 	lanes.ErrGap, lanes.ErrChecksum, fence.ErrBadRecord, bucket.ErrTooLarge,
 	restore.ErrNoSnapshot, restore.ErrIntegrity, restore.ErrOwnMismatch, restore.ErrTargetOutOfRange, restore.ErrTailMissing,
+	chunks.ErrMissing,
 }
 
 // reachable is the sequence number a restore of the clean bucket to d's

@@ -11,8 +11,10 @@
 //     replicator uses it on its own to follow the live database.
 //   - A Set is every lane of one actor as files in a scratch directory, plus
 //     the last sequence applied (Seq) and its commit time. It is built empty
-//     (NewSet) or from a snapshot (LoadSnapshot), written out as a snapshot
-//     (WriteSnapshot) and cross-checked against its files (VerifyFiles).
+//     (NewSet), from a snapshot (LoadSnapshot) or from pieces of one that
+//     arrive in any order (Loader: the chunks of a manifest), written out
+//     as a snapshot (WriteSnapshot, or page by page through ReadPages and
+//     Sources) and cross-checked against its files (VerifyFiles).
 //   - Apply and ReplayBatch move a Set forward frame by frame: frames already
 //     covered are skipped, a frame past the next sequence is a gap (ErrGap,
 //     naming the missing range), every frame's checksum before must equal the

@@ -220,10 +220,9 @@ func (s *Set) WriteSnapshot(ctx context.Context, w io.Writer, epoch uint64, opts
 	if err := s.idle("write snapshot"); err != nil {
 		return frames.Snapshot{}, err
 	}
-	sources := make([]Source, 0, len(s.lanes))
-	for _, n := range s.laneNumbers() {
-		l := s.lanes[n]
-		sources = append(sources, Source{Lane: n, Kind: l.kind, Tracker: &l.t, File: l.f})
+	sources, err := s.Sources()
+	if err != nil {
+		return frames.Snapshot{}, err
 	}
 	return WriteSnapshot(ctx, w, frames.Snapshot{Epoch: epoch, Seq: s.seq, CommitTime: s.commitTime}, sources, opts)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
@@ -16,7 +17,8 @@ import (
 // sentinel of the package that found it: frames.ErrCorrupt,
 // frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind,
 // lanes.ErrGap (a *lanes.GapError names the missing range),
-// lanes.ErrChecksum, fence.ErrBadRecord. The ones below are restore's own.
+// lanes.ErrChecksum, fence.ErrBadRecord, chunks.ErrMissing (a chunk a
+// manifest names is not in the bucket). The ones below are restore's own.
 var (
 	// ErrNoSnapshot: there is nothing to restore from. No session has a
 	// snapshot, or a session holds batches but no snapshot (restoring an
@@ -142,10 +144,10 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // printsKey reports whether err prints key already, so that Error does not
-// print it twice. The errors of bucket, frames and lanes, and restore's own,
-// carry the key they print; fence prints own.json's key in every error
-// matching fence.ErrBadRecord (fence/read.go, fence/record.go), and so does
-// ErrOwnMismatch.
+// print it twice. The errors of bucket, frames, lanes and chunks (its
+// manifest), and restore's own, carry the key they print; fence prints
+// own.json's key in every error matching fence.ErrBadRecord (fence/read.go,
+// fence/record.go), and so does ErrOwnMismatch.
 func printsKey(err error, key string) bool {
 	var (
 		be *bucket.Error
@@ -153,8 +155,11 @@ func printsKey(err error, key string) bool {
 		le *lanes.Error
 		te *TailError
 		re *Error
+		ce *chunks.Error
 	)
 	switch {
+	case errors.As(err, &ce) && ce.Manifest == key:
+		return true
 	case errors.As(err, &be) && be.Key == key,
 		errors.As(err, &fe) && fe.Key == key,
 		errors.As(err, &le) && le.Key == key,

@@ -21,6 +21,16 @@ type Object struct {
 	ModTime time.Time
 }
 
+// Chunk is one chunk object of an actor, as listed. Chunks belong to no
+// session: every manifest of the actor that holds the same pages shares
+// them.
+type Chunk struct {
+	Key     string
+	Hash    frames.ChunkHash
+	Size    int64
+	ModTime time.Time
+}
+
 // Session is everything one ownership epoch wrote.
 type Session struct {
 	Epoch     uint64
@@ -61,9 +71,13 @@ type Inventory struct {
 	Own *bucket.Info
 	// Sessions in descending epoch order: newest first.
 	Sessions []Session
+	// Chunks are the actor's chunk objects, in key order. A restore reads
+	// those its manifest names, whether listed or not; verify reads them
+	// all.
+	Chunks []Chunk
 	// Unknown lists keys under the actor's prefix that are not objects
-	// framectl writes (or do not parse), and chunks: reported by verify,
-	// ignored by restore.
+	// framectl writes (or do not parse): reported by verify, ignored by
+	// restore.
 	Unknown []string
 }
 
@@ -101,14 +115,15 @@ func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, err
 			return nil, &Error{Op: "list", Actor: a.Prefix(), Err: err}
 		}
 		k, err := frames.ParseKey(info.Key)
-		// A chunk is read only through the manifest that names it, and this
-		// package reads no manifests: a chunk is among the keys it does not
-		// read, never a session's object.
-		if err != nil || k.ActorOf() != a || k.Kind == frames.KeyChunk {
+		if err != nil || k.ActorOf() != a {
 			inv.Unknown = append(inv.Unknown, info.Key)
 			continue
 		}
-		if k.Kind == frames.KeyOwn {
+		switch k.Kind {
+		case frames.KeyChunk:
+			inv.Chunks = append(inv.Chunks, Chunk{Key: info.Key, Hash: k.Chunk, Size: info.Size, ModTime: info.ModTime})
+			continue
+		case frames.KeyOwn:
 			info := info
 			inv.Own = &info
 			continue

@@ -11,9 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A chunk key parses, and names no session: Take lists it among the keys
-// restore does not read, never as a snapshot or batch of some epoch.
-func TestTakeListsChunksAsUnread(t *testing.T) {
+// A chunk key parses, and names no session: Take lists it among the
+// actor's chunks, never as a snapshot or batch of some epoch, nor as a key
+// framectl does not write.
+func TestTakeListsChunksApart(t *testing.T) {
 	b := buckettest.Dir(t)
 	a := frames.Actor{Namespace: frames.NamespaceID("", "inventory"), Actor: "01"}
 	chunk := a.ChunkKey(frames.SumChunk(nil))
@@ -23,7 +24,9 @@ func TestTakeListsChunksAsUnread(t *testing.T) {
 	}
 	inv, err := restore.Take(t.Context(), b, a)
 	require.NoError(t, err)
-	require.Equal(t, []string{chunk}, inv.Unknown)
+	require.Empty(t, inv.Unknown)
+	require.Len(t, inv.Chunks, 1)
+	require.Equal(t, []restore.Chunk{{Key: chunk, Hash: frames.SumChunk(nil), Size: 1, ModTime: inv.Chunks[0].ModTime}}, inv.Chunks)
 	require.Len(t, inv.Sessions, 1, "sessions")
 	s := inv.Sessions[0]
 	require.Equal(t, uint64(2), s.Epoch)

@@ -256,16 +256,20 @@ func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Sessio
 	return p, nil
 }
 
-// snapshotHeader reads just the header of a snapshot.
+// snapshotHeader reads just the header of a snapshot: a full snapshot's
+// first message, or a whole manifest (small: it holds no pages).
 func snapshotHeader(ctx context.Context, b bucket.Bucket, key string, lim frames.Limits) (frames.Snapshot, error) {
 	rc, _, err := b.Get(ctx, key)
 	if err != nil {
 		return frames.Snapshot{}, err
 	}
 	defer rc.Close()
-	sr, err := frames.NewSnapshotReader(rc, key, lim)
+	sr, m, err := frames.OpenSnapshot(rc, key, lim)
 	if err != nil {
 		return frames.Snapshot{}, err
+	}
+	if m != nil {
+		return m.Header(), nil
 	}
 	return sr.Header(), nil
 }

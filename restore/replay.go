@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 )
@@ -26,6 +28,9 @@ type Replayed struct {
 	// Dir is the scratch directory holding the Set's files.
 	Dir  string
 	Plan Plan
+	// Manifest is the plan's snapshot when it is a manifest (its chunks
+	// loaded and verified), nil when it is a full snapshot.
+	Manifest *frames.Manifest
 	// Seq and CommitTime (Unix nanoseconds; 0 when the snapshot carried
 	// none and no frame was applied) describe the state reached.
 	Seq        frames.Seq
@@ -82,6 +87,9 @@ type replayHooks struct {
 	// onObject is called for every object read to its verified end, with
 	// its header when it is a batch.
 	onObject func(o Object, hdr *frames.BatchHeader)
+	// onManifest is called when the snapshot is a manifest whose chunks
+	// all loaded and verified, with what loading them read.
+	onManifest func(key string, m *frames.Manifest, loaded chunks.Loaded)
 }
 
 // replayer is one replay of a plan.
@@ -159,8 +167,11 @@ func (r *replayer) progress(phase Phase, key string) {
 func (r *replayer) run(ctx context.Context, dir string) error {
 	start := time.Now()
 	log := r.opts.Logger.With(logActor, r.plan.Actor.Prefix(), logEpoch, r.plan.Epoch)
-	r.fetch = newFetcher(ctx, r.b, r.plan.Batches, r.opts)
-	defer r.fetch.close()
+	defer func() {
+		if r.fetch != nil {
+			r.fetch.close()
+		}
+	}()
 
 	r.progress(PhaseSnapshot, r.plan.Snapshot.Key)
 	if err := r.loadSnapshot(ctx, dir); err != nil {
@@ -253,21 +264,43 @@ func (r *replayer) verify(ctx context.Context) error {
 	return nil
 }
 
-// loadSnapshot streams the plan's snapshot into a new Set.
+// loadSnapshot loads the plan's snapshot into a new Set and starts the
+// fetcher of the batches. A full snapshot streams from the bucket into the
+// files while the batches are fetched ahead; a manifest's chunks are
+// fetched first, within the budget, and the batches after them, so that
+// the two never hold the budget twice over.
 func (r *replayer) loadSnapshot(ctx context.Context, dir string) error {
 	key := r.plan.Snapshot.Key
 	rc, _, err := r.b.Get(ctx, key)
 	if err != nil {
 		return r.fail(key, err)
 	}
-	defer rc.Close()
+	closeBody := sync.OnceFunc(func() { rc.Close() })
+	defer closeBody()
 	r.extra.objects++
 	cr := &countingReader{r: rc, n: new(atomic.Int64)}
 	defer func() { r.extra.bytes += cr.n.Load() }()
-	sr, err := frames.NewSnapshotReader(cr, key, r.opts.Limits)
+	sr, m, err := frames.OpenSnapshot(cr, key, r.opts.Limits)
 	if err != nil {
 		return r.fail(key, err)
 	}
+	if m != nil {
+		closeBody() // read whole: nothing more to come
+		set, loaded, err := chunks.Load(ctx, r.b, r.plan.Actor, key, m, dir,
+			chunks.Options{MaxInflightBytes: r.opts.MaxInflightBytes, Limits: r.opts.Limits})
+		r.extra.objects += loaded.Chunks
+		r.extra.bytes += loaded.Bytes
+		if err != nil {
+			return r.fail(key, err)
+		}
+		r.set, r.res.Manifest = set, m
+		if r.hooks.onManifest != nil {
+			r.hooks.onManifest(key, m, loaded)
+		}
+		r.fetch = newFetcher(ctx, r.b, r.plan.Batches, r.opts)
+		return nil
+	}
+	r.fetch = newFetcher(ctx, r.b, r.plan.Batches, r.opts)
 	set, err := lanes.LoadSnapshot(ctx, dir, sr, key)
 	if err != nil {
 		return r.fail(key, err)

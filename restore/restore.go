@@ -20,9 +20,12 @@ type Result struct {
 	// Path is the restored database file.
 	Path string
 	// Epoch is the session restored, Snapshot the key of the snapshot it
-	// started from.
+	// started from, Manifest that snapshot when it is a manifest (nil for
+	// a full snapshot): the chunks a writer going on from here knows the
+	// bucket holds.
 	Epoch    uint64
 	Snapshot string
+	Manifest *frames.Manifest
 	// BatchesApplied and BatchesSkipped count the batches of the plan that
 	// applied and that were skipped as covered (see Replayed).
 	BatchesApplied, BatchesSkipped int
@@ -107,7 +110,7 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 		return fail(err)
 	}
 	res := Result{
-		Actor: a, Path: dest, Epoch: rep.Plan.Epoch, Snapshot: rep.Plan.Snapshot.Key,
+		Actor: a, Path: dest, Epoch: rep.Plan.Epoch, Snapshot: rep.Plan.Snapshot.Key, Manifest: rep.Manifest,
 		BatchesApplied: len(rep.Applied) - 1, BatchesSkipped: len(rep.Skipped),
 		Seq: rep.Seq, Bytes: main.Bytes(), Checksum: main.Checksum,
 		ObjectsFetched: rep.ObjectsFetched, BytesFetched: rep.BytesFetched, Replans: replans,

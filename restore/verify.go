@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
@@ -50,9 +51,20 @@ import (
 //	                     claim whose open failed before its first
 //	                     snapshot); its holder has no lease (swept, or
 //	                     deregistered without releasing)
+//	missing    damage    a chunk a manifest names does not exist (the
+//	                     problem names the chunk; its message, the
+//	                     manifests that name it)
 //	stray      warning   objects of superseded sessions awaiting the tier
-//	                     pass, and keys under the actor that framectl does
-//	                     not write
+//	                     pass, chunks no manifest names (uploaded for a
+//	                     manifest not written yet, or left by one
+//	                     deleted since), and keys under the actor that
+//	                     framectl does not write
+//
+// A manifest's chunks are read and checked like any object: each against
+// its key's hash and the size its manifest gives it. A damaged or missing
+// chunk is damage named by the chunk's key, its message naming the
+// manifests that need it; those manifests then count as damaged too (no
+// later snapshot is taken to cover a gap through them).
 //
 // Damaged objects are named once: a gap that a damaged batch may fill and
 // a replay that stops at a damaged object add nothing to the report.
@@ -89,6 +101,7 @@ const (
 	KindIntegrity Kind = "integrity"
 	KindStray     Kind = "stray"
 	KindOwn       Kind = "own"
+	KindMissing   Kind = "missing"
 )
 
 // Problem is one thing wrong with one object.
@@ -208,7 +221,8 @@ func Verify(ctx context.Context, b bucket.Bucket, a frames.Actor, opts VerifyOpt
 		v := &verifier{b: b, a: a, opts: ro, progress: opts.Progress, scratch: scratch,
 			rep: Report{Actor: a}, reported: map[string]bool{}, verified: map[string]bool{},
 			batchHdr: map[string]frames.BatchHeader{}, snapHdr: map[string]frames.Snapshot{},
-			chain: map[frames.Seq][]lanes.Lane{}}
+			chain: map[frames.Seq][]lanes.Lane{}, manifests: map[string]*frames.Manifest{},
+			chunkOK: map[chunkUse]bool{}, unloadable: map[string]bool{}}
 		err := v.run(ctx)
 		if err == nil {
 			slices.SortStableFunc(v.rep.Problems, func(x, y Problem) int {
@@ -242,6 +256,12 @@ type verifier struct {
 	batchHdr map[string]frames.BatchHeader
 	snapHdr  map[string]frames.Snapshot
 	chain    map[frames.Seq][]lanes.Lane // lanes of the replayed state at each frame boundary
+	// manifests read to their verified end, by key; chunkOK the chunks
+	// read and checked at a size; unloadable the manifests a damaged or
+	// missing chunk makes impossible to load.
+	manifests  map[string]*frames.Manifest
+	chunkOK    map[chunkUse]bool
+	unloadable map[string]bool
 }
 
 func (v *verifier) add(p Problem) {
@@ -259,7 +279,7 @@ func (v *verifier) add(p Problem) {
 func (v *verifier) damaged(key string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.reported[key]
+	return v.reported[key] || v.unloadable[key]
 }
 
 func (v *verifier) run(ctx context.Context) error {
@@ -294,6 +314,9 @@ func (v *verifier) run(ctx context.Context) error {
 	if err := v.decodeRest(ctx); err != nil {
 		return err
 	}
+	if err := v.checkChunks(ctx); err != nil {
+		return err
+	}
 	for i := range inv.Sessions {
 		s := &inv.Sessions[i]
 		if cur != nil && s.Epoch < cur.Epoch {
@@ -313,6 +336,8 @@ func classify(err error) (Kind, Severity) {
 	switch {
 	case errors.Is(err, bucket.ErrNotFound), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return "", 0
+	case errors.Is(err, chunks.ErrMissing):
+		return KindMissing, Damage
 	case errors.Is(err, lanes.ErrGap):
 		return KindGap, Damage
 	case errors.Is(err, frames.ErrTruncated):

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 )
@@ -38,6 +39,19 @@ func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 				v.progress(Progress{Actor: v.a, Phase: PhaseVerify, Key: o.Key})
 			}
 		},
+		onManifest: func(key string, m *frames.Manifest, loaded chunks.Loaded) {
+			// Loaded whole: the manifest and every chunk it names verified.
+			v.mu.Lock()
+			v.manifests[key] = m
+			v.rep.Objects += loaded.Chunks
+			v.rep.Bytes += loaded.Bytes
+			for _, l := range m.Lanes {
+				for _, c := range l.Chunks {
+					v.chunkOK[chunkUse{key: v.a.ChunkKey(c.Hash), size: uint64(c.Pages) * uint64(l.PageSize)}] = true
+				}
+			}
+			v.mu.Unlock()
+		},
 	}
 	for k := 0; k < len(s.Snapshots); {
 		snap := s.Snapshots[k]
@@ -63,9 +77,13 @@ func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 		var e *Error
 		errors.As(err, &e)
 		var gap *lanes.GapError
+		var ce *chunks.Error
 		switch {
 		case errors.As(err, &gap):
 			next = gap.To // findGaps reports it
+		case errors.As(err, &ce) && ce.Chunk != "":
+			// A chunk of the manifest: the chunk is the damaged object.
+			v.chunkDamage(ctx, ce.Chunk, []string{ce.Manifest}, err)
 		case e != nil && e.Key != "":
 			v.add(Problem{Key: e.Key, Kind: kind, Severity: Damage, Epoch: s.Epoch, Message: v.describe(ctx, e.Key, err)})
 			if k, err := frames.ParseKey(e.Key); err == nil && k.Kind == frames.KeyLog {

@@ -84,10 +84,14 @@ func (v *verifier) decode(ctx context.Context, o Object) error {
 		}
 	} else {
 		var hdr frames.Snapshot
-		hdr, hdrErr = decodeSnapshot(cr, o.Key, v.opts.Limits)
+		var m *frames.Manifest
+		hdr, m, hdrErr = decodeSnapshot(cr, o.Key, v.opts.Limits)
 		if hdrErr == nil {
 			v.mu.Lock()
 			v.snapHdr[o.Key] = hdr
+			if m != nil {
+				v.manifests[o.Key] = m // its chunks: checkChunks
+			}
 			v.mu.Unlock()
 		}
 	}
@@ -123,22 +127,27 @@ func decodeBatch(r io.Reader, key string, lim frames.Limits) (frames.BatchHeader
 	}
 }
 
-// decodeSnapshot reads a snapshot to its verified end.
-func decodeSnapshot(r io.Reader, key string, lim frames.Limits) (frames.Snapshot, error) {
-	sr, err := frames.NewSnapshotReader(r, key, lim)
+// decodeSnapshot reads a snapshot object to its verified end: a full
+// snapshot with its lanes, or a manifest (returned too; its chunks are
+// other objects).
+func decodeSnapshot(r io.Reader, key string, lim frames.Limits) (frames.Snapshot, *frames.Manifest, error) {
+	sr, m, err := frames.OpenSnapshot(r, key, lim)
 	if err != nil {
-		return frames.Snapshot{}, err
+		return frames.Snapshot{}, nil, err
+	}
+	if m != nil {
+		return m.Header(), m, nil
 	}
 	for {
 		_, lr, err := sr.NextLane()
 		if err == io.EOF {
-			return sr.Header(), nil
+			return sr.Header(), nil, nil
 		}
 		if err != nil {
-			return frames.Snapshot{}, err
+			return frames.Snapshot{}, nil, err
 		}
 		if _, err := io.Copy(io.Discard, lr); err != nil {
-			return frames.Snapshot{}, err
+			return frames.Snapshot{}, nil, err
 		}
 	}
 }

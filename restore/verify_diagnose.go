@@ -57,7 +57,7 @@ func (v *verifier) readWithoutKey(ctx context.Context, key string, kind frames.K
 	}
 	defer rc.Close()
 	if kind == frames.KeySnapshot {
-		_, err = decodeSnapshot(rc, "", v.opts.Limits)
+		_, _, err = decodeSnapshot(rc, "", v.opts.Limits)
 	} else {
 		_, err = decodeBatch(rc, "", v.opts.Limits)
 	}

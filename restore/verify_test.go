@@ -86,6 +86,21 @@ func newOwned(t *testing.T, b bucket.Bucket) *owned {
 	if len(o.batches) < 3 {
 		t.Fatalf("session 2 has %d batches, the test needs 3", len(o.batches))
 	}
+	// A latest restore reads the chunks of session 2's manifest too.
+	chunked := false
+	for key, m := range manifestsOf(t, b, w.actor) {
+		if m.Epoch != 2 {
+			continue
+		}
+		for _, l := range m.Lanes {
+			for _, c := range l.Chunks {
+				ck := w.actor.ChunkKey(c.Hash)
+				require.Contains(t, o.objects, ck, "a chunk %s names", key)
+				o.onPath[ck], chunked = true, true
+			}
+		}
+	}
+	require.True(t, chunked, "session 2's snapshot names no chunk")
 	return o
 }
 

@@ -3,9 +3,7 @@ package vfs
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,7 +12,7 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
-	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
@@ -67,7 +65,11 @@ type DB struct {
 //     those are kept, discarded or moved aside (Config.Unacknowledged,
 //     Stats.Start).
 //  3. It uploads the session's first object, a snapshot of the database as
-//     it starts, then replicates every commit.
+//     it starts, then replicates every commit. The snapshot is a manifest
+//     of chunks (package chunks) naming the session it continues and the
+//     seq it continues from; only the chunks the bucket's newest manifest
+//     does not name are uploaded, so a wake that changed nothing uploads
+//     the manifest alone (Stats.Start counts what it uploaded).
 //
 // With a node, acknowledgements also require the node's lease to be valid,
 // the database stops (ErrFenced) when the node is fenced or loses its lease,
@@ -191,11 +193,14 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own 
 	if err := recordSessionStart(cfg.Dir, track.PageSize(), base, first); err != nil {
 		return nil, err
 	}
-	if err := uploadSnapshot(ctx, cfg, actor, path, start.pos, track); err != nil {
+	w, err := uploadSnapshot(ctx, cfg, actor, path, start, track)
+	if err != nil {
 		return nil, err
 	}
+	start.how.SnapshotBytes, start.how.ChunksUploaded, start.how.ChunksShared = w.Uploaded(), w.Chunks, w.Skipped
 	cfg.Logger.Info("session started", logActor, actor.Actor, logEpoch, cfg.Epoch, logSeq, start.pos.seq,
-		"from", start.how.From, "pages", track.Pages(), "pageSize", track.PageSize())
+		"from", start.how.From, "pages", track.Pages(), "pageSize", track.PageSize(),
+		"uploaded", w.Uploaded(), "chunksUploaded", w.Chunks, "chunksShared", w.Skipped)
 
 	rep := newReplicator(cfg, actor, start.pos, track)
 	rep.start = start.how
@@ -291,30 +296,29 @@ func trackDatabase(ctx context.Context, path string) (*lanes.Tracker, error) {
 	return t, nil
 }
 
-// uploadSnapshot writes the session's first object: the database as it
-// starts, at start (its commit time included, so that a point-in-time
-// restore to a moment before the session's first commit finds it). lanes.WriteSnapshot checks every page it reads
-// against the tracker, so the snapshot is exactly the state tracked.
-func uploadSnapshot(ctx context.Context, cfg Config, a frames.Actor, path string, start position, t *lanes.Tracker) error {
-	key := a.SnapshotKey(cfg.Epoch, start.seq)
+// uploadSnapshot writes the session's first object: a manifest of the
+// database as it starts, at start.pos (its commit time included, so that a
+// point-in-time restore to a moment before the session's first commit
+// finds it), with the session's lineage. Only the chunks the bucket's
+// newest manifest does not name are uploaded (start.have): a wake that
+// changed nothing uploads the manifest alone. chunks.Write checks every
+// page it reads against the tracker, so the manifest is exactly the state
+// tracked.
+func uploadSnapshot(ctx context.Context, cfg Config, a frames.Actor, path string, start sessionStart, t *lanes.Tracker) (chunks.Written, error) {
+	key := a.SnapshotKey(cfg.Epoch, start.pos.seq)
 	f, err := os.Open(path)
 	if err != nil {
-		return fmt.Errorf("vfs: %w", err)
+		return chunks.Written{}, fmt.Errorf("vfs: %w", err)
 	}
 	defer f.Close()
-	pr, pw := io.Pipe()
-	go func() {
-		_, err := lanes.WriteSnapshot(ctx, pw, frames.Snapshot{Epoch: cfg.Epoch, Seq: start.seq, CommitTime: start.commitTime},
-			[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: t, File: f}},
-			frames.WriteOptions{Level: cfg.Compression})
-		pw.CloseWithError(err)
-	}()
-	_, err = cfg.Bucket.Put(ctx, key, pr, -1, bucket.Condition{})
-	pr.CloseWithError(errors.New("upload ended"))
+	m := frames.Manifest{Epoch: cfg.Epoch, Seq: start.pos.seq, CommitTime: start.pos.commitTime, Predecessor: start.pred}
+	w, err := chunks.Write(ctx, cfg.Bucket, a, m,
+		[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: t, File: f}},
+		start.have, chunks.Options{Compression: cfg.Compression})
 	if err != nil {
-		return fmt.Errorf("vfs: uploading the session's first snapshot %s: %w", key, err)
+		return chunks.Written{}, fmt.Errorf("vfs: uploading the session's first snapshot %s: %w", key, err)
 	}
-	return nil
+	return w, nil
 }
 
 func fileURI(path, vfsName string) string {

@@ -11,10 +11,13 @@
 // newest state otherwise; never an older state than the state file or
 // own.json says the bucket holds (ErrListingBehind), and never by deleting
 // a local copy that may hold commits the bucket lacks (kept, discarded or
-// moved aside: Config.Unacknowledged, Stats.Start). Reopen starts the next
-// session in the same process after the node stopped. Close records where
-// the session ended in own.json, so that a lost tail is an error, not an
-// older state.
+// moved aside: Config.Unacknowledged, Stats.Start). The session's first
+// snapshot is a manifest with the session's lineage, sharing every chunk
+// of the bucket's newest manifest that still holds the same pages, so a
+// session start uploads what changed since that manifest. Reopen starts
+// the next session in the same process after the node stopped. Close
+// records where the session ended in own.json, so that a lost tail is an
+// error, not an older state.
 //
 // What it must never do: emit a page of a rolled-back transaction, emit a
 // commit twice or out of order, skip a commit, acknowledge a commit that is

@@ -15,6 +15,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 )
@@ -68,11 +69,16 @@ func replaySession(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) 
 	snapKey := page.Objects[0].Key
 	rc, _, err := b.Get(ctx, snapKey)
 	require.NoError(t, err)
-	sr, err := frames.NewSnapshotReader(rc, snapKey, frames.Limits{})
+	sr, m, err := frames.OpenSnapshot(rc, snapKey, frames.Limits{})
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "replay")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	set, err := lanes.LoadSnapshot(ctx, dir, sr, snapKey)
+	var set *lanes.Set
+	if m != nil {
+		set, _, err = chunks.Load(ctx, b, a, snapKey, m, dir, chunks.Options{})
+	} else {
+		set, err = lanes.LoadSnapshot(ctx, dir, sr, snapKey)
+	}
 	rc.Close()
 	require.NoError(t, err)
 	t.Cleanup(func() { set.Close() })

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/fsync"
@@ -37,6 +38,13 @@ type sessionStart struct {
 	// 0 when the local copy is ahead of the bucket (kept commits) or the
 	// actor is new.
 	inBucket uint64
+	// pred is the session's lineage, in its manifests: the session the
+	// local copy continues and the seq it continues from (zero: a new
+	// database).
+	pred frames.Lineage
+	// have is the chunks the bucket's newest manifest names: the session's
+	// first manifest uploads only chunks not among them.
+	have chunks.Have
 }
 
 // bringUpToDate makes the file at path the state the new session starts
@@ -132,7 +140,8 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 	if known.valid() && local.is(known) {
 		cfg.Logger.Info("local copy is current", logActor, a.Actor, logEpoch, newest.Epoch, logSeq, last)
 		how.From = StartReused
-		return sessionStart{pos: known.position(), track: local.track, how: how, inBucket: known.Epoch}, nil
+		return sessionStart{pos: known.position(), track: local.track, how: how, inBucket: known.Epoch,
+			pred: frames.Lineage{Epoch: known.Epoch, Seq: known.Seq}, have: newestChunks(ctx, cfg, a, newest)}, nil
 	}
 
 	// Step 3 and 4: is there anything in the local copy to lose?
@@ -158,7 +167,10 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 			how.From, how.Kept = StartKept, n
 			// The kept commits keep their sequence numbers; the session's
 			// first snapshot covers them all. Their commit time is not known.
-			return sessionStart{pos: position{seq: last + frames.Seq(n)}, track: local.track, how: how}, nil
+			// The session continues the bucket's newest state: the kept
+			// commits were never part of the predecessor's history.
+			return sessionStart{pos: position{seq: last + frames.Seq(n)}, track: local.track, how: how,
+				pred: frames.Lineage{Epoch: newest.Epoch, Seq: last}, have: newestChunks(ctx, cfg, a, newest)}, nil
 		case continues:
 			how.Discarded = unacked
 			cfg.Logger.Warn("discarding unacknowledged commits of the previous session", logActor, a.Actor,
@@ -175,12 +187,34 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 				"sameBoot", sameBoot(st.Boot), "readable", local.track != nil)
 		}
 	}
-	pos, epoch, err := restoreOver(ctx, cfg, a, path, newest.Epoch, last)
+	pos, epoch, m, err := restoreOver(ctx, cfg, a, path, newest.Epoch, last)
 	if err != nil {
 		return sessionStart{}, err
 	}
 	how.From = StartRestored
-	return sessionStart{pos: pos, how: how, inBucket: epoch}, nil
+	return sessionStart{pos: pos, how: how, inBucket: epoch,
+		pred: frames.Lineage{Epoch: epoch, Seq: pos.seq}, have: chunks.HaveOf(m)}, nil
+}
+
+// newestChunks returns the chunks the newest snapshot of session s names
+// when it is a manifest: a manifest in the bucket proves its chunks stored.
+// A full snapshot names none; a manifest that cannot be read (damaged, or
+// replaced by a compaction since the listing) makes the session upload
+// every chunk, which is slower and as correct.
+func newestChunks(ctx context.Context, cfg Config, a frames.Actor, s *restore.Session) chunks.Have {
+	key := s.Snapshots[len(s.Snapshots)-1].Key
+	rc, _, err := cfg.Bucket.Get(ctx, key)
+	if err != nil {
+		cfg.Logger.Warn("cannot read the newest snapshot: the session's first one uploads every chunk", logActor, a.Actor, logKey, key, logErr, err)
+		return nil
+	}
+	defer rc.Close()
+	_, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
+	if err != nil {
+		cfg.Logger.Warn("cannot read the newest snapshot: the session's first one uploads every chunk", logActor, a.Actor, logKey, key, logErr, err)
+		return nil
+	}
+	return chunks.HaveOf(m)
 }
 
 // newer returns the later of two records (either may be absent).
@@ -359,11 +393,12 @@ const restoreFile = "restore.sqlite"
 // checks that it reached at least seq last of session epoch (a restore
 // lists again, and a lagging listing must not make it stop short of what
 // Open decided on), and only then renames it over the local copy. It
-// returns the state's position and the epoch of its session.
-func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch uint64, last frames.Seq) (position, uint64, error) {
+// returns the state's position, the epoch of its session and the manifest
+// it started from (nil: a full snapshot).
+func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch uint64, last frames.Seq) (position, uint64, *frames.Manifest, error) {
 	tmp := filepath.Join(cfg.Dir, restoreFile)
 	if err := removeWAL(tmp); err != nil {
-		return position{}, 0, err
+		return position{}, 0, nil, err
 	}
 	deadline := time.Now().Add(cfg.ListingWait)
 	wait := 50 * time.Millisecond
@@ -372,37 +407,37 @@ func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, e
 		var err error
 		res, err = restore.Restore(ctx, cfg.Bucket, a, tmp, restore.Options{Logger: cfg.Logger})
 		if err != nil {
-			return position{}, 0, fmt.Errorf("vfs: restoring actor %s: %w", a.Prefix(), err)
+			return position{}, 0, nil, fmt.Errorf("vfs: restoring actor %s: %w", a.Prefix(), err)
 		}
 		if res.Epoch > epoch || (res.Epoch == epoch && res.Seq >= last) {
 			break
 		}
 		if time.Now().After(deadline) {
-			return position{}, 0, fmt.Errorf("%w: a restore of actor %s reached session %d seq %d, but the listing before it showed session %d seq %d",
+			return position{}, 0, nil, fmt.Errorf("%w: a restore of actor %s reached session %d seq %d, but the listing before it showed session %d seq %d",
 				ErrListingBehind, a.Prefix(), res.Epoch, res.Seq, epoch, last)
 		}
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
-			return position{}, 0, ctx.Err()
+			return position{}, 0, nil, ctx.Err()
 		}
 		wait = min(2*wait, time.Second)
 	}
 	if err := removeWAL(path); err != nil {
-		return position{}, 0, err
+		return position{}, 0, nil, err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return position{}, 0, fmt.Errorf("vfs: %w", err)
+		return position{}, 0, nil, fmt.Errorf("vfs: %w", err)
 	}
 	if err := fsync.Dir(cfg.Dir); err != nil {
-		return position{}, 0, fmt.Errorf("vfs: %w", err)
+		return position{}, 0, nil, fmt.Errorf("vfs: %w", err)
 	}
 	cfg.Logger.Info("restored from the bucket", logActor, a.Actor, logEpoch, res.Epoch, logSeq, res.Seq, "bytes", res.Bytes)
 	var commitTime int64
 	if !res.CommitTime.IsZero() {
 		commitTime = res.CommitTime.UnixNano()
 	}
-	return position{res.Seq, commitTime}, res.Epoch, nil
+	return position{res.Seq, commitTime}, res.Epoch, res.Manifest, nil
 }
 
 // removeWAL deletes the WAL and shared-memory files beside path: a WAL left

@@ -60,7 +60,9 @@ func reopen(t testing.TB, cfg Config, epoch uint64) (*DB, *sqlite3.Conn) {
 }
 
 // Close, then Open on the same directory: the local copy is current and
-// nothing is downloaded.
+// none of the database is downloaded (no batch, no chunk; the newest
+// manifest is read, to know which chunks the bucket holds), and the new
+// session's first manifest uploads no chunk.
 func TestReopenReusesLocalCopy(t *testing.T) {
 	counting := &getCounter{Bucket: buckettest.Dir(t)}
 	cfg := replTestConfig(t, counting)
@@ -69,27 +71,50 @@ func TestReopenReusesLocalCopy(t *testing.T) {
 	insertRows(t, c, 1, 50)
 	c.Close()
 	require.NoError(t, db.Close(t.Context()))
-	gets := counting.n.Load()
+	data, snaps := counting.data.Load(), counting.snapshots.Load()
 	db2, c2 := reopen(t, cfg, 2)
-	assert.Equal(t, StartReused, db2.Stats().Start.From, "reopen after Close started")
-	if n := counting.n.Load() - gets; n != 0 {
-		t.Errorf("reopen of a current local copy downloaded %d objects", n)
+	st := db2.Stats().Start
+	assert.Equal(t, StartReused, st.From, "reopen after Close started")
+	if n := counting.data.Load() - data; n != 0 {
+		t.Errorf("reopen of a current local copy downloaded %d batches or chunks", n)
 	}
+	if n := counting.snapshots.Load() - snaps; n > 1 {
+		t.Errorf("reopen of a current local copy read %d snapshots, want the newest manifest only", n)
+	}
+	// The rows were written after session 1's manifest: their chunk is new.
+	assert.Equal(t, 1, st.ChunksUploaded, "chunks uploaded by the wake after the inserts")
 	if n := countRows(t, c2); n != 50 {
 		t.Errorf("%d rows after reopen, want 50", n)
 	}
+	c2.Close()
+	require.NoError(t, db2.Close(t.Context()))
+
+	// Nothing written since session 2's manifest: the manifest alone.
+	db3, _ := reopen(t, cfg, 3)
+	st = db3.Stats().Start
+	assert.Equal(t, StartReused, st.From)
+	assert.Equal(t, 0, st.ChunksUploaded, "chunks uploaded by a wake that changed nothing")
+	assert.Equal(t, 1, st.ChunksShared)
+	if st.SnapshotBytes <= 0 || st.SnapshotBytes > 1<<10 {
+		t.Errorf("a wake that changed nothing uploaded %d bytes, want the manifest's few hundred", st.SnapshotBytes)
+	}
 }
 
-// getCounter counts Gets of batches and snapshots: the database's data,
-// not own.json.
+// getCounter counts Gets of the database's data, batches and chunks, and
+// of snapshots (manifests or full), not own.json.
 type getCounter struct {
 	bucket.Bucket
-	n atomic.Int64
+	data, snapshots atomic.Int64
 }
 
 func (g *getCounter) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
-	if k, err := frames.ParseKey(key); err == nil && (k.Kind == frames.KeyLog || k.Kind == frames.KeySnapshot) {
-		g.n.Add(1)
+	if k, err := frames.ParseKey(key); err == nil {
+		switch k.Kind {
+		case frames.KeyLog, frames.KeyChunk:
+			g.data.Add(1)
+		case frames.KeySnapshot:
+			g.snapshots.Add(1)
+		}
 	}
 	return g.Bucket.Get(ctx, key)
 }

@@ -57,6 +57,13 @@ type Start struct {
 	// ScratchBytes is what the scratch files of an interrupted restore
 	// held, removed at Open.
 	ScratchBytes int64
+	// The session's first snapshot, a manifest: the bytes it uploaded
+	// (the chunks the bucket did not hold, and the manifest), and how many
+	// chunks it uploaded and how many it named that the bucket's newest
+	// manifest held already.
+	SnapshotBytes  int64
+	ChunksUploaded int
+	ChunksShared   int
 }
 
 // StartFrom is what a session started from.

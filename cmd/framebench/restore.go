@@ -164,8 +164,9 @@ type restoreFixture struct {
 	dir           string // scratch for restores
 	dbBytes       int64
 	snapshot      bucket.Info
+	chunks        []bucket.Info // the snapshot's, when it is a manifest
 	batches       []bucket.Info
-	snapshotBytes int64
+	snapshotBytes int64 // the snapshot and its chunks
 	logBytes      int64
 	buildTime     time.Duration
 }
@@ -242,7 +243,11 @@ func buildRestoreFixture(ctx context.Context, b bucket.Bucket, dir string, size 
 		}
 		switch {
 		case strings.Contains(o.Key, "/snapshot/"):
-			fx.snapshot, fx.snapshotBytes = o, o.Size
+			fx.snapshot = o
+			fx.snapshotBytes += o.Size
+		case strings.Contains(o.Key, "/chunk/"):
+			fx.chunks = append(fx.chunks, o)
+			fx.snapshotBytes += o.Size
 		case strings.Contains(o.Key, "/log/"):
 			fx.batches = append(fx.batches, o)
 			fx.logBytes += o.Size
@@ -257,10 +262,10 @@ func buildRestoreFixture(ctx context.Context, b bucket.Bucket, dir string, size 
 }
 
 // limit GETs and gunzips the fixture's objects to io.Discard, n at a time,
-// the snapshot first.
+// the snapshot (and its chunks) first.
 func (fx *restoreFixture) limit(ctx context.Context, n int) (time.Duration, error) {
 	start := time.Now()
-	objs := append([]bucket.Info{fx.snapshot}, fx.batches...)
+	objs := append(append([]bucket.Info{fx.snapshot}, fx.chunks...), fx.batches...)
 	work := make(chan string)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup

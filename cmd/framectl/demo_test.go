@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -23,7 +24,15 @@ func TestDemo(t *testing.T) {
 		rep.Replication.Batches == 0 || rep.Replication.BytesUploaded == 0 || rep.Owner.Epoch != 1 {
 		t.Fatalf("demo --json: %+v", rep)
 	}
-	assert.Len(t, rep.Verify.Problems, 0, "verify found problems in the demo's bucket")
+	// Compaction replaced the session's first manifest: the chunks only it
+	// named stay until a collector deletes them (none runs yet), and
+	// verify calls them strays. Nothing else.
+	for _, p := range rep.Verify.Problems {
+		k, err := frames.ParseKey(p.Key)
+		if err != nil || k.Kind != frames.KeyChunk || p.Kind != "stray" || p.Severity != "warning" {
+			t.Errorf("verify found a problem in the demo's bucket: %+v", p)
+		}
+	}
 	assert.Equal(t, "", r.stderr, "demo --json wrote to stderr")
 	// The files stay for the operator's next commands, and they work.
 	wantSameFile(t, rep.Source, filepath.Join(dir, "restored.sqlite"))

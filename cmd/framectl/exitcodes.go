@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
@@ -57,6 +58,7 @@ var damageErrors = []error{
 	fence.ErrBadRecord, fence.ErrBadLease,
 	bucket.ErrTooLarge, // an own.json or lease larger than any record
 	restore.ErrIntegrity, restore.ErrOwnMismatch,
+	chunks.ErrMissing, // a chunk a manifest names: damage, not a 404
 }
 
 // exitCode maps an operation's error to the exit code a script sees.

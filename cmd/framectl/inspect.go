@@ -26,11 +26,16 @@ its gzip trailer, lengths and checksums are verified:
              frame: sequence numbers, lane, kind, page count and numbers,
              database size, checksum before and after, commit time
   snapshot   the header (epoch, sequence number, commit time) and every
-             lane: page size, pages, bytes, checksum
+             lane: page size, pages, bytes, checksum; for a manifest also
+             the session's lineage and every lane's chunks (page range,
+             hash, stored size). The chunks are other objects: inspect
+             each, or let verify read them all
+  chunk      a chunk's header (its length and the hash of its content)
   own.json   the ownership record as parsed (epoch, node, address)
   lease      a node lease (nodes/<node>.json) as parsed: node, address,
              heartbeat, fenced
-Page bytes are printed (as hex) only with --pages.
+Page bytes are printed (as hex) only with --pages (a chunk's, as one run of
+bytes: the page size is its manifest's).
 
 Without --bucket, the argument is a local file, for example an object of a
 directory bucket or one downloaded with another tool; its kind is taken from
@@ -50,6 +55,7 @@ const (
 	kindSnapshot = "snapshot"
 	kindOwn      = "own"
 	kindNode     = "node"
+	kindChunk    = "chunk"
 )
 
 type inspectReport struct {
@@ -59,6 +65,7 @@ type inspectReport struct {
 	Size     int64            `json:"size"`
 	Batch    *inspectBatch    `json:"batch,omitempty"`
 	Snapshot *inspectSnapshot `json:"snapshot,omitempty"`
+	Chunk    *inspectChunk    `json:"chunk,omitempty"`
 	Own      *fence.Record    `json:"own,omitempty"`
 	Node     *fence.Lease     `json:"node,omitempty"`
 	// Verified: the whole object was read and every check passed.
@@ -103,6 +110,31 @@ type inspectSnapshot struct {
 	Seq        frames.Seq    `json:"seq"`
 	CommitTime *time.Time    `json:"commitTime,omitempty"`
 	Lanes      []inspectLane `json:"lanes"`
+	// Manifest is set when the snapshot is a manifest of chunks.
+	Manifest *inspectManifest `json:"manifest,omitempty"`
+}
+
+type inspectManifest struct {
+	// Predecessor is the session's lineage; nil: it started a new database.
+	Predecessor *lsLineage             `json:"predecessor,omitempty"`
+	Lanes       []inspectManifestLanes `json:"lanes"`
+}
+
+type inspectManifestLanes struct {
+	Lane       uint32         `json:"lane"`
+	ChunkPages uint32         `json:"chunkPages"`
+	Chunks     []inspectChunk `json:"chunks"`
+}
+
+// inspectChunk is a chunk as a manifest names it, or a chunk object's
+// header (then without pages).
+type inspectChunk struct {
+	FirstPage  uint32           `json:"firstPage,omitempty"`
+	Pages      uint32           `json:"pages,omitempty"`
+	Bytes      uint64           `json:"bytes,omitempty"` // a chunk object's content length
+	Hash       frames.ChunkHash `json:"hash"`
+	StoredSize uint64           `json:"storedSize,omitempty"`
+	Data       string           `json:"data,omitempty"` // --pages: hex
 }
 
 type inspectLane struct {
@@ -123,16 +155,16 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	c := newFlags("inspect", inspectHelp, "framectl inspect --bucket file:///path/to/bucket do/NSID/ACTOR/log/EPOCH/SEQ", stdout, stderr)
 	url := c.bucketFlag()
 	pages := c.fs.Bool("pages", false, "also print page bytes, as hex")
-	forceKind := c.fs.String("kind", "", "a local file's `KIND` (batch, snapshot, own, node) when its path does not say")
+	forceKind := c.fs.String("kind", "", "a local file's `KIND` (batch, snapshot, chunk, own, node) when its path does not say")
 	out := c.outputFlags()
 	pos, code, ok := c.parse(args)
 	if !ok {
 		return code
 	}
 	switch *forceKind {
-	case "", kindBatch, kindSnapshot, kindOwn, kindNode:
+	case "", kindBatch, kindSnapshot, kindOwn, kindNode, kindChunk:
 	default:
-		return c.usageError("--kind %q: batch, snapshot, own or node", *forceKind)
+		return c.usageError("--kind %q: batch, snapshot, chunk, own or node", *forceKind)
 	}
 	switch {
 	case len(pos) == 0 && *url != "":
@@ -202,12 +234,14 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		err = inspectBatchObject(body, rep, *pages, text, stdout)
 	case kindSnapshot:
 		err = inspectSnapshotObject(body, rep, *pages, text, stdout)
+	case kindChunk:
+		err = inspectChunkObject(body, rep, *pages, text, stdout)
 	case kindOwn:
 		err = inspectOwn(body, rep, text, stdout)
 	case kindNode:
 		err = inspectNode(body, rep, text, stdout)
 	default:
-		err = fmt.Errorf("%s: %w: not a batch, snapshot, own.json or node lease", rep.Key, errDamage)
+		err = fmt.Errorf("%s: %w: not a batch, snapshot, chunk, own.json or node lease", rep.Key, errDamage)
 	}
 	if err != nil && !isDamage(err) {
 		return c.fail(err) // the bucket or the disk, not the object
@@ -240,6 +274,8 @@ func kindOfKey(k frames.KeyKind) string {
 		return kindOwn
 	case frames.KeyNode:
 		return kindNode
+	case frames.KeyChunk:
+		return kindChunk
 	}
 	return ""
 }
@@ -263,12 +299,13 @@ func keyOfPath(path string) (key, kind string) {
 	return "", ""
 }
 
-// sniff guesses a local file's kind from its content. Gzip is a batch or a
-// snapshot: their headers alone do not tell them apart (Cap'n Proto structs
-// carry no type), so the file is read as a batch and, failing that, as a
-// snapshot; a file damaged so that neither reads whole is taken for a
-// snapshot if its header lists lanes, else for a batch. JSON is own.json if
-// it parses as one, else a node lease. The file is rewound.
+// sniff guesses a local file's kind from its content. Gzip is a batch, a
+// snapshot (a full one or a manifest) or a chunk: their headers alone do
+// not tell them apart (Cap'n Proto structs carry no type), so the file is
+// read as a batch, then as a chunk, then as a snapshot; a file damaged so
+// that none reads whole is taken for a snapshot if its header lists lanes,
+// else for a batch. JSON is own.json if it parses as one, else a node
+// lease. The file is rewound.
 func sniff(f *os.File) (string, error) {
 	defer f.Seek(0, io.SeekStart)
 	head := make([]byte, 2)
@@ -293,7 +330,16 @@ func sniff(f *os.File) (string, error) {
 		if err := rewind(); err != nil {
 			return "", err
 		}
-		sr, err := frames.NewSnapshotReader(f, "", frames.Limits{})
+		if _, _, err := frames.ReadChunk(f, "", 0, nil, frames.Limits{}); err == nil {
+			return kindChunk, nil
+		}
+		if err := rewind(); err != nil {
+			return "", err
+		}
+		sr, m, err := frames.OpenSnapshot(f, "", frames.Limits{})
+		if m != nil {
+			return kindSnapshot, nil
+		}
 		if err != nil {
 			return kindBatch, nil
 		}
@@ -414,9 +460,13 @@ func dumpPage(w io.Writer, p inspectPage) {
 }
 
 func inspectSnapshotObject(r io.Reader, rep *inspectReport, withPages, text bool, w io.Writer) error {
-	sr, err := frames.NewSnapshotReader(r, rep.Key, frames.Limits{})
+	sr, m, err := frames.OpenSnapshot(r, rep.Key, frames.Limits{})
 	if err != nil {
 		return err
+	}
+	if m != nil {
+		inspectManifestObject(m, rep, text, w)
+		return nil
 	}
 	h := sr.Header()
 	rep.Snapshot = &inspectSnapshot{Epoch: h.Epoch, Seq: h.Seq, CommitTime: unixNanoTime(h.CommitTime), Lanes: []inspectLane{}}
@@ -462,6 +512,71 @@ func inspectSnapshotObject(r io.Reader, rep *inspectReport, withPages, text bool
 			}
 		}
 	}
+}
+
+// inspectManifestObject reports a manifest, read whole and verified.
+func inspectManifestObject(m *frames.Manifest, rep *inspectReport, text bool, w io.Writer) {
+	h := m.Header()
+	snap := &inspectSnapshot{Epoch: h.Epoch, Seq: h.Seq, CommitTime: unixNanoTime(h.CommitTime), Lanes: []inspectLane{},
+		Manifest: &inspectManifest{Lanes: []inspectManifestLanes{}}}
+	if p := m.Predecessor; p.Epoch != 0 {
+		snap.Manifest.Predecessor = &lsLineage{Epoch: p.Epoch, Seq: p.Seq}
+	}
+	rep.Snapshot = snap
+	for _, l := range h.Lanes {
+		snap.Lanes = append(snap.Lanes, inspectLane{Lane: l.Lane, Kind: l.Kind.String(),
+			PageSize: l.PageSize, Pages: l.Pages(), Bytes: l.Bytes, Checksum: l.Checksum})
+	}
+	for _, l := range m.Lanes {
+		ml := inspectManifestLanes{Lane: l.Lane, ChunkPages: l.ChunkPages, Chunks: []inspectChunk{}}
+		for _, c := range l.Chunks {
+			ml.Chunks = append(ml.Chunks, inspectChunk{FirstPage: c.FirstPage, Pages: c.Pages, Hash: c.Hash, StoredSize: c.StoredSize})
+		}
+		snap.Manifest.Lanes = append(snap.Manifest.Lanes, ml)
+	}
+	if !text {
+		return
+	}
+	fmt.Fprintf(w, "manifest: epoch %d, through seq %d, committed %s, %d lanes; %s\n", h.Epoch, h.Seq, fmtUnixNano(h.CommitTime),
+		len(h.Lanes), lineageNote(snap.Manifest.Predecessor))
+	t := newTable(w)
+	fmt.Fprintln(t, "LANE\tKIND\tPAGE SIZE\tPAGES\tBYTES\tCHECKSUM\tCHUNKS")
+	for i, l := range h.Lanes {
+		fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\t%s\t%d of %d pages\n", l.Lane, l.Kind, l.PageSize, l.Pages(), l.Bytes, l.Checksum,
+			len(m.Lanes[i].Chunks), m.Lanes[i].ChunkPages)
+	}
+	t.Flush()
+	for _, l := range snap.Manifest.Lanes {
+		fmt.Fprintf(w, "lane %d chunks:\n", l.Lane)
+		t := newTable(w)
+		fmt.Fprintln(t, "  PAGES\tSTORED\tHASH")
+		for _, c := range l.Chunks {
+			fmt.Fprintf(t, "  %d..%d\t%d\t%s\n", c.FirstPage, c.FirstPage+c.Pages-1, c.StoredSize, c.Hash)
+		}
+		t.Flush()
+	}
+	fmt.Fprintln(w, "(the chunks are other objects, chunk/<hash>: framectl verify reads and checks them all)")
+}
+
+// inspectChunkObject reads a chunk to its verified end.
+func inspectChunkObject(r io.Reader, rep *inspectReport, withPages, text bool, w io.Writer) error {
+	h, content, err := frames.ReadChunk(r, rep.Key, 0, nil, frames.Limits{})
+	if err != nil {
+		return err
+	}
+	rep.Chunk = &inspectChunk{Bytes: h.Bytes, Hash: h.Hash}
+	if withPages {
+		rep.Chunk.Data = hex.EncodeToString(content)
+	}
+	if text {
+		fmt.Fprintf(w, "chunk: %d bytes, content hash %s\n", h.Bytes, h.Hash)
+		if withPages {
+			for line := range strings.Lines(hex.Dump(content)) {
+				fmt.Fprint(w, "  ", line)
+			}
+		}
+	}
+	return nil
 }
 
 func inspectOwn(r io.Reader, rep *inspectReport, text bool, w io.Writer) error {

@@ -54,9 +54,11 @@ func TestInspectBatch(t *testing.T) {
 	}
 }
 
+// A full snapshot, as framectl wrote them before manifests.
 func TestInspectSnapshot(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 3)
 	key := f.snapshot(t)
+	toFullSnapshot(t, f.b, f.actor, key)
 	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
 	contains(t, "inspect", r.stdout, "snapshot "+key, "header: epoch 1, through seq 0", "LANE", "verified")
 
@@ -83,7 +85,8 @@ func TestInspectFile(t *testing.T) {
 	contains(t, "inspect FILE", r.stdout, "batch "+batch, "frame 1..1")
 
 	// Copied out of the bucket: no key, the content says.
-	for key, kind := range map[string]string{batch: "batch", f.snapshot(t): "snapshot"} {
+	chunk := buckettest.Keys(t, b, f.actor.ChunkPrefix())[0]
+	for key, kind := range map[string]string{batch: "batch", f.snapshot(t): "snapshot", chunk: "chunk"} {
 		data, err := os.ReadFile(filepath.Join(root, key))
 		require.NoError(t, err)
 		copied := filepath.Join(t.TempDir(), "object")

@@ -27,7 +27,11 @@ batches, their keys, sizes and sequence numbers.
 
 A batch's key holds its last sequence number only; --headers reads the header
 of every batch and snapshot of the actor to show first sequence numbers,
-frame counts and snapshot sizes (one small read per object).
+frame counts, snapshot sizes and, for a snapshot stored as a manifest of
+chunks, its chunk count and the session's lineage (the session and sequence
+number it continued from), one small read per object. Chunks are counted
+per actor: they belong to no session (every manifest that holds the same
+pages shares them).
 
 Examples:
   framectl ls --bucket file:///var/lib/framectl/bucket
@@ -48,7 +52,19 @@ type lsObject struct {
 	FrameMessages uint32     `json:"frameMessages,omitempty"` // batch
 	DatabaseBytes uint64     `json:"databaseBytes,omitempty"` // snapshot
 	CommitTime    *time.Time `json:"commitTime,omitempty"`    // snapshot
-	HeaderError   string     `json:"headerError,omitempty"`
+	// A snapshot stored as a manifest: the chunks it names (references)
+	// and its session's lineage (nil: a new database, or a full snapshot).
+	Manifest    bool       `json:"manifest,omitempty"`
+	Chunks      int        `json:"chunks,omitempty"`
+	Predecessor *lsLineage `json:"predecessor,omitempty"`
+	HeaderError string     `json:"headerError,omitempty"`
+}
+
+// lsLineage is where a session started: the state of session epoch after
+// commit seq.
+type lsLineage struct {
+	Epoch uint64     `json:"epoch"`
+	Seq   frames.Seq `json:"seq"`
 }
 
 type lsSession struct {
@@ -75,8 +91,12 @@ type lsActor struct {
 	HasOwn    bool        `json:"hasOwn"`
 	Own       *lsOwn      `json:"own,omitempty"` // one actor only
 	Sessions  []lsSession `json:"sessions"`      // newest first
-	Objects   int         `json:"objects"`
-	Bytes     int64       `json:"bytes"`
+	// Chunks and ChunkBytes count the actor's chunk objects, shared by
+	// its manifests; Objects and Bytes count every object, chunks too.
+	Chunks     int   `json:"chunks"`
+	ChunkBytes int64 `json:"chunkBytes"`
+	Objects    int   `json:"objects"`
+	Bytes      int64 `json:"bytes"`
 }
 
 type lsNode struct {
@@ -184,9 +204,7 @@ func list(ctx context.Context, b bucket.Bucket, sc scope) (*lsReport, error) {
 			return nil, err // a *bucket.Error naming the prefix
 		}
 		k, err := frames.ParseKey(info.Key)
-		// Chunks are read through manifests, which ls does not read yet:
-		// listed as keys it does not know rather than as a session's.
-		if err != nil || k.Kind == frames.KeyNode || k.Kind == frames.KeyChunk {
+		if err != nil || k.Kind == frames.KeyNode {
 			rep.Unknown = append(rep.Unknown, info.Key)
 			continue
 		}
@@ -199,8 +217,13 @@ func list(ctx context.Context, b bucket.Bucket, sc scope) (*lsReport, error) {
 		a := &rep.Actors[len(rep.Actors)-1]
 		a.Objects++
 		a.Bytes += info.Size
-		if k.Kind == frames.KeyOwn {
+		switch k.Kind {
+		case frames.KeyOwn:
 			a.HasOwn = true
+			continue
+		case frames.KeyChunk:
+			a.Chunks++
+			a.ChunkBytes += info.Size
 			continue
 		}
 		s := sessions[k.Epoch]
@@ -324,11 +347,23 @@ func readHeader(ctx context.Context, b bucket.Bucket, o *lsObject) error {
 		o.FirstSeq, o.FrameMessages = h.FirstSeq, h.FrameCount
 		return nil
 	}
-	sr, err := frames.NewSnapshotReader(r, o.Key, frames.Limits{})
+	sr, m, err := frames.OpenSnapshot(r, o.Key, frames.Limits{})
 	if err != nil {
 		return headerFailure(o, err)
 	}
-	h := sr.Header()
+	var h frames.Snapshot
+	if m != nil {
+		h = m.Header()
+		o.Manifest = true
+		for _, l := range m.Lanes {
+			o.Chunks += len(l.Chunks)
+		}
+		if p := m.Predecessor; p.Epoch != 0 {
+			o.Predecessor = &lsLineage{Epoch: p.Epoch, Seq: p.Seq}
+		}
+	} else {
+		h = sr.Header()
+	}
 	for _, l := range h.Lanes {
 		o.DatabaseBytes += l.Bytes
 	}
@@ -350,7 +385,7 @@ func printActors(w io.Writer, rep *lsReport) {
 		fmt.Fprintf(w, "no actors under %s in %s\n", rep.Prefix, rep.Bucket)
 	} else {
 		t := newTable(w)
-		fmt.Fprintln(t, "NAMESPACE\tACTOR\tOWN\tSESSIONS\tNEWEST\tSEQ\tSNAPSHOTS\tBATCHES\tSIZE")
+		fmt.Fprintln(t, "NAMESPACE\tACTOR\tOWN\tSESSIONS\tNEWEST\tSEQ\tSNAPSHOTS\tBATCHES\tCHUNKS\tSIZE")
 		for _, a := range rep.Actors {
 			own := "-"
 			if a.HasOwn {
@@ -363,11 +398,11 @@ func printActors(w io.Writer, rep *lsReport) {
 				seqs = sessionSeqs(s)
 				snaps, batches = s.Snapshots, s.Batches
 			}
-			fmt.Fprintf(t, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", a.Namespace, a.Actor, own, len(a.Sessions),
-				newest, seqs, snaps, batches, fmtBytes(a.Bytes))
+			fmt.Fprintf(t, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%s\n", a.Namespace, a.Actor, own, len(a.Sessions),
+				newest, seqs, snaps, batches, a.Chunks, fmtBytes(a.Bytes))
 		}
 		t.Flush()
-		fmt.Fprintln(w, "(NEWEST: the newest session; SEQ (its sequence numbers), SNAPSHOTS, BATCHES: in it)")
+		fmt.Fprintln(w, "(NEWEST: the newest session; SEQ (its sequence numbers), SNAPSHOTS, BATCHES: in it; CHUNKS: the actor's, shared by its manifests)")
 	}
 	if len(rep.Nodes) > 0 {
 		fmt.Fprintln(w)
@@ -412,7 +447,11 @@ func printActor(w io.Writer, a *lsActor, headers bool) {
 	default:
 		fmt.Fprintf(w, "own.json: epoch %d, held by node %s at %s%s\n", o.Record.Epoch, o.Record.Node, o.Record.Address, retentionNote(o.Record.Retention))
 	}
-	fmt.Fprintf(w, "%d objects, %s\n", a.Objects, fmtBytes(a.Bytes))
+	fmt.Fprintf(w, "%d objects, %s", a.Objects, fmtBytes(a.Bytes))
+	if a.Chunks > 0 {
+		fmt.Fprintf(w, " (%d chunks, %s, shared by the manifests)", a.Chunks, fmtBytes(a.ChunkBytes))
+	}
+	fmt.Fprintln(w)
 	for _, s := range a.Sessions {
 		fmt.Fprintf(w, "\nsession %d: seq %s, %d snapshots, %d batches, %s\n",
 			s.Epoch, sessionSeqs(s), s.Snapshots, s.Batches, fmtBytes(s.Bytes))
@@ -438,6 +477,8 @@ func printActor(w io.Writer, a *lsActor, headers bool) {
 			case o.Kind == "batch":
 				seqs = fmt.Sprintf("%d..%d", o.FirstSeq, o.Seq)
 				hdr = fmt.Sprintf("%d frame messages", o.FrameMessages)
+			case o.Manifest:
+				hdr = fmt.Sprintf("database %s, manifest of %d chunks, %s", fmtBytes(int64(o.DatabaseBytes)), o.Chunks, lineageNote(o.Predecessor))
 			default:
 				hdr = fmt.Sprintf("database %s", fmtBytes(int64(o.DatabaseBytes)))
 			}
@@ -448,6 +489,14 @@ func printActor(w io.Writer, a *lsActor, headers bool) {
 	if !headers {
 		fmt.Fprintln(w, "\n(batch keys hold last sequence numbers: --headers reads the first ones)")
 	}
+}
+
+// lineageNote says where a manifest's session started.
+func lineageNote(p *lsLineage) string {
+	if p == nil {
+		return "session started a new database"
+	}
+	return fmt.Sprintf("session continued session %d at seq %d", p.Epoch, p.Seq)
 }
 
 func printUnknown(w io.Writer, keys []string) {

@@ -67,18 +67,21 @@ func TestLs(t *testing.T) {
 	}
 }
 
-// A chunk key names no session: ls lists it among the keys it does not
-// read, and the session's counts stay those of its batches and snapshots.
+// A chunk key names no session: ls counts it for its actor, not among the
+// keys it does not know, and the session's counts stay those of its
+// batches and snapshots.
 func TestLsChunkIsNoSessionObject(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 3)
+	written := len(buckettest.Keys(t, f.b, f.actor.ChunkPrefix())) // the manifest's
 	chunk := f.actor.ChunkKey(frames.SumChunk(nil))
 	_, err := f.b.Put(t.Context(), chunk, strings.NewReader("x"), 1, bucket.Condition{})
 	require.NoError(t, err)
 	r := framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 	var rep lsReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
-	require.Equal(t, []string{chunk}, rep.Unknown)
+	require.Empty(t, rep.Unknown)
 	require.Len(t, rep.Actors, 1)
+	require.Equal(t, written+1, rep.Actors[0].Chunks)
 	require.Len(t, rep.Actors[0].Sessions, 1, "sessions: %+v", rep.Actors[0].Sessions)
 	require.Equal(t, uint64(1), rep.Actors[0].Sessions[0].Epoch)
 }

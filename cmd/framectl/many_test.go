@@ -19,7 +19,7 @@ func TestManyObjects(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			f := replicate(t, be.New(t), commits)
-			objects := commits + 2 // and a snapshot and own.json
+			objects := commits + 3 // and a snapshot (a manifest), its chunk and own.json
 			require.Greater(t, objects, bucket.DefaultPageSize)
 			ls := func(args ...string) lsReport {
 				t.Helper()
@@ -50,8 +50,9 @@ func TestManyObjects(t *testing.T) {
 
 			c := compactJSON(t, framectl(t, append([]string{"compact", "--force", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 			require.Equal(t, f.actor.SnapshotKey(1, commits), c.Actors[0].Snapshot, "compact: snapshot")
-			require.Equal(t, objects-1, len(c.Actors[0].Deleted), "compact: deleted (all but own.json)")
-			require.Equal(t, 2, ls(f.actorFlags()...).Actors[0].Objects, "ls after compact: objects")
+			require.Equal(t, objects-2, len(c.Actors[0].Deleted), "compact: deleted (all but own.json and the chunk)")
+			after := ls(f.actorFlags()...).Actors[0]
+			require.Equal(t, 2+after.Chunks, after.Objects, "ls after compact: objects (own.json, the manifest, chunks)")
 		})
 	}
 }

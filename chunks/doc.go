@@ -1,0 +1,41 @@
+// Package chunks owns storing an actor's lanes in a bucket as
+// content-addressed chunk objects plus the manifest that lists them, and
+// loading them back: Write cuts each lane into chunks of
+// frames.DefaultChunkPages pages, uploads the chunks the bucket is not
+// known to hold and then the manifest; Load rebuilds the lanes in scratch
+// files from a manifest, fetching its chunks in parallel within a byte
+// budget. The formats are package frames' ("Manifests", "Chunk files").
+//
+// # Order of writes
+//
+// A manifest is uploaded last, once every chunk it names is stored (each
+// PUT acknowledged), so a manifest in the bucket never names a chunk that
+// was not written. Chunks are named by their content, so a chunk already
+// stored is never uploaded again: the caller says which chunks the bucket
+// holds (Have, from a previous manifest of the actor), and chunks uploaded
+// earlier in the same Write count too. What Write uploads is therefore what
+// changed since that manifest: a session start that changed nothing
+// uploads the manifest alone.
+//
+// Every page Write reads is checked against its lane's tracker
+// (lanes.ReadPages), so a manifest describes exactly the state tracked;
+// every chunk Load reads is checked against its key's hash and its
+// manifest's size (frames.ReadChunk), and each lane's pages against the
+// manifest's checksum (lanes.Loader), so a load yields the manifest's
+// state or an error naming the manifest and the chunk: never another
+// database.
+//
+// # Memory
+//
+// Both directions hold at most Options.MaxInflightBytes of chunks at once
+// (DefaultMaxInflightBytes; at least one chunk), whatever the size of the
+// database: a fixed number of workers, each with its own buffers, work
+// through the chunks. Load keeps 8 bytes per page for the page hashes, as
+// any lanes.Set does.
+//
+// # What it must never do
+//
+// It never decides what state is current or which manifest to read or
+// write (restore, compaction and the replicator do), never deletes an
+// object, and never uploads a manifest before the chunks it names.
+package chunks

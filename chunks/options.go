@@ -1,0 +1,49 @@
+package chunks
+
+import (
+	"runtime"
+
+	"github.com/framectl/framectl/frames"
+)
+
+// Options tune Write and Load. The zero value gives the defaults.
+type Options struct {
+	// Compression is the DEFLATE level of the chunks and the manifest
+	// Write encodes (frames.WriteOptions.Level; 0: frames.DefaultLevel).
+	Compression int
+	// Parallelism is how many chunks are encoded and uploaded, or fetched
+	// and decoded, at once (default 2 × GOMAXPROCS: each worker alternates
+	// between the CPU and the network). MaxInflightBytes may allow fewer.
+	Parallelism int
+	// MaxInflightBytes bounds the chunk bytes held in memory at once
+	// (default DefaultMaxInflightBytes). Workers are only as many as the
+	// budget holds; one always runs, whatever the size of a chunk.
+	MaxInflightBytes int64
+	// Limits bound the decoding of every chunk Load reads.
+	Limits frames.Limits
+}
+
+// DefaultMaxInflightBytes is the default of Options.MaxInflightBytes:
+// 256 chunks of the default size, more than enough workers to hide a
+// bucket's latency, and the memory a restore may use.
+const DefaultMaxInflightBytes = 64 << 20
+
+func (o Options) withDefaults() Options {
+	if o.Parallelism <= 0 {
+		o.Parallelism = 2 * runtime.GOMAXPROCS(0)
+	}
+	if o.MaxInflightBytes <= 0 {
+		o.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	return o
+}
+
+// workers is how many workers fit the budget when each holds perWorker
+// bytes: at least one, at most Parallelism.
+func (o Options) workers(perWorker int64, jobs int) int {
+	n := int64(o.Parallelism)
+	if perWorker > 0 {
+		n = min(n, o.MaxInflightBytes/perWorker)
+	}
+	return int(max(1, min(n, int64(jobs))))
+}
