@@ -144,9 +144,9 @@
 // acknowledged commit (the simulation loses commits when it does). The
 // actor stays unavailable rather than lose a commit; the caller retries,
 // with the same epoch (fences and promises are idempotent) or a new claim,
-// and reports the error. Every follower that answered has already promised
-// E, so the old owner can acknowledge less and less meanwhile, never more
-// than those followers held when they promised.
+// and reports the error. Every follower that answered has promised E
+// meanwhile and refuses the old owner from then on; once n-q+1 have, the
+// old owner can acknowledge nothing past what they held when they did.
 //
 // # Replacing a follower
 //
