@@ -1,7 +1,10 @@
 // Package fuzz holds native Go fuzz targets over every decoder of bucket
 // bytes: batch files, snapshot files and manifests (FuzzReadManifest reads
-// both through OpenSnapshot), chunk files, object keys and key numbers, and
-// the JSON records of package fence (own.json, node leases). Each target checks
+// both through OpenSnapshot), chunk files, object keys and key numbers,
+// the JSON records of package fence (own.json, node leases), and the
+// messages of the follower protocol (package follow: FuzzFollowMessage;
+// FuzzFollower and FuzzFollowerOps, which feed a follower any sequence of
+// them, and mostly well-formed ones). Each target checks
 // the decoder's promises on arbitrary input: no panic, no hang, allocation
 // bounded by the configured limits, an error that names the object and
 // matches a sentinel, and, when the input is accepted, that it re-encodes

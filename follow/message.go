@@ -1,0 +1,111 @@
+package follow
+
+// Message is one protocol message: *Fence, *Promise, *Append, *Ack or
+// *Refuse. Its wire encoding is under "Wire format" in the package
+// documentation (doc.go).
+type Message interface {
+	// MsgEpoch is the epoch the message is about: the sender's for Fence
+	// and Append, the one answered for Promise, Ack and Refuse.
+	MsgEpoch() uint64
+}
+
+// Fence is a new owner's first message to every follower of the set:
+// refuse every epoch older than Epoch from now on, and answer with what you
+// hold (a Promise).
+type Fence struct {
+	Epoch uint64
+}
+
+// Promise answers a Fence: the follower will refuse every epoch older than
+// Epoch, and holds the log LogEpoch's owner wrote, Entries chained from Base.
+// LogEpoch 0: it holds nothing past Base from anyone.
+type Promise struct {
+	Epoch    uint64
+	LogEpoch uint64
+	Base     Point
+	Entries  []Entry
+}
+
+// Append carries entries of the owner of Epoch, chained from Prev, and the
+// bucket's durable point as the owner knows it (Durable), below which the
+// follower drops what it holds. With Reset set, Prev is the owner's durable
+// point and Entries everything the owner holds past it: a follower that
+// holds another epoch's log, or too little of this one, replaces its log
+// with it. Without Reset, a follower that does not hold the owner's log
+// refuses (RefuseNeedReset); one that does but ends before Prev refuses with
+// its end (RefuseGap).
+type Append struct {
+	Epoch   uint64
+	Reset   bool
+	Prev    Point
+	Durable Point
+	Entries []Entry
+}
+
+// Ack says that the follower holds, on its disk, the log of Epoch's owner
+// through End.
+type Ack struct {
+	Epoch uint64
+	End   Point
+}
+
+// Refuse says why a follower did not take a message about Epoch. Newest is
+// the newest epoch it was told of; End the end of what it holds.
+type Refuse struct {
+	Epoch  uint64
+	Reason Reason
+	Newest uint64
+	End    Point
+}
+
+// Reason is why a follower refused a message. Part of the wire format.
+type Reason uint8
+
+const (
+	// RefuseStale: the follower was told of a newer epoch (Newest): the
+	// sender is superseded.
+	RefuseStale Reason = 1
+	// RefuseNeedReset: the follower holds no log of the sender's epoch;
+	// send a Reset.
+	RefuseNeedReset Reason = 2
+	// RefuseGap: the follower's log of this epoch ends at End, before the
+	// message's Prev; send from End.
+	RefuseGap Reason = 3
+	// RefuseFull: taking the entries would hold more than
+	// Limits.MaxTailBytes. The owner stops sending to the follower: it is
+	// failed, to be replaced.
+	RefuseFull Reason = 4
+	// RefuseBroken: the message contradicts itself or what the follower
+	// holds of the same epoch (entries not chained, a durable point it holds
+	// with another chain value, epoch 0). Never sent to a correct owner;
+	// the owner treats the follower as failed.
+	RefuseBroken Reason = 5
+)
+
+func (r Reason) String() string {
+	switch r {
+	case RefuseStale:
+		return "stale"
+	case RefuseNeedReset:
+		return "need reset"
+	case RefuseGap:
+		return "gap"
+	case RefuseFull:
+		return "full"
+	case RefuseBroken:
+		return "broken"
+	}
+	return "unknown reason"
+}
+
+func (m *Fence) MsgEpoch() uint64   { return m.Epoch }
+func (m *Promise) MsgEpoch() uint64 { return m.Epoch }
+func (m *Append) MsgEpoch() uint64  { return m.Epoch }
+func (m *Ack) MsgEpoch() uint64     { return m.Epoch }
+func (m *Refuse) MsgEpoch() uint64  { return m.Epoch }
+
+// Envelope is a message to send, and to whom.
+type Envelope struct {
+	To  NodeID
+	Msg Message
+}
