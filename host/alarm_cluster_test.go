@@ -39,8 +39,9 @@ const (
 )
 
 const (
-	envAlarmChild = "FRAMECTL_HOST_TEST_ALARM_CHILD" // the child's name
-	envAlarmHang  = "FRAMECTL_HOST_TEST_ALARM_HANG"  // "1": the handler never returns for hang- actors
+	envAlarmChild   = "FRAMECTL_HOST_TEST_ALARM_CHILD"   // the child's name
+	envAlarmHang    = "FRAMECTL_HOST_TEST_ALARM_HANG"    // "1": the handler never returns for hang- actors
+	envAlarmTimings = "FRAMECTL_HOST_TEST_ALARM_TIMINGS" // "LEASE GRACE SCAN" (durations), for the benchmark
 )
 
 // The test handler's behaviour, by actor ID: "fail2-…" fails its first
@@ -75,6 +76,16 @@ func runAlarmChild(name string) error {
 		fmt.Printf(format+"\n", args...)
 	}
 	hang := os.Getenv(envAlarmHang) == "1"
+	lease, grace, scan := alarmLease, alarmGrace, alarmScan
+	if f := strings.Fields(os.Getenv(envAlarmTimings)); len(f) == 3 {
+		var errs [3]error
+		lease, errs[0] = time.ParseDuration(f[0])
+		grace, errs[1] = time.ParseDuration(f[1])
+		scan, errs[2] = time.ParseDuration(f[2])
+		if err := errors.Join(errs[:]...); err != nil {
+			return fmt.Errorf("%s: %w", envAlarmTimings, err)
+		}
+	}
 	var h *Host
 	handler := func(ctx context.Context, a *Actor, run AlarmRun) error {
 		id := string(a.ID())
@@ -100,10 +111,10 @@ func runAlarmChild(name string) error {
 	}
 	h, err = New(ctx, Config{
 		Bucket: b, Address: ln.Addr().String(), Dir: os.Getenv(envChildDir),
-		Lease: alarmLease, Grace: alarmGrace, Idle: -1, SweepAge: -1,
+		Lease: lease, Grace: grace, Idle: -1, SweepAge: -1,
 		Hooks:          (&notesHooks{}).hooks(),
 		Alarms:         map[string]AlarmFunc{"ns": handler},
-		AlarmScanEvery: alarmScan,
+		AlarmScanEvery: scan,
 		Logger:         slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -223,7 +234,7 @@ func parseAlarmEvent(child, line string) (alarmEvent, error) {
 
 // alarmCluster is the alarm children of one test and what they printed.
 type alarmCluster struct {
-	t        *testing.T
+	t        testing.TB
 	b        bucket.Bucket
 	mu       sync.Mutex
 	events   []alarmEvent
@@ -237,7 +248,7 @@ type alarmChild struct {
 	exited           chan struct{}
 }
 
-func newAlarmCluster(t *testing.T, b bucket.Bucket) *alarmCluster {
+func newAlarmCluster(t testing.TB, b bucket.Bucket) *alarmCluster {
 	c := &alarmCluster{t: t, b: b, children: map[string]*alarmChild{}}
 	t.Cleanup(func() {
 		for _, ch := range c.children {
@@ -387,7 +398,7 @@ func (c *alarmCluster) waitOK(actor string) alarmEvent {
 }
 
 // alarmReq sends an alarm request to a child and returns status and body.
-func alarmReq(t *testing.T, ch *alarmChild, method, actor, body string) (int, string, string) {
+func alarmReq(t testing.TB, ch *alarmChild, method, actor, body string) (int, string, string) {
 	t.Helper()
 	for {
 		req, err := http.NewRequestWithContext(t.Context(), method, "http://"+ch.addr+"/alarm/ns/"+actor, strings.NewReader(body))
@@ -406,7 +417,7 @@ func alarmReq(t *testing.T, ch *alarmChild, method, actor, body string) (int, st
 
 // setAlarm sets actor's alarm through ch and returns the node that holds
 // it.
-func setAlarm(t *testing.T, ch *alarmChild, actor string, due time.Time) string {
+func setAlarm(t testing.TB, ch *alarmChild, actor string, due time.Time) string {
 	t.Helper()
 	status, body, node := alarmReq(t, ch, http.MethodPut, actor, strconv.FormatInt(due.UnixMilli(), 10))
 	require.Equal(t, http.StatusOK, status, "setting %s's alarm through %s: %s", actor, ch.name, body)
