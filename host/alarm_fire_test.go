@@ -353,3 +353,25 @@ func TestAlarmEntryKeptUntilTheClearIsDurable(t *testing.T) {
 	gate.Release()
 	waitIndex(t, gate, "ns")
 }
+
+// An actor whose open keeps failing, with an overdue alarm entry: the scan
+// claims it again only after a wait that doubles (from the scan interval)
+// after each failure, not on every scan, each of which would open a new
+// session.
+func TestAlarmScanBacksOffFailingClaims(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	_, err := b.Put(ctx, alarmKeyOf("ns", "broken", time.Now().Add(-time.Minute), 1), bytesReader(nil), 0, bucket.Condition{})
+	require.NoError(t, err)
+	errBroken := errors.New("broken on purpose")
+	hooks := &notesHooks{onOpened: func(context.Context, *Actor) error { return errBroken }}
+	h := alarmHost(t, b, &alarmRecorder{}, Config{Hooks: hooks.hooks()})
+	const watch = 30 * alarmScanEvery
+	time.Sleep(watch)
+	require.NoError(t, h.Close(ctx))
+	// Claims at 0, 1, 3, 7, 15 scan intervals (and maybe 31) after the
+	// first, and 30 without the back-off.
+	opens := hooks.opened.Load()
+	assert.GreaterOrEqual(t, opens, int64(1), "the scan never claimed the actor")
+	assert.LessOrEqual(t, opens, int64(6), "opens of a broken actor in %v of scans every %v", watch, alarmScanEvery)
+}

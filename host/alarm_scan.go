@@ -22,7 +22,8 @@ const alarmSlack = time.Second
 // order, so a scan reads only the overdue ones and the next one.
 const alarmScanPage = 100
 
-// maxWarnedKeys bounds the bad index keys remembered as logged already.
+// maxWarnedKeys bounds the bad index keys remembered as logged already,
+// and the failed claims remembered before old ones are pruned.
 const maxWarnedKeys = 1024
 
 // alarmScanLoop scans the alarm index of every namespace with a handler
@@ -103,9 +104,10 @@ func (h *Host) overdueAlarm(ctx context.Context, ns string, e AlarmEntry) {
 		return
 	}
 	_, claiming := h.claiming[key]
+	failed, hasFailed := h.claimFailed[key]
 	node := h.node
 	h.mu.Unlock()
-	if claiming || !h.heldByNobody(ctx, node, key) {
+	if claiming || hasFailed && h.clock.Now().Before(failed.next) || !h.heldByNobody(ctx, node, key) {
 		return
 	}
 	h.mu.Lock()
@@ -165,10 +167,15 @@ func (h *Host) claimForAlarm(key actorKey, e AlarmEntry) {
 	hd, err := h.Acquire(ctx, key.ns, []byte(key.id))
 	if err != nil {
 		if !errors.Is(err, fence.ErrHeld) && h.ctx.Err() == nil {
-			h.log.Warn("cannot claim an actor for its overdue alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)), logErr, err)
+			wait := h.claimFailedFor(key)
+			h.log.Warn("cannot claim an actor for its overdue alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)),
+				"next", wait, logErr, err)
 		}
 		return
 	}
+	h.mu.Lock()
+	delete(h.claimFailed, key)
+	h.mu.Unlock()
 	h.log.Info("claimed an actor for its overdue alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)),
 		logEpoch, hd.Epoch(), "due", e.Due, "gen", e.Gen)
 	h.mu.Lock()
@@ -176,6 +183,39 @@ func (h *Host) claimForAlarm(key actorKey, e AlarmEntry) {
 	h.scheduleActorLocked(hd.Actor, h.clock.Now())
 	h.mu.Unlock()
 	hd.Release()
+}
+
+// claimFailure is an actor the scan could not open for its alarm: the
+// next attempt waits, twice as long after each failure, so that an actor
+// whose open keeps failing (a broken Hooks.Opened) is not claimed anew,
+// with a new epoch and a first snapshot, on every scan.
+type claimFailure struct {
+	wait time.Duration
+	next time.Time
+}
+
+// maxClaimBackoff bounds the wait between the scan's claims of an actor
+// whose open keeps failing.
+const maxClaimBackoff = 5 * time.Minute
+
+// claimFailedFor records a failed claim of key and returns how long the
+// scan now leaves it alone.
+func (h *Host) claimFailedFor(key actorKey) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now()
+	if len(h.claimFailed) >= maxWarnedKeys {
+		for k, f := range h.claimFailed {
+			if now.Sub(f.next) > maxClaimBackoff {
+				delete(h.claimFailed, k) // claimed elsewhere since, or stale
+			}
+		}
+	}
+	f := h.claimFailed[key]
+	f.wait = min(max(2*f.wait, h.cfg.AlarmScanEvery), maxClaimBackoff)
+	f.next = now.Add(f.wait)
+	h.claimFailed[key] = f
+	return f.wait
 }
 
 // warnBadKeys logs each key under a namespace's index that is not an

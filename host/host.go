@@ -163,9 +163,11 @@ type Host struct {
 	// claims in flight (alarm_scan.go).
 	alarms alarmSchedule
 	wake   chan struct{} // the schedule has a new earliest time
-	// claiming holds the actors the scan is claiming for an overdue alarm.
-	claiming map[actorKey]struct{}
-	warned   map[string]struct{} // bad index keys logged already
+	// claiming holds the actors the scan is claiming for an overdue
+	// alarm, claimFailed those whose claim failed lately.
+	claiming    map[actorKey]struct{}
+	claimFailed map[actorKey]claimFailure
+	warned      map[string]struct{} // bad index keys logged already
 }
 
 // New locks cfg.Dir, registers the node's lease, and starts serving.
@@ -190,22 +192,23 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	h := &Host{
-		cfg:       cfg,
-		log:       cfg.Logger.With("subsystem", "host"),
-		clock:     cfg.Clock,
-		ctx:       bctx,
-		cancel:    cancel,
-		opening:   make(chan struct{}, cfg.MaxOpens),
-		unlockDir: unlock,
-		node:      node,
-		earlier:   map[string]struct{}{},
-		suspects:  map[string]time.Time{},
-		actors:    map[actorKey]*Actor{},
-		done:      make(chan struct{}),
-		alarms:    newAlarmSchedule(),
-		wake:      make(chan struct{}, 1),
-		claiming:  map[actorKey]struct{}{},
-		warned:    map[string]struct{}{},
+		cfg:         cfg,
+		log:         cfg.Logger.With("subsystem", "host"),
+		clock:       cfg.Clock,
+		ctx:         bctx,
+		cancel:      cancel,
+		opening:     make(chan struct{}, cfg.MaxOpens),
+		unlockDir:   unlock,
+		node:        node,
+		earlier:     map[string]struct{}{},
+		suspects:    map[string]time.Time{},
+		actors:      map[actorKey]*Actor{},
+		done:        make(chan struct{}),
+		alarms:      newAlarmSchedule(),
+		wake:        make(chan struct{}, 1),
+		claiming:    map[actorKey]struct{}{},
+		claimFailed: map[actorKey]claimFailure{},
+		warned:      map[string]struct{}{},
 	}
 	h.bg.Add(5)
 	go h.watchNode()
