@@ -167,7 +167,9 @@
 //     the same; an actor that nobody alive holds (released, or held by a
 //     node whose lease this host's observer has seen unchanged for lease +
 //     grace) is claimed here through Acquire, and its open runs the alarm
-//     (or finds the entry stale).
+//     (or finds the entry stale). An actor whose claim or open fails is
+//     left alone twice as long after each failure (from the scan interval
+//     up to 5 minutes), so a broken one is not opened anew on every scan.
 //
 // Delivery is at least once: an alarm is cleared only after its handler
 // returned nil, and the clear is a commit like any other; a node that
@@ -176,8 +178,8 @@
 // died runs on another node once the observer there has seen the dead
 // holder's lease unchanged for lease + grace, counted from the first scan
 // that found the alarm overdue: about a second, plus lease + grace, plus
-// up to two scan intervals after its time (18 s or so with the default
-// 10 s + 5 s; BENCHMARKS.md has the measurements).
+// up to two scan intervals after its time (17 to 19 s measured with the
+// default 10 s + 5 s; BENCHMARKS.md).
 //
 // # HTTP
 //
