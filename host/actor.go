@@ -66,6 +66,15 @@ type Actor struct {
 	lastErr    error     // the last claim attempt's error, while retrying
 	closeErr   error     // set before gone is closed
 	settling   bool      // a settle of the alarm index holds a use
+	// The alarm's run (alarm_fire.go): one at a time, holding a use; the
+	// retry of one that failed; a look asked for while not open yet.
+	alarmBusy    bool
+	alarmRetry   alarmRetry
+	alarmPending time.Time
+	// alarmAwait: a look found a set due but not committed; look again
+	// once the database has more than alarmCommits commits.
+	alarmAwait   bool
+	alarmCommits int64
 }
 
 // Namespace returns the actor's namespace.
@@ -216,18 +225,22 @@ func (a *Actor) unusable() error {
 }
 
 // release gives back a Handle, or an Acquire's wait for an open.
-func (h *Host) release(a *Actor) {
+func (h *Host) release(a *Actor) { h.releaseUse(a, true) }
+
+// releaseUse gives back a use; one of the host's own (a settle, a look at
+// the alarm that ran nothing) is not a use of the actor's, and does not
+// keep it from hibernating.
+func (h *Host) releaseUse(a *Actor, touch bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	a.refs--
-	a.lastUsed = h.clock.Now()
-	if a.state == Open && !a.drop && h.stopErr == nil && !a.settling && a.alarmsToSettle() {
-		// Whoever wrote the alarm has released it, most likely after
-		// Durable: delete what that made stale, holding a use meanwhile.
-		a.settling = true
-		a.refs++
-		h.bg.Add(1)
-		go h.settleInBackground(a)
+	if touch {
+		a.lastUsed = h.clock.Now()
+	}
+	h.awaitedCommitLocked(a)
+	// Whoever wrote the alarm has released it, most likely after Durable:
+	// delete what that made stale, holding a use meanwhile.
+	if h.settleSoonLocked(a) {
 		return
 	}
 	if a.refs > 0 || a.state != Open {
@@ -286,11 +299,15 @@ func (h *Host) close(a *Actor, why string) {
 	h.mu.Lock()
 	reopen := a.reopen && h.stopErr == nil
 	h.mu.Unlock()
+	var wakeAt time.Time
 	if !reopen && a.db.Stats().Stopped == nil {
 		// Nothing writes the alarm any more: entries of sets that never
 		// committed are stale too.
 		if err := h.settleAlarms(ctx, a, true); err != nil {
 			h.log.Warn("stale alarm index entries left", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+		}
+		if why == whyIdle {
+			wakeAt = h.alarmToWake(ctx, a)
 		}
 	}
 	a.closeAlarmConn()
@@ -306,6 +323,9 @@ func (h *Host) close(a *Actor, why string) {
 	}
 	a.closeErr = err
 	a.state = 0
+	if !wakeAt.IsZero() {
+		h.keepWakeupLocked(a.key, wakeAt)
+	}
 	var orphan *vfs.DB
 	switch {
 	case reopen && h.stopErr == nil:

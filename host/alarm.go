@@ -119,6 +119,10 @@ func (a *Actor) SetAlarm(ctx context.Context, tx Querier, due time.Time) (Alarm,
 			return Alarm{}, err
 		}
 		if ok {
+			// A look at its time: in a transaction that has not committed
+			// by then, the look finds the old alarm, and the settle after
+			// the writer's release looks again.
+			a.h.scheduleActor(a, next.alarm().Due)
 			return next.alarm(), nil
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -14,6 +15,10 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 )
+
+// alarmConnIdle is how long the host's connection to an actor's database
+// stays open unused.
+const alarmConnIdle = 30 * time.Second
 
 // settleTimeout bounds one settle of an actor's alarm index entries in
 // the background: a Durable wait and one batch of deletes.
@@ -59,6 +64,56 @@ func (a *Actor) noteAlarmEntries(old, next alarmRow) {
 		a.alarmKeys[key] = alarmNote{k: k, n: a.alarmNotes}
 	}
 	a.alarmDirty = true
+}
+
+// noteEntry remembers an index entry of this actor that the scan found
+// overdue, unless it is noted already: the next settle deletes it if the
+// database's durable alarm makes it stale.
+func (a *Actor) noteEntry(key string) {
+	k, err := frames.ParseKey(key)
+	if err != nil {
+		return // ListAlarms returns only keys that parse
+	}
+	a.amu.Lock()
+	defer a.amu.Unlock()
+	if _, ok := a.alarmKeys[key]; ok {
+		return
+	}
+	if a.alarmKeys == nil {
+		a.alarmKeys = map[string]alarmNote{}
+	}
+	a.alarmNotes++
+	a.alarmKeys[key] = alarmNote{k: k, n: a.alarmNotes}
+	a.alarmDirty = true
+}
+
+// settleSoonLocked starts a settle of the actor's index entries in the
+// background, holding a use of the actor, if an alarm write (or a note)
+// since the last one may have made an entry stale and none runs. Called
+// with h.mu held.
+func (h *Host) settleSoonLocked(a *Actor) bool {
+	if a.state != Open || a.drop || h.stopErr != nil || a.settling || !a.alarmsToSettle() {
+		return false
+	}
+	a.settling = true
+	a.refs++
+	h.bg.Add(1)
+	go h.settleInBackground(a)
+	return true
+}
+
+// setInFlight reports whether this actor noted a set due by now that the
+// database's alarm cur does not hold yet: its transaction has not
+// committed (or rolled back, which only the actor's close can tell).
+func (a *Actor) setInFlight(cur alarmRow, now time.Time) bool {
+	a.amu.Lock()
+	defer a.amu.Unlock()
+	for _, n := range a.alarmKeys {
+		if n.k.Gen > cur.gen && int64(n.k.Due) <= now.UnixMilli() {
+			return true
+		}
+	}
+	return false
 }
 
 // alarmsToSettle reports whether an alarm write since the last settle may
@@ -111,6 +166,11 @@ func (h *Host) settleAlarms(ctx context.Context, a *Actor, quiescent bool) error
 	if err != nil {
 		return err
 	}
+	if cur.set {
+		// A set the schedule has not seen commit (in a transaction that
+		// committed after its time) is due to be looked at too.
+		h.scheduleActor(a, cur.alarm().Due)
+	}
 	if err := a.db.Durable(ctx); err != nil {
 		return fmt.Errorf("host: %s: settling its alarm index entries: %w", a, err)
 	}
@@ -154,7 +214,39 @@ func (h *Host) settleInBackground(a *Actor) {
 	h.mu.Lock()
 	a.settling = false
 	h.mu.Unlock()
-	h.release(a)
+	h.releaseUse(a, false)
+}
+
+// reindexAlarm writes the index entry of the alarm an actor's database
+// holds as it opens, and schedules it. A database restored (from the
+// bucket, to a point in time) or left by a node that died holds an alarm
+// whose entry may be missing: each open makes it present again, before
+// the actor serves. A table the host did not write is logged and left:
+// the actor still opens. Entries of earlier sessions that the database no
+// longer holds are deleted when they come due (overdueAlarm): finding
+// them now would list the namespace's whole index, which is ordered by
+// time, not by actor.
+func (h *Host) reindexAlarm(ctx context.Context, a *Actor) error {
+	pool, err := a.alarmConn()
+	if err != nil {
+		return err
+	}
+	cur, err := a.readAlarm(ctx, pool)
+	switch {
+	case errors.Is(err, ErrBadAlarmRow):
+		h.log.Warn("alarm not indexed", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+		return nil
+	case err != nil:
+		return err
+	case !cur.set:
+		a.closeAlarmConn() // no alarm: nothing to keep a connection for
+		return nil
+	}
+	if err := a.putAlarmEntry(ctx, cur); err != nil {
+		return err
+	}
+	h.scheduleActor(a, cur.alarm().Due)
+	return nil
 }
 
 // alarmConn returns the host's own connection to the actor's database,
@@ -168,6 +260,8 @@ func (a *Actor) alarmConn() (*sql.DB, error) {
 			return nil, fmt.Errorf("host: %s: opening a connection: %w", a, err)
 		}
 		pool.SetMaxOpenConns(1)
+		// An idle actor need not keep a SQLite connection for its alarm.
+		pool.SetConnMaxIdleTime(alarmConnIdle)
 		a.alarmPool = pool
 	}
 	return a.alarmPool, nil

@@ -39,7 +39,7 @@ func pool(a *Handle) *sql.DB { return a.Value().(*sql.DB) }
 
 // waitIndex waits until the namespace's alarm index is want (the host
 // settles it in the background after a Handle is released).
-func waitIndex(t *testing.T, b bucket.Bucket, ns string, want ...string) {
+func waitIndex(t testing.TB, b bucket.Bucket, ns string, want ...string) {
 	t.Helper()
 	if want == nil {
 		want = []string{}

@@ -8,7 +8,9 @@
 // stale-lease sweeps (fence.SweepLeases), and an HTTP handler that serves
 // a request where the actor is held here and forwards it, once, to the live
 // node that holds it otherwise; and each actor's alarm, stored in the
-// actor's database and indexed by due time in the bucket.
+// actor's database, indexed by due time in the bucket, run by the node
+// that holds the actor, and taken over by any node once nobody alive
+// holds it.
 //
 // It must never: hand out an actor whose database is not open for this
 // node's current epoch, open one actor twice in a process, hibernate an
@@ -16,8 +18,9 @@
 // whose lease it does not see live, forward a request that was forwarded
 // already, let a slow client hold an actor open past the handler's
 // deadlines, let an alarm commit before its index entry is in the bucket,
-// or delete an index entry before the write that made it stale is
-// durable. It never acknowledges anything itself: what the runtime
+// delete an index entry before the write that made it stale is durable,
+// clear an alarm before its handler returned nil, clear one other than
+// the one that ran, or run an alarm of an actor another live node holds. It never acknowledges anything itself: what the runtime
 // answers is held by vfs.DB.Durable (the output gate), and it never
 // interprets what an actor's database holds beyond its own alarm table.
 //
@@ -77,8 +80,18 @@
 //     answer (it may have run there).
 //   - Forwarding is one hop: a forwarded request that reaches a node that
 //     does not hold the actor either is answered 503 with Retry-After.
-//   - Alarms are stored and indexed (below) but not fired yet; drain hooks
-//     are not here yet.
+//   - Alarms (below) are Durable Objects' in what a handler sees (one per
+//     actor, at least once, retried 2, 4, 8, 16, 32, 64 s after a failure,
+//     then dropped, a retry count), with these differences: time has
+//     millisecond precision; the handler runs beside requests (no input
+//     gate); the retry count is the running host's, and starts from 0
+//     when the actor moves to another node; an alarm set inside a
+//     transaction that commits after its time runs after that commit (at
+//     the latest a scan later); after its holder dies an alarm runs
+//     late, by about the holder's lease plus grace (see "Alarms: firing");
+//     and a namespace's alarms fire only on nodes that registered a
+//     handler for it (Config.Alarms).
+//   - Drain hooks are not here yet.
 //
 // # Alarms: storage
 //
@@ -119,6 +132,54 @@
 // The alarm of a ClearAlarm is cleared only if it is still the one that
 // ran (time and generation): one its handler set meanwhile, even for the
 // same time, survives.
+//
+// # Alarms: firing
+//
+// Config.Alarms maps each namespace whose alarms a host fires to the
+// runtime's [AlarmFunc]. The host keeps one schedule (a heap of times, one
+// goroutine) of when to look at each actor's alarm; a look reads the alarm
+// from the actor's database, so a time in the schedule is only a hint.
+//
+//   - The holder runs the alarm at its time, holding a use of the actor
+//     (it does not hibernate meanwhile). On success it clears the alarm
+//     with ClearAlarm, so one the handler or a request set meanwhile
+//     survives and runs at its own time, and waits until the clear is
+//     durable; the index entry is deleted after that. A handler that
+//     fails is run again 2 s after, then 4, 8, 16, 32 and 64 s after the
+//     run before ([AlarmRun].Retry counts them); when the sixth retry
+//     fails, the alarm is cleared and an error logged, as Durable
+//     Objects drop it. An actor waiting for a retry is not hibernated.
+//   - An actor hibernated with an alarm pending is acquired again by the
+//     host that released it, at the alarm's time (a wake-up), and runs it
+//     there unless another node holds it by then.
+//   - Each open writes the index entry of the alarm the database holds
+//     (a restored database, or one whose last holder died, may have none)
+//     before the actor serves, and schedules it. Stale entries of earlier
+//     sessions are deleted when they come due, not at the open: finding
+//     them would list the namespace's whole index, which is ordered by
+//     time, not by actor.
+//   - Every Config.AlarmScanEvery (2 s by default) each host lists the
+//     index of each namespace in Config.Alarms from its start: one listing
+//     of one page while few alarms are overdue. An entry overdue by a
+//     second is acted on by whoever holds its actor: a host holding it
+//     notes the entry (deleted once the database's durable alarm makes it
+//     stale) and looks at the alarm; a live holder elsewhere is left to do
+//     the same; an actor that nobody alive holds (released, or held by a
+//     node whose lease this host's observer has seen unchanged for lease +
+//     grace) is claimed here through Acquire, and its open runs the alarm
+//     (or finds the entry stale). An actor whose claim or open fails is
+//     left alone twice as long after each failure (from the scan interval
+//     up to 5 minutes), so a broken one is not opened anew on every scan.
+//
+// Delivery is at least once: an alarm is cleared only after its handler
+// returned nil, and the clear is a commit like any other; a node that
+// dies (or loses its lease) before the clear is durable leaves the alarm
+// set, indexed, for the actor's next holder. So an alarm whose holder
+// died runs on another node once the observer there has seen the dead
+// holder's lease unchanged for lease + grace, counted from the first scan
+// that found the alarm overdue: about a second, plus lease + grace, plus
+// up to two scan intervals after its time (17 to 19 s measured with the
+// default 10 s + 5 s; BENCHMARKS.md).
 //
 // # HTTP
 //

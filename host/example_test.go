@@ -118,3 +118,76 @@ func ExampleActor_SetAlarm() {
 		panic(err)
 	}
 }
+
+// A runtime registers an alarm handler per namespace. The node holding an
+// actor runs its alarm when it is due; what the handler writes is durable
+// before the alarm is cleared, and a handler that sets the next alarm
+// (a periodic one, here until the third run) keeps it.
+func ExampleAlarmFunc() {
+	ctx := context.Background()
+	tmp, _ := os.MkdirTemp("", "framectl-host-alarm-")
+	defer os.RemoveAll(tmp)
+	b, err := bucket.Open(ctx, "file://"+filepath.Join(tmp, "bucket"))
+	if err != nil {
+		panic(err)
+	}
+	ran := make(chan int64, 3)
+	tick := func(ctx context.Context, a *host.Actor, run host.AlarmRun) error {
+		pool := a.Value().(*sql.DB)
+		var n int64
+		if err := pool.QueryRowContext(ctx, `INSERT INTO ticks VALUES (NULL) RETURNING rowid`).Scan(&n); err != nil {
+			return err // retried 2 s later, then 4 s, ...
+		}
+		if n < 3 {
+			if _, err := a.SetAlarm(ctx, pool, run.Due.Add(10*time.Millisecond)); err != nil {
+				return err
+			}
+		}
+		ran <- n
+		return nil
+	}
+	h, err := host.New(ctx, host.Config{
+		Bucket:  b,
+		Address: "127.0.0.1:8080",
+		Dir:     filepath.Join(tmp, "data"),
+		Hooks: host.Hooks{
+			Opened: func(ctx context.Context, a *host.Actor) error {
+				pool, err := sql.Open("sqlite3", a.DB().DSN())
+				if err != nil {
+					return err
+				}
+				if _, err := pool.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS ticks(n INTEGER PRIMARY KEY)`); err != nil {
+					pool.Close()
+					return err
+				}
+				a.SetValue(pool)
+				return nil
+			},
+			Closing: func(_ context.Context, a *host.Actor) { a.Value().(*sql.DB).Close() },
+		},
+		Alarms: map[string]host.AlarmFunc{"clock": tick},
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer h.Close(ctx)
+
+	a, err := h.Acquire(ctx, "clock", []byte("c-1"))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := a.SetAlarm(ctx, a.Value().(*sql.DB), time.Now()); err != nil {
+		panic(err)
+	}
+	if err := a.DB().Durable(ctx); err != nil {
+		panic(err)
+	}
+	a.Release()
+	for range 3 {
+		fmt.Println("tick", <-ran)
+	}
+	// Output:
+	// tick 1
+	// tick 2
+	// tick 3
+}

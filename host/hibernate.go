@@ -2,6 +2,9 @@ package host
 
 import "time"
 
+// whyIdle is the reason of a close for being idle: a hibernation.
+const whyIdle = "idle"
+
 // hibernateLoop closes actors idle for Config.Idle, until the host closes.
 // It looks a few times per idle period (at most once a second, at least
 // every 10 ms), so an actor closes at most a quarter period late.
@@ -30,8 +33,10 @@ func (h *Host) hibernate(now time.Time) {
 		return
 	}
 	for _, a := range h.actors {
-		if a.state == Open && a.refs == 0 && now.Sub(a.lastUsed) >= h.cfg.Idle {
-			h.closeLocked(a, "idle")
+		// An alarm waiting for its retry keeps the actor: its retry count
+		// would start over on the next open.
+		if a.state == Open && a.refs == 0 && a.alarmRetry.n == 0 && now.Sub(a.lastUsed) >= h.cfg.Idle {
+			h.closeLocked(a, whyIdle)
 		}
 	}
 }

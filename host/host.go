@@ -36,6 +36,9 @@ const (
 	DefaultMaxOpens   = 4
 	DefaultSweepAge   = time.Hour
 	DefaultSweepEvery = 10 * time.Minute
+
+	DefaultAlarmScanEvery = 2 * time.Second
+	DefaultAlarmTimeout   = 15 * time.Minute
 )
 
 // Config configures a Host. Bucket, Address and Dir are required.
@@ -81,11 +84,29 @@ type Config struct {
 	VFS vfs.Config
 	// Hooks run at points of each actor's lifecycle.
 	Hooks Hooks
+	// Alarms maps each namespace whose alarms this host fires to the
+	// runtime's handler (see "Alarms: firing" in the package doc). Give
+	// every node the same map: the node that holds an actor fires its
+	// alarm, and a node without the namespace's handler never does.
+	Alarms map[string]AlarmFunc
+	// AlarmScanEvery is the interval between scans of the alarm index of
+	// each namespace in Alarms (default DefaultAlarmScanEvery), each one
+	// jittered by up to a tenth: one listing per namespace per scan.
+	// Negative: never scan; this node then runs only the alarms of the
+	// actors it holds (or hibernated), and takes over none.
+	AlarmScanEvery time.Duration
+	// AlarmTimeout bounds one run of an alarm handler (default
+	// DefaultAlarmTimeout, Durable Objects' limit).
+	AlarmTimeout time.Duration
 	// Clock is the time source of leases and idle times (default
 	// fence.SystemClock).
 	Clock fence.Clock
 	// Logger (nil: discard).
 	Logger *slog.Logger
+
+	// alarmBackoff is the first retry's backoff (default alarmBackoff);
+	// the package's tests shorten it.
+	alarmBackoff time.Duration
 }
 
 // Hooks are the runtime's part of an actor's lifecycle. Each is optional.
@@ -137,6 +158,16 @@ type Host struct {
 	actors    map[actorKey]*Actor
 	stopErr   error // non-nil once stopped: ErrStopped, wrapped
 	done      chan struct{}
+
+	// When to look at actors' alarms (alarm_schedule.go), and the scan's
+	// claims in flight (alarm_scan.go).
+	alarms alarmSchedule
+	wake   chan struct{} // the schedule has a new earliest time
+	// claiming holds the actors the scan is claiming for an overdue
+	// alarm, claimFailed those whose claim failed lately.
+	claiming    map[actorKey]struct{}
+	claimFailed map[actorKey]claimFailure
+	warned      map[string]struct{} // bad index keys logged already
 }
 
 // New locks cfg.Dir, registers the node's lease, and starts serving.
@@ -161,23 +192,30 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	h := &Host{
-		cfg:       cfg,
-		log:       cfg.Logger.With("subsystem", "host"),
-		clock:     cfg.Clock,
-		ctx:       bctx,
-		cancel:    cancel,
-		opening:   make(chan struct{}, cfg.MaxOpens),
-		unlockDir: unlock,
-		node:      node,
-		earlier:   map[string]struct{}{},
-		suspects:  map[string]time.Time{},
-		actors:    map[actorKey]*Actor{},
-		done:      make(chan struct{}),
+		cfg:         cfg,
+		log:         cfg.Logger.With("subsystem", "host"),
+		clock:       cfg.Clock,
+		ctx:         bctx,
+		cancel:      cancel,
+		opening:     make(chan struct{}, cfg.MaxOpens),
+		unlockDir:   unlock,
+		node:        node,
+		earlier:     map[string]struct{}{},
+		suspects:    map[string]time.Time{},
+		actors:      map[actorKey]*Actor{},
+		done:        make(chan struct{}),
+		alarms:      newAlarmSchedule(),
+		wake:        make(chan struct{}, 1),
+		claiming:    map[actorKey]struct{}{},
+		claimFailed: map[actorKey]claimFailure{},
+		warned:      map[string]struct{}{},
 	}
-	h.bg.Add(3)
+	h.bg.Add(5)
 	go h.watchNode()
 	go h.hibernateLoop()
 	go h.sweepLoop()
+	go h.alarmLoop()
+	go h.alarmScanLoop()
 	h.log.Info("host serving", logNode, node.ID(), "address", cfg.Address, "dir", cfg.Dir,
 		"idle", cfg.Idle, "maxOpens", cfg.MaxOpens, "sweepAge", cfg.SweepAge)
 	return h, nil
@@ -214,6 +252,20 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = DefaultSweepEvery
+	}
+	for ns, fn := range c.Alarms {
+		if fn == nil {
+			return c, fmt.Errorf("host: Config.Alarms: namespace %q has a nil handler", ns)
+		}
+	}
+	if c.AlarmScanEvery == 0 {
+		c.AlarmScanEvery = DefaultAlarmScanEvery
+	}
+	if c.AlarmTimeout <= 0 {
+		c.AlarmTimeout = DefaultAlarmTimeout
+	}
+	if c.alarmBackoff <= 0 {
+		c.alarmBackoff = alarmBackoff
 	}
 	if c.Clock == nil {
 		c.Clock = fence.SystemClock{}

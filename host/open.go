@@ -42,6 +42,11 @@ func (h *Host) open(a *Actor) {
 	} else {
 		a.state = Open
 		a.lastUsed = h.clock.Now()
+		delete(h.alarms.wakeups, a.key)
+		if at := a.alarmPending; !at.IsZero() {
+			a.alarmPending = time.Time{}
+			h.scheduleActorLocked(a, at)
+		}
 		if a.refs == 0 && h.stopErr != nil {
 			h.closeLocked(a, "host closing")
 		}
@@ -129,8 +134,17 @@ func (h *Host) openOnce(a *Actor) error {
 		return fmt.Errorf("host: opening %s: %w", a, err)
 	}
 	a.db, a.node, a.unlock = db, node, unlock
+	if err := h.reindexAlarm(ctx, a); err != nil {
+		a.closeAlarmConn()
+		if cerr := db.Close(context.WithoutCancel(ctx)); cerr != nil {
+			h.log.Warn("closing after indexing its alarm failed", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, cerr)
+		}
+		unlock()
+		return fmt.Errorf("host: opening %s: indexing its alarm: %w", a, err)
+	}
 	if hook := h.cfg.Hooks.Opened; hook != nil {
 		if err := hook(ctx, a); err != nil {
+			a.closeAlarmConn()
 			if cerr := db.Close(context.WithoutCancel(ctx)); cerr != nil {
 				h.log.Warn("closing after Hooks.Opened failed", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, cerr)
 			}

@@ -21,9 +21,14 @@ import (
 // round trips. Reads use the pool concurrently (WAL readers do not block
 // the writer).
 type actorDB struct {
-	vfs *vfs.DB
-	sql *sql.DB
-	wmu sync.Mutex
+	vfs   *vfs.DB
+	sql   *sql.DB
+	wmu   sync.Mutex
+	actor *host.Actor // for its alarm
+	// alarms: this node runs the alarms of the actor's namespace
+	// (-alarm-namespaces); setting one elsewhere is refused, since
+	// nothing would run it.
+	alarms bool
 }
 
 // schema is created on first open; IF NOT EXISTS makes it a no-op (and no
@@ -44,8 +49,9 @@ const maxPoolConns = 4
 
 // actorHooks are this runtime's part of an actor's lifecycle: a pool and
 // the schema once the host opened the actor's database, the pool closed
-// before the host closes it.
-func actorHooks() host.Hooks {
+// before the host closes it. alarmNamespaces are those whose alarms this
+// node runs.
+func actorHooks(alarmNamespaces map[string]bool) host.Hooks {
 	return host.Hooks{
 		Opened: func(ctx context.Context, a *host.Actor) error {
 			// synchronous=NORMAL: the bucket, not the local file, is what
@@ -62,7 +68,7 @@ func actorHooks() host.Hooks {
 				pool.Close()
 				return fmt.Errorf("schema: %w", err)
 			}
-			a.SetValue(&actorDB{vfs: a.DB(), sql: pool})
+			a.SetValue(&actorDB{vfs: a.DB(), sql: pool, actor: a, alarms: alarmNamespaces[a.Namespace()]})
 			return nil
 		},
 		Closing: func(_ context.Context, a *host.Actor) {

@@ -29,7 +29,10 @@ type config struct {
 	sweepAge  time.Duration // host.Config.SweepAge; 0: never sweep
 	recover   bool          // a lost node is replaced in-process (else exit 3)
 	compact   bool          // vfs compacts the actors held (size rule, tier pass)
-	logLevel  slog.Level
+	// alarmNamespaces are the namespaces whose alarms this node runs
+	// (host.Config.Alarms): every node of a cluster should name the same.
+	alarmNamespaces map[string]bool
+	logLevel        slog.Level
 }
 
 const usageText = `actorhost: an HTTP server hosting actors, each one replicated SQLite
@@ -41,7 +44,14 @@ Routes:
   POST /actor/NS/ID/notes     append a note (body = text), returns {"id":N}
   GET  /actor/NS/ID/notes     all notes, [{"id":N,"body":"..."}...]
   POST /actor/NS/ID/counter   increment, returns {"value":N}
+  PUT  /actor/NS/ID/alarm     set the alarm (body = RFC 3339 time, or a
+                              duration from now: 90s), returns {"due":...,"generation":N}
+  GET  /actor/NS/ID/alarm     the alarm, or 404
+  DELETE /actor/NS/ID/alarm   delete the alarm
   GET  /status                this node and the actors it holds
+
+An alarm that runs appends a note "alarm <due> (generation G, retry R)";
+alarms run only in the namespaces of -alarm-namespaces.
 
 Exit codes: 0 drained after SIGTERM; 1 runtime failure (listener, a flush
 during the drain); 2 usage; 3 fenced or lease lost with -recover=false, or
@@ -76,6 +86,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.sweepAge, "sweep-age", host.DefaultSweepAge, "delete leases older than this of nodes no actor names, every few minutes (0: never)")
 	fs.BoolVar(&c.recover, "recover", true, "after losing the lease, register a new node and reopen the actors instead of exiting 3")
 	fs.BoolVar(&c.compact, "compact", true, "compact the actors this node holds in the background (size rule; tier pass as each session starts)")
+	var alarmNS string
+	fs.StringVar(&alarmNS, "alarm-namespaces", "", "comma-separated `namespaces` whose actors' alarms this node runs (give every node the same)")
 	fs.TextVar(&c.logLevel, "log", slog.LevelInfo, "log `level`: debug, info, warn, error")
 	usage := func(format string, a ...any) (config, error) {
 		fmt.Fprintf(stderr, "actorhost: %s\n  try: actorhost -listen 127.0.0.1:8081 -bucket file:///tmp/actors -data /tmp/node1\n  (actorhost -h for help)\n", fmt.Sprintf(format, a...))
@@ -110,6 +122,16 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return usage("-max-opens must be positive")
 	case c.sweepAge < 0, c.sweepAge > 0 && c.sweepAge < 2*(c.lease+c.grace):
 		return usage("-sweep-age must be 0 (never) or at least 2×(-lease + -grace)")
+	}
+	c.alarmNamespaces = map[string]bool{}
+	for _, ns := range strings.Split(alarmNS, ",") {
+		if ns = strings.TrimSpace(ns); ns == "" {
+			continue
+		}
+		if !namespacePattern.MatchString(ns) {
+			return usage("-alarm-namespaces: %q is not a namespace (1 to 64 of A-Z a-z 0-9 _ -)", ns)
+		}
+		c.alarmNamespaces[ns] = true
 	}
 	if _, _, err := net.SplitHostPort(c.listen); err != nil {
 		return usage("-listen %q: %v", c.listen, err)

@@ -42,12 +42,18 @@ const (
 	routeAddNote   = "POST /actor/{ns}/{id}/notes"
 	routeListNotes = "GET /actor/{ns}/{id}/notes"
 	routeIncrement = "POST /actor/{ns}/{id}/counter"
+	routeSetAlarm  = "PUT /actor/{ns}/{id}/alarm"
+	routeGetAlarm  = "GET /actor/{ns}/{id}/alarm"
+	routeDelAlarm  = "DELETE /actor/{ns}/{id}/alarm"
 )
 
 var operations = map[string]operation{
 	routeAddNote:   addNote,
 	routeListNotes: listNotes,
 	routeIncrement: increment,
+	routeSetAlarm:  setAlarm,
+	routeGetAlarm:  getAlarm,
+	routeDelAlarm:  deleteAlarm,
 }
 
 func (s *server) routes() http.Handler {

@@ -2,14 +2,15 @@
 // whose actors each own one replicated SQLite database, on any number of
 // nodes that share one bucket. A node serves the actors it holds, forwards
 // requests for actors another live node holds, takes over the actors of a
-// node that died once its lease has run out, hibernates idle actors, comes
-// back as a new node after losing its lease, and hands its actors over
-// when it is told to stop (SIGTERM).
+// node that died once its lease has run out, runs actors' alarms (those a
+// dead node held too), hibernates idle actors, comes back as a new node
+// after losing its lease, and hands its actors over when it is told to
+// stop (SIGTERM).
 //
 // It is the example a runtime is meant to copy, and it is thin: package
 // host does the node's work (claims and their retries, one open per actor,
 // the bound on opens, hibernation, forwarding once, recovery, the locks of
-// the data directory, lease sweeps). What is left here is this runtime's:
+// the data directory, lease sweeps, running alarms). What is left here is this runtime's:
 // its routes and their operations, the output gate (every answer leaves
 // only after vfs.DB.Durable says the write is in the bucket), and the
 // process (flags, signals, exit codes). See README.md for what callers and
@@ -17,7 +18,8 @@
 //
 // Files: config.go (flags), main.go (wiring), server.go (the host), actor.go
 // (one actor's database and operations), handlers.go (routes and the
-// output gate), drain.go (SIGTERM and fenced exits).
+// output gate), alarm.go (the alarm routes and handler), drain.go (SIGTERM
+// and fenced exits).
 package main
 
 import (

@@ -41,7 +41,8 @@ func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, lo
 			// after uploads, and the tier pass as each session starts.
 			DisableCompaction: !cfg.compact,
 		},
-		Hooks:  actorHooks(),
+		Hooks:  actorHooks(cfg.alarmNamespaces),
+		Alarms: alarmHandlers(cfg.alarmNamespaces),
 		Logger: log,
 	})
 	if err != nil {

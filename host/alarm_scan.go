@@ -1,0 +1,239 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
+)
+
+// alarmSlack is how overdue an index entry must be before a scan looks at
+// it: a live holder runs an alarm at its time and deletes the entry once
+// the clear is durable, a few round trips later, so the entries a scan
+// finds are alarms whose holder is gone (or failing, or slow), stale
+// entries, and alarms of actors nobody holds.
+const alarmSlack = time.Second
+
+// alarmScanPage is the page size of a scan's listing. Entries are in due
+// order, so a scan reads only the overdue ones and the next one.
+const alarmScanPage = 100
+
+// maxWarnedKeys bounds the bad index keys remembered as logged already,
+// and the failed claims remembered before old ones are pruned.
+const maxWarnedKeys = 1024
+
+// alarmScanLoop scans the alarm index of every namespace with a handler
+// every Config.AlarmScanEvery (jittered, the first one at a random point
+// of the first interval), until the host closes.
+func (h *Host) alarmScanLoop() {
+	defer h.bg.Done()
+	if len(h.cfg.Alarms) == 0 || h.cfg.AlarmScanEvery < 0 {
+		return
+	}
+	every := h.cfg.AlarmScanEvery
+	wait := rand.N(every + 1)
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-h.clock.After(wait):
+		}
+		for ns := range h.cfg.Alarms {
+			if err := h.scanAlarms(h.ctx, ns); err != nil && h.ctx.Err() == nil {
+				h.log.Warn("scanning alarms", logNamespace, ns, logErr, err)
+			}
+		}
+		wait = every - every/10 + rand.N(every/5+1)
+	}
+}
+
+// scanAlarms looks at each entry of a namespace's index overdue by
+// alarmSlack: one listing from the start of the index, in due order, and
+// more pages only while they are overdue.
+func (h *Host) scanAlarms(ctx context.Context, ns string) error {
+	cutoff := h.clock.Now().Add(-alarmSlack)
+	after := ""
+	for {
+		page, err := h.ListAlarms(ctx, ns, after, alarmScanPage)
+		if err != nil {
+			return err
+		}
+		h.warnBadKeys(ns, page.Bad)
+		for _, e := range page.Entries {
+			if e.Due.After(cutoff) {
+				return nil
+			}
+			h.overdueAlarm(ctx, ns, e)
+		}
+		if !page.More {
+			return nil
+		}
+		after = page.Last
+	}
+}
+
+// overdueAlarm acts on an overdue entry. The actor's database says what
+// the entry is worth, so whoever holds the actor decides:
+//   - held here: the entry is noted for the next settle (which deletes it
+//     if the database no longer holds that alarm) and the alarm looked at
+//     now (a commit the schedule did not see, a set inside a transaction
+//     that committed late);
+//   - held by a live node elsewhere: that node's scan does the same;
+//   - held by nobody alive (released, no own.json, or a holder whose lease
+//     this node's observer has seen unchanged for Lease+Grace): claimed
+//     here (Acquire), which runs the alarm, or deletes the entry if it is
+//     stale.
+func (h *Host) overdueAlarm(ctx context.Context, ns string, e AlarmEntry) {
+	key := actorKey{ns, string(e.Actor)}
+	h.mu.Lock()
+	if h.stopErr != nil {
+		h.mu.Unlock()
+		return
+	}
+	if a := h.actors[key]; a != nil {
+		if a.state == Open && !a.drop {
+			a.noteEntry(e.Key)
+			h.scheduleActorLocked(a, h.clock.Now())
+			h.settleSoonLocked(a)
+		}
+		h.mu.Unlock()
+		return
+	}
+	_, claiming := h.claiming[key]
+	failed, hasFailed := h.claimFailed[key]
+	node := h.node
+	h.mu.Unlock()
+	if claiming || hasFailed && h.clock.Now().Before(failed.next) || !h.heldByNobody(ctx, node, key) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.claiming[key]; ok || h.actors[key] != nil || h.stopErr != nil {
+		return
+	}
+	h.claiming[key] = struct{}{}
+	h.bg.Add(1)
+	go h.claimForAlarm(key, e)
+}
+
+// heldByNobody reports whether no live node holds the actor: own.json is
+// absent or released, or names a node (not this one) that this node's
+// observer finds expired, fenced or gone. The observer remembers what it
+// saw, so a holder that died is found dead Lease+Grace after a scan first
+// looked at its lease.
+func (h *Host) heldByNobody(ctx context.Context, node *fence.Node, key actorKey) bool {
+	actor := frames.Actor{Namespace: h.namespaceID(key.ns), Actor: frames.ActorKey([]byte(key.id))}
+	rec, _, err := fence.ReadRecord(ctx, h.cfg.Bucket, actor)
+	switch {
+	case errors.Is(err, bucket.ErrNotFound):
+		return true
+	case err != nil:
+		if ctx.Err() == nil {
+			h.log.Warn("alarm scan: reading an actor's owner", logNamespace, key.ns, logActor, actor.Actor, logErr, err)
+		}
+		return false
+	case rec.Released():
+		return true
+	case rec.Node == node.ID():
+		return false // opening or closing here
+	}
+	live, _, err := node.Observer.Judge(ctx, rec.Node)
+	if err != nil {
+		if ctx.Err() == nil {
+			h.log.Warn("alarm scan: reading a holder's lease", logHolder, rec.Node, logErr, err)
+		}
+		return false
+	}
+	return live == fence.Expired || live == fence.Fenced || live == fence.Gone
+}
+
+// claimForAlarm acquires an actor nobody alive holds, for an overdue
+// entry of its alarm: the open reads its alarm and schedules it (due: it
+// runs at once), and the entry, noted, is deleted by the settle after the
+// release if the database does not hold that alarm.
+func (h *Host) claimForAlarm(key actorKey, e AlarmEntry) {
+	defer h.bg.Done()
+	defer func() {
+		h.mu.Lock()
+		delete(h.claiming, key)
+		h.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(h.ctx, openTimeout)
+	defer cancel()
+	hd, err := h.Acquire(ctx, key.ns, []byte(key.id))
+	if err != nil {
+		if !errors.Is(err, fence.ErrHeld) && h.ctx.Err() == nil {
+			wait := h.claimFailedFor(key)
+			h.log.Warn("cannot claim an actor for its overdue alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)),
+				"next", wait, logErr, err)
+		}
+		return
+	}
+	h.mu.Lock()
+	delete(h.claimFailed, key)
+	h.mu.Unlock()
+	h.log.Info("claimed an actor for its overdue alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)),
+		logEpoch, hd.Epoch(), "due", e.Due, "gen", e.Gen)
+	h.mu.Lock()
+	hd.noteEntry(e.Key)
+	h.scheduleActorLocked(hd.Actor, h.clock.Now())
+	h.mu.Unlock()
+	hd.Release()
+}
+
+// claimFailure is an actor the scan could not open for its alarm: the
+// next attempt waits, twice as long after each failure, so that an actor
+// whose open keeps failing (a broken Hooks.Opened) is not claimed anew,
+// with a new epoch and a first snapshot, on every scan.
+type claimFailure struct {
+	wait time.Duration
+	next time.Time
+}
+
+// maxClaimBackoff bounds the wait between the scan's claims of an actor
+// whose open keeps failing.
+const maxClaimBackoff = 5 * time.Minute
+
+// claimFailedFor records a failed claim of key and returns how long the
+// scan now leaves it alone.
+func (h *Host) claimFailedFor(key actorKey) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.clock.Now()
+	if len(h.claimFailed) >= maxWarnedKeys {
+		for k, f := range h.claimFailed {
+			if now.Sub(f.next) > maxClaimBackoff {
+				delete(h.claimFailed, k) // claimed elsewhere since, or stale
+			}
+		}
+	}
+	f := h.claimFailed[key]
+	f.wait = min(max(2*f.wait, h.cfg.AlarmScanEvery), maxClaimBackoff)
+	f.next = now.Add(f.wait)
+	h.claimFailed[key] = f
+	return f.wait
+}
+
+// warnBadKeys logs each key under a namespace's index that is not an
+// alarm entry, once.
+func (h *Host) warnBadKeys(ns string, bad []error) {
+	for _, err := range bad {
+		var fe *frames.Error
+		if !errors.As(err, &fe) {
+			continue
+		}
+		h.mu.Lock()
+		_, seen := h.warned[fe.Key]
+		if !seen && len(h.warned) < maxWarnedKeys {
+			h.warned[fe.Key] = struct{}{}
+		}
+		h.mu.Unlock()
+		if !seen {
+			h.log.Warn("alarm scan: not an alarm entry; left alone", logNamespace, ns, "key", fe.Key, logErr, err)
+		}
+	}
+}
