@@ -1,6 +1,9 @@
 // Package compact keeps an actor's objects in the bucket bounded: it applies
 // the size rule to the current session (snapshot once the log since the
-// newest snapshot weighs as much as the database, rule.go), builds a
+// newest snapshot weighs as much as the database, rule.go; a writer's
+// Trigger also waits for a minimum log and a minimum interval between
+// passes, Rule, so that a small database written fast is not compacted
+// after every batch), builds a
 // snapshot from the session's newest snapshot and the batches after it
 // (build.go), deletes what that snapshot covers (delete.go), keeps covered
 // objects for a point-in-time window (retention.go), and deletes the
@@ -60,7 +63,8 @@
 // # Running it from the writer
 //
 // The replicator of a database owns a Trigger, made when its session's
-// first snapshot is uploaded: NewTrigger(pages × page size). Then:
+// first snapshot is uploaded: Rule.Trigger(pages × page size), with the
+// writer's configured Rule (NewTrigger for the default one). Then:
 //
 //   - after each batch PUT succeeds, on the uploader goroutine (never in the
 //     commit path), it calls Trigger.Uploaded with the object's size;

@@ -43,8 +43,11 @@ func Example_replicator() {
 
 	// The replicator knows the size of the snapshot that opened its
 	// session (pages × page size); 0 works too: the first batch then
-	// starts a pass that measures it.
-	trigger := compact.NewTrigger(0)
+	// starts a pass that measures it. The database here is tiny and
+	// written in a fraction of a second, so the example turns off the
+	// bounds a writer's Trigger otherwise applies (a minimum log of
+	// compact.DefaultMinLogBytes, a pass a second at most).
+	trigger := compact.Rule{MinLogBytes: -1, MinInterval: -1}.Trigger(0)
 	opts := compact.Options{ScratchDir: tmp} // beside the database, not a tmpfs
 	var passes sync.WaitGroup
 	var snapshots int

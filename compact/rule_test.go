@@ -28,6 +28,30 @@ func TestDue(t *testing.T) {
 	}
 }
 
+// TestRuleDue: Rule.Due is Due with a minimum log; the zero Rule's is
+// DefaultMinLogBytes, a negative one is none.
+func TestRuleDue(t *testing.T) {
+	for _, c := range []struct {
+		r               Rule
+		logBytes, dbLen int64
+		due             bool
+	}{
+		{Rule{}, DefaultMinLogBytes - 1, 4096, false},
+		{Rule{}, DefaultMinLogBytes, 4096, true},
+		{Rule{}, DefaultMinLogBytes, 1 << 30, false}, // the size rule still applies
+		{Rule{}, 1 << 30, 1 << 30, true},
+		{Rule{MinLogBytes: 100}, 99, 10, false},
+		{Rule{MinLogBytes: 100}, 100, 10, true},
+		{Rule{MinLogBytes: -1}, 4096, 4096, true},
+		{Rule{MinLogBytes: -1}, 4095, 4096, false},
+		{Rule{MinLogBytes: -1}, 0, 0, false}, // an empty log never is
+	} {
+		if got := c.r.Due(c.logBytes, c.dbLen); got != c.due {
+			t.Errorf("%+v.Due(%d, %d) = %v, want %v", c.r, c.logBytes, c.dbLen, got, c.due)
+		}
+	}
+}
+
 // TestSessionLog: the rule measures the batches past the newest snapshot
 // only; covered batches awaiting deletion (or kept for retention) do not
 // count.

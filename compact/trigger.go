@@ -11,9 +11,14 @@ import (
 const DefaultRetryDelay = time.Minute
 
 // Trigger tells a writer when to run a compaction pass, from the sizes of
-// the batches it uploads, without reading the bucket. It applies the size
-// rule (Due) to its own running count and lets one pass run at a time.
-// Safe for concurrent use.
+// the batches it uploads, without reading the bucket. It applies its Rule
+// (the size rule, a minimum log and a minimum interval between passes) to
+// its own running count and lets one pass run at a time. Safe for
+// concurrent use.
+//
+// A pass that is due but held back by the minimum interval starts at the
+// first batch after the interval: the Trigger has no timer of its own, and
+// a writer that stopped uploading leaves nothing new to compact.
 //
 // Its count is an estimate: the pass decides again from the bucket, so an
 // estimate too high costs one cheap pass that finds nothing due (a listing
@@ -28,19 +33,27 @@ type Trigger struct {
 	running    bool
 	during     int64     // batch bytes uploaded while a pass runs
 	notBefore  time.Time // no new pass before this, after a failure
+	lastStart  time.Time // when the last pass started
+	rule       Rule      // with its defaults applied
 	retryDelay time.Duration
 	now        func() time.Time
 }
 
-// NewTrigger returns a Trigger for a session that starts with a snapshot
-// of a database of dbBytes bytes (pages × page size), as vfs.Open uploads.
-func NewTrigger(dbBytes int64) *Trigger {
-	return &Trigger{dbBytes: dbBytes, retryDelay: DefaultRetryDelay, now: time.Now}
+// NewTrigger returns a Trigger with the default Rule for a session that
+// starts with a snapshot of a database of dbBytes bytes (pages × page
+// size), as vfs.Open uploads.
+func NewTrigger(dbBytes int64) *Trigger { return Rule{}.Trigger(dbBytes) }
+
+// Trigger returns a Trigger that applies r, for a session that starts with
+// a snapshot of a database of dbBytes bytes.
+func (r Rule) Trigger(dbBytes int64) *Trigger {
+	return &Trigger{dbBytes: dbBytes, rule: r.withDefaults(), retryDelay: DefaultRetryDelay, now: time.Now}
 }
 
 // Uploaded records that a batch object of n bytes is in the bucket. It
-// returns true when the caller should start a pass now: the rule is due,
-// no pass is running, and none failed in the last DefaultRetryDelay. The
+// returns true when the caller should start a pass now: the rule is due
+// (Rule.Due), no pass is running, the last one started at least
+// Rule.MinInterval ago, and none failed in the last DefaultRetryDelay. The
 // caller must then call Done exactly once, when the pass ends.
 func (t *Trigger) Uploaded(n int64) bool {
 	t.mu.Lock()
@@ -50,10 +63,14 @@ func (t *Trigger) Uploaded(n int64) bool {
 		t.during += n
 		return false
 	}
-	if !Due(t.logBytes, t.dbBytes) || t.now().Before(t.notBefore) {
+	now := t.now()
+	if !t.rule.Due(t.logBytes, t.dbBytes) || now.Before(t.notBefore) {
 		return false
 	}
-	t.running, t.during = true, 0
+	if t.rule.MinInterval > 0 && !t.lastStart.IsZero() && now.Sub(t.lastStart) < t.rule.MinInterval {
+		return false
+	}
+	t.running, t.during, t.lastStart = true, 0, now
 	return true
 }
 

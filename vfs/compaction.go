@@ -11,7 +11,10 @@ import (
 // Compaction in the background: the replicator counts the bytes it uploads
 // (compact.Trigger applies the size rule to them) and runs a compaction
 // pass of its own actor when the log since the newest snapshot reaches the
-// database's size. A pass reads only the bucket, so it never blocks a
+// database's size, and at least Config.Compaction's minimum log, and the
+// previous pass started at least its minimum interval ago (compact.Rule:
+// without them a small database written fast is compacted after every
+// batch). A pass reads only the bucket, so it never blocks a
 // commit; one runs at a time; it is cancelled when replication stops.
 // Each session also runs one pass as it starts, for the tier pass: it
 // deletes earlier sessions, including whatever a fenced owner uploaded
@@ -33,7 +36,7 @@ func (r *replicator) startCompaction(dbBytes int64) error {
 	if err := os.MkdirAll(scratch, 0o755); err != nil {
 		return err
 	}
-	r.trigger = compact.NewTrigger(dbBytes)
+	r.trigger = r.cfg.Compaction.Trigger(dbBytes)
 	r.compactOpts = compact.Options{
 		ScratchDir:  scratch,
 		Retention:   r.cfg.Retention,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 )
@@ -92,6 +93,10 @@ type Config struct {
 	// (compaction.go): the log then grows until something else compacts
 	// the actor (framectl compact).
 	DisableCompaction bool
+	// Compaction bounds how often the background passes run on a small
+	// database written fast (compact.Rule: a minimum log and a minimum
+	// interval between passes; the zero value is compact's defaults).
+	Compaction compact.Rule
 	// Retention keeps covered objects for point-in-time restore for this
 	// long (compact.Options.Retention; default 0).
 	Retention time.Duration

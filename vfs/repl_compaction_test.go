@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
@@ -19,6 +20,9 @@ func TestBackgroundCompaction(t *testing.T) {
 	b := buckettest.Dir(t)
 	cfg := replTestConfig(t, b)
 	cfg.DisableCompaction = false
+	// The database is tiny: the size rule without the bounds meant for a
+	// small hot database (TestBackgroundCompactionBounded).
+	cfg.Compaction = compact.Rule{MinLogBytes: -1, MinInterval: -1}
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
@@ -59,4 +63,44 @@ func TestBackgroundCompaction(t *testing.T) {
 	require.NoError(t, err)
 	dbtest.SameBytes(t, "restored vs database", fileBytes(t, out), want)
 	t.Logf("%d compaction passes; newest snapshot at %d; restore read %d objects to frame %d", st.Compactions, newest, res.ObjectsFetched, res.Seq)
+}
+
+// TestBackgroundCompactionBounded: the same workload with the default
+// Config.Compaction runs no pass past the session's first (its tier pass):
+// a log of 600 KB over a database of 60 KB is past the size rule but short
+// of the minimum log (compact.DefaultMinLogBytes), so a small database
+// rewritten again and again is not compacted after every batch, and the
+// writer's configuration reaches the trigger. A rule of a lower minimum,
+// configured, compacts the same log.
+func TestBackgroundCompactionBounded(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		rule   compact.Rule
+		passes func(int64) bool
+	}{
+		{"default", compact.Rule{}, func(n int64) bool { return n == 1 }},
+		{"minimum log 100 KB", compact.Rule{MinLogBytes: 100_000, MinInterval: -1}, func(n int64) bool { return n > 1 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := buckettest.Dir(t)
+			cfg := replTestConfig(t, b)
+			cfg.DisableCompaction = false
+			cfg.Compaction = c.rule
+			db := replOpen(t, cfg)
+			conn := replConn(t, db)
+			execSQL(t, conn, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
+			for i := range 40 {
+				execSQL(t, conn, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
+				require.NoError(t, db.Durable(t.Context()))
+			}
+			st := db.Stats()
+			require.NoError(t, conn.Close())
+			require.NoError(t, db.Close(t.Context())) // waits for a running pass
+			passes := db.Stats().Compactions
+			t.Logf("%d compaction passes over %d bytes of log", passes, st.BytesUploaded)
+			if !c.passes(passes) {
+				t.Fatalf("%d compaction passes over %d bytes of log", passes, st.BytesUploaded)
+			}
+		})
+	}
 }

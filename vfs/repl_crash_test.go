@@ -21,6 +21,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
@@ -84,7 +85,10 @@ func killChild(url string) error {
 	rng := rand.New(rand.NewPCG(seed, 7))
 	// Warnings go to stderr, which the test shows when a child fails.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := Config{Bucket: b, Namespace: "kill", Actor: actor, Dir: os.Getenv(envKillDir), RetryMin: 5e6, RetryMax: 100e6, Logger: logger}
+	// The size rule without the bounds for small hot databases: the
+	// database is small, and kills are meant to land in passes often.
+	cfg := Config{Bucket: b, Namespace: "kill", Actor: actor, Dir: os.Getenv(envKillDir), RetryMin: 5e6, RetryMax: 100e6, Logger: logger,
+		Compaction: compact.Rule{MinLogBytes: -1, MinInterval: -1}}
 	if e := os.Getenv(envKillEpoch); e == "node" {
 		node, err := fence.Register(ctx, b, "127.0.0.1:9", killLease)
 		if err != nil {
