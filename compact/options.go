@@ -44,6 +44,12 @@ type Options struct {
 	// (default DefaultMaxInflightBytes); a pass holds about twice this in
 	// memory at most, whatever the database's size (restore.Options).
 	MaxInflightBytes int64
+	// Grace is how old a chunk that no manifest names must be before the
+	// pass deletes it (default DefaultGrace; see collect.go). It protects
+	// the chunks a writer uploads before the manifest naming them lands,
+	// so it must exceed the longest such upload plus the skew between our
+	// clock (Now) and the bucket's.
+	Grace time.Duration
 	// Force writes a snapshot whenever the current session has batches
 	// after its newest snapshot, even if the size rule does not ask for one
 	// (framectl compact --force, benchmarks).
@@ -66,6 +72,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ScratchDir == "" {
 		o.ScratchDir = os.TempDir()
+	}
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
 	}
 	if o.MaxInflightBytes <= 0 {
 		o.MaxInflightBytes = DefaultMaxInflightBytes
@@ -105,6 +114,18 @@ type Result struct {
 	// covered or superseded objects kept for the retention window.
 	Deleted  []string
 	Retained int
+	// ChunksDeleted and ChunkBytesDeleted count the chunk objects the pass
+	// collected: named by no snapshot it listed, older than the grace.
+	// ChunksKeptByGrace counts the chunks no snapshot names that it kept
+	// because they are younger than the grace (or were uploaded again
+	// since the listing): uploaded for a manifest that may be in flight.
+	// CollectSkipped says why the pass collected nothing although it
+	// might have ("" otherwise): a snapshot it could not read, or a claim
+	// that began during the pass.
+	ChunksDeleted     int
+	ChunkBytesDeleted int64
+	ChunksKeptByGrace int
+	CollectSkipped    string
 	// Retention is the window the pass applied: Options.Retention, or the
 	// longer one own.json records (RetentionRecorded).
 	Retention         time.Duration
