@@ -130,7 +130,19 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 		}
 	}
 
-	del, retained := plan(inv, current, opts)
+	var lin *lineage
+	if opts.Retention > 0 {
+		// What the window may keep of older sessions is what the lineage
+		// reaches (lineage.go); with no window they all go anyway.
+		var pred frames.Lineage
+		if baseManifest != nil {
+			pred = baseManifest.Predecessor
+		}
+		if lin, err = walkLineage(ctx, b, inv, current, pred, baseManifest != nil, opts.Limits, &res.BytesRead); err != nil {
+			return err
+		}
+	}
+	del, retained := plan(inv, current, lin, opts)
 	res.Retained = retained
 	refs, err := references(ctx, b, inv, known, opts, res)
 	if err != nil {

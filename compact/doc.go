@@ -22,7 +22,8 @@
 //   - in the current session, batches ending at or before the sequence
 //     number of a snapshot that exists, and snapshots older than it;
 //   - sessions older than the current one, once the current one has a
-//     snapshot;
+//     snapshot (with a retention window, the part of them the lineage
+//     reaches stays while the window needs it);
 //   - chunks that no snapshot in its listing names and that are older
 //     than the grace (see Collecting chunks);
 //

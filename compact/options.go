@@ -11,9 +11,14 @@ import (
 // Options tune a pass. The zero value is the default: no retention, the
 // size rule decides, the system's temporary directory, nothing logged.
 type Options struct {
-	// Retention keeps covered objects, and superseded sessions, while they
-	// may be needed to restore to a time less than Retention ago (see
-	// retention.go). 0 deletes them as soon as they are covered. A longer
+	// Retention keeps covered objects, and superseded sessions along the
+	// current session's lineage, while they may be needed to restore to a
+	// time less than Retention ago (see retention.go); what no restore
+	// reaches (a session the lineage passes over, what a session holds past
+	// the point its successor continued from) goes whatever the window
+	// (lineage.go). The default, 0, deletes covered objects as soon as
+	// they are covered: history costs storage in proportion to what an
+	// actor writes, so a window is the operator's choice. A longer
 	// retention recorded in the actor's own.json (the writer's,
 	// fence.Record.Retention) wins, unless ShortenRetention is set: a
 	// compaction run by someone else never cuts the history the writer
