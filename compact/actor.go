@@ -125,7 +125,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 			// keep point with no retention, and the log left is empty.
 			sess.Snapshots = append(sess.Snapshots, nb.obj)
 			res.Snapshot, res.Seq = nb.obj.Key, nb.obj.Seq
-			known[""] = nb.manifest // not in the listing: never read for the collector
+			known[nb.obj.Key] = nb.manifest // the collector need not read it
 			res.LeftLogBytes, res.LeftDBBytes = 0, nb.dbBytes
 		}
 	}

@@ -84,8 +84,9 @@ type collection struct {
 // runs before the pass deletes anything, so that it reads the snapshots
 // the pass is about to delete too (rule 1). known holds manifests the pass
 // has read already (the base of the size rule, the manifest it wrote),
-// keyed by snapshot key ("" for one not in the listing), so that they are
+// keyed by snapshot key, so that they are
 // not read again; when they name every chunk listed, nothing else is read.
+// (The manifest the pass wrote is among inv's snapshots, appended.)
 func references(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, known map[string]*frames.Manifest,
 	opts Options, res *Result) (collection, error) {
 	named := chunkSet{}
