@@ -26,7 +26,8 @@ const maxAttempts = 3
 // It returns what it did even on error. An error means the pass stopped
 // before deleting anything, or while deleting (a *Error with Op "delete",
 // after which some of the keys it meant to delete may be gone, and Deleted
-// is empty); the bucket is restorable either way. When objects vanish while it reads
+// is empty), or while collecting chunks (Op "collect", after the deletes);
+// the bucket is restorable either way. When objects vanish while it reads
 // them it lists again, up to three times, then fails with ErrRaced.
 func Actor(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options) (Result, error) {
 	start := time.Now()
@@ -53,10 +54,11 @@ func Actor(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options) (
 	switch {
 	case err != nil:
 		log.Warn("compaction pass failed", logErr, err, "deleted", len(res.Deleted))
-	case res.Snapshot != "" || len(res.Deleted) > 0:
+	case res.Snapshot != "" || len(res.Deleted) > 0 || res.ChunksDeleted > 0:
 		log.Info("compacted", logEpoch, res.Epoch, logKey, res.Snapshot, logSeq, res.Seq,
 			"logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes, "read", res.BytesRead, "written", res.BytesWritten,
-			"deleted", len(res.Deleted), "retained", res.Retained, "duration", res.Duration)
+			"deleted", len(res.Deleted), "retained", res.Retained, "chunksDeleted", res.ChunksDeleted,
+			"chunksKept", res.ChunksKeptByGrace, "duration", res.Duration)
 	default:
 		log.Debug("nothing to compact", logEpoch, res.Epoch, "logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes,
 			"retained", res.Retained)
@@ -81,6 +83,9 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 	if err != nil {
 		return err
 	}
+	// The collector's clock reading comes before the listing: a chunk it
+	// judges old was old before anything the listing missed was uploaded.
+	listedAt := opts.Now()
 	inv, err := restore.Take(ctx, b, a)
 	if err != nil {
 		return &Error{Op: "list", Actor: a, Key: a.Prefix(), Err: err}
@@ -102,10 +107,11 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 
 	base := sess.Snapshots[len(sess.Snapshots)-1]
 	batches, logBytes := sessionLog(sess, base)
-	hdr, err := snapshotHeader(ctx, b, a, base.Key, opts.Limits, &res.BytesRead)
+	hdr, baseManifest, err := snapshotHeader(ctx, b, a, base.Key, opts.Limits, &res.BytesRead)
 	if err != nil {
 		return err
 	}
+	known := map[string]*frames.Manifest{base.Key: baseManifest}
 	res.RuleLogBytes, res.RuleDBBytes = logBytes, dbBytes(hdr)
 	res.Due = Due(res.RuleLogBytes, res.RuleDBBytes)
 	res.LeftLogBytes, res.LeftDBBytes = res.RuleLogBytes, res.RuleDBBytes
@@ -119,15 +125,32 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 			// keep point with no retention, and the log left is empty.
 			sess.Snapshots = append(sess.Snapshots, nb.obj)
 			res.Snapshot, res.Seq = nb.obj.Key, nb.obj.Seq
+			known[nb.obj.Key] = nb.manifest // the collector need not read it
 			res.LeftLogBytes, res.LeftDBBytes = 0, nb.dbBytes
 		}
 	}
 
-	del, retained := plan(inv, current, opts)
+	var lin *lineage
+	if opts.Retention > 0 {
+		// What the window may keep of older sessions is what the lineage
+		// reaches (lineage.go); with no window they all go anyway.
+		var pred frames.Lineage
+		if baseManifest != nil {
+			pred = baseManifest.Predecessor
+		}
+		if lin, err = walkLineage(ctx, b, inv, current, pred, baseManifest != nil, opts.Limits, &res.BytesRead); err != nil {
+			return err
+		}
+	}
+	del, retained := plan(inv, current, lin, opts)
 	res.Retained = retained
+	refs, err := references(ctx, b, inv, known, opts, res)
+	if err != nil {
+		return err
+	}
 	if err := deleteAll(ctx, b, a, del); err != nil {
 		return err
 	}
 	res.Deleted = append(del.snapshots, del.batches...)
-	return nil
+	return collect(ctx, b, a, refs, own, listedAt, opts, log, res)
 }

@@ -52,28 +52,30 @@ func (c counter) Read(p []byte) (int, error) {
 }
 
 // snapshotHeader reads the header of a snapshot (the rule needs its
-// database size), counting the bytes read into read. Only the start of a
-// full snapshot is read; a manifest is read whole (it holds no pages).
-func snapshotHeader(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, lim frames.Limits, read *int64) (frames.Snapshot, error) {
+// database size), counting the bytes read into read, and returns the
+// manifest too when it is one. Only the start of a full snapshot is read;
+// a manifest is read whole (it holds no pages).
+func snapshotHeader(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, lim frames.Limits, read *int64) (frames.Snapshot, *frames.Manifest, error) {
 	rc, _, err := b.Get(ctx, key)
 	if err != nil {
-		return frames.Snapshot{}, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
+		return frames.Snapshot{}, nil, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
 	}
 	defer rc.Close()
 	sr, m, err := frames.OpenSnapshot(counter{rc, read}, key, lim)
 	if err != nil {
-		return frames.Snapshot{}, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
+		return frames.Snapshot{}, nil, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
 	}
 	if m != nil {
-		return m.Header(), nil
+		return m.Header(), m, nil
 	}
-	return sr.Header(), nil
+	return sr.Header(), nil, nil
 }
 
 // built is a snapshot a pass has uploaded.
 type built struct {
-	obj     restore.Object
-	dbBytes int64
+	obj      restore.Object
+	dbBytes  int64
+	manifest *frames.Manifest // nil for a full snapshot
 }
 
 // build replays the current session as inv lists it and uploads a snapshot
@@ -151,5 +153,5 @@ func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch u
 	}
 	res.BytesWritten += w.Uploaded()
 	obj := restore.Object{Key: key, Kind: frames.KeySnapshot, Epoch: epoch, Seq: rep.Seq, Size: w.ManifestBytes, ModTime: opts.Now()}
-	return built{obj: obj, dbBytes: dbBytes(w.Manifest.Header())}, true, nil
+	return built{obj: obj, dbBytes: dbBytes(w.Manifest.Header()), manifest: &w.Manifest}, true, nil
 }

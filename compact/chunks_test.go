@@ -92,9 +92,9 @@ func TestCompactionUploadsOnlyChangedChunks(t *testing.T) {
 }
 
 // The tier pass and retention delete manifests and batches, never chunks:
-// a chunk only a deleted manifest named stays (collecting it is another
-// job), and verify calls it a stray, not damage.
-func TestPassesLeaveChunksAlone(t *testing.T) {
+// a chunk only a deleted manifest named stays until it is older than the
+// grace (TestCollectChunks), and verify calls it a stray, not damage.
+func TestPassesLeaveYoungChunksAlone(t *testing.T) {
 	b := buckettest.Dir(t)
 	d := bigSession(t, b)
 	a := d.actor

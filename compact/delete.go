@@ -51,19 +51,52 @@ func covered(inv *restore.Inventory, current uint64, from restore.Object) deleti
 	return d
 }
 
+// noHistory returns the objects of sessions older than current that the
+// lineage never reaches (see lineage.go), except those of sessions up to
+// from's (covered deletes those) and from's own objects up to its
+// sequence number (covered decides them).
+func noHistory(inv *restore.Inventory, current uint64, lin *lineage, from restore.Object, haveFrom bool) deletion {
+	var d deletion
+	if lin == nil {
+		return d
+	}
+	for i := range inv.Sessions {
+		s := &inv.Sessions[i]
+		if s.Epoch >= current || haveFrom && s.Epoch < from.Epoch {
+			continue
+		}
+		whole := lin.noHistory(s.Epoch)
+		k, _ := lin.link(s.Epoch)
+		for _, o := range s.Snapshots {
+			if whole || k.capped && o.Seq > k.ceiling {
+				d.snapshots = append(d.snapshots, o.Key)
+			}
+		}
+		for _, o := range s.Batches {
+			if whole || k.capped && o.Seq > k.ceiling {
+				d.batches = append(d.batches, o.Key)
+			}
+		}
+	}
+	return d
+}
+
 // plan returns what a pass deletes with the given retention, and how many
-// covered objects the window keeps for now.
-func plan(inv *restore.Inventory, current uint64, opts Options) (del deletion, retained int) {
-	all, ok := keepPoint(inv, current, 0, opts.Now())
+// covered objects the window keeps for now. lin is the current session's
+// lineage (nil: not known, or not needed: no retention).
+func plan(inv *restore.Inventory, current uint64, lin *lineage, opts Options) (del deletion, retained int) {
+	all, ok := keepPoint(inv, current, nil, 0, opts.Now())
 	if !ok {
 		return deletion{}, 0 // the current session has no snapshot: nothing is covered
 	}
 	wholly := covered(inv, current, all).len()
-	from, ok := keepPoint(inv, current, opts.Retention, opts.Now())
-	if !ok {
-		return deletion{}, wholly
+	from, ok := keepPoint(inv, current, lin, opts.Retention, opts.Now())
+	if ok {
+		del = covered(inv, current, from)
 	}
-	del = covered(inv, current, from)
+	extra := noHistory(inv, current, lin, from, ok)
+	del.snapshots = append(del.snapshots, extra.snapshots...)
+	del.batches = append(del.batches, extra.batches...)
 	return del, wholly - del.len()
 }
 

@@ -6,10 +6,11 @@
 // after every batch), builds a
 // snapshot from the session's newest snapshot and the batches after it
 // (build.go), deletes what that snapshot covers (delete.go), keeps covered
-// objects for a point-in-time window (retention.go), and deletes the
-// sessions a newer owner has superseded (tier.go). Actor runs one pass of all
-// of it over one actor; Namespace runs it over every actor of a namespace;
-// Trigger tells a writer, from the batches it uploads, when to run Actor.
+// objects for a point-in-time window (retention.go), deletes the
+// sessions a newer owner has superseded (tier.go), and deletes the chunks no
+// snapshot names any more (collect.go). Actor runs one pass of all of it
+// over one actor; Namespace runs it over every actor of a namespace; Trigger
+// tells a writer, from the batches it uploads, when to run Actor.
 //
 // # Safety
 //
@@ -24,7 +25,10 @@
 //   - in the current session, batches ending at or before the sequence
 //     number of a snapshot that exists, and snapshots older than it;
 //   - sessions older than the current one, once the current one has a
-//     snapshot;
+//     snapshot (with a retention window, the part of them the lineage
+//     reaches stays while the window needs it);
+//   - chunks that no snapshot in its listing names and that are older
+//     than the grace (see Collecting chunks);
 //
 // and never a session newer than the current one, never the current
 // session's newest snapshot, never a key it does not parse.
@@ -55,10 +59,72 @@
 // When the session's snapshot is a manifest, so is the new one (build.go):
 // it names the base manifest's chunks wherever the pages did not change
 // and carries the session's lineage, so a pass uploads the chunks the log
-// changed and the manifest. A pass never deletes a chunk: chunks belong to
-// no session, and a chunk only deleted manifests named stays (verify calls
-// it a stray) until a collector that knows every retained manifest deletes
-// it.
+// changed and the manifest. Chunks belong to no session: the tier pass and
+// retention delete manifests and batches, never a chunk.
+//
+// # Collecting chunks
+//
+// The last step of a pass (collect.go) deletes the chunks no snapshot of
+// its listing names, once they are older than the grace (Options.Grace,
+// DefaultGrace, an hour) by the modification time the bucket lists against
+// the pass's clock read before the listing. It reads every snapshot listed
+// (one GET each, skipped when the manifests the pass holds already name
+// every chunk; with no retention, the snapshots left are mostly the ones it
+// holds, so it reads few or none), the ones it is about
+// to delete included, so a chunk goes only in a pass after the one that
+// deleted the last manifest naming it. A manifest names only chunks
+// stored before it (package chunks uploads them first), so the danger is
+// a manifest not in the bucket yet whose chunks the collector sees. Who
+// writes one, and what keeps its chunks:
+//
+//   - A compaction in flight (this package's build, by the owner or by
+//     framectl compact) has uploaded some chunks and not yet its manifest.
+//     The chunks it uploaded are younger than the grace as long as the
+//     upload of its changed chunks and its manifest takes less than the
+//     grace (minus the skew between the collector's clock and the
+//     bucket's): seconds to minutes against an hour. The base chunks it
+//     names are named by its base manifest, the current session's newest,
+//     which only a newer snapshot of the session makes deletable; a pass
+//     that deletes it lists it, so its chunks survive that pass. What is
+//     left: two compactions at once, the slower one writing a snapshot
+//     older than the faster one's, with a chunk that only the deleted base
+//     and the slower manifest name, collected by a third pass in between;
+//     that snapshot is already covered, and goes in the next pass.
+//     TestCollectBesideCompactionInFlight.
+//   - A live writer waking (vfs.Open) reads the newest manifest of the
+//     newest session, and its first manifest names that one's chunks,
+//     which may be old; the manifest it read may be deleted meanwhile (by
+//     a pass whose view predates the claim, or by hand). The grace does
+//     not cover this: the claim does. The writer claims (own.json names its
+//     epoch) before it lists; a pass that reads own.json after that finds
+//     the current session without a snapshot and collects nothing, and a
+//     pass that read it before reads it again just before its first delete
+//     and, finding a new epoch, collects nothing. So no chunk is collected
+//     from the claim until the session's first manifest is in the bucket,
+//     however long the wake takes. Writers without own.json (outside
+//     package vfs and fence) get no such protection.
+//     TestCollectBesideWakingWriter.
+//   - A second collector lists and deletes at the same time: deleting a
+//     chunk that is gone is no error, and each deletes only what its own
+//     listing shows unnamed and old. A writer may put an old unnamed chunk
+//     again (same content, for a manifest in flight) after a collector
+//     listed it: the collector Stats each chunk just before deleting it and
+//     keeps one that changed since the listing, leaving a window of one
+//     round trip between the Stat and the delete (a conditional delete
+//     would close it; the bucket contract has none). TestCollectorsAtOnce.
+//   - A zombie, an owner superseded and not yet fenced, uploads chunks and
+//     then a manifest into its old session. Its chunks are young; once its
+//     manifest lands, the tier pass deletes it (no restore uses a
+//     superseded session's objects past the point its successor started
+//     from), and after the grace its chunks go, except the ones a live
+//     manifest names. A zombie's manifest may name chunks collected since
+//     (its base was deleted with its session): it is unusable, and nothing
+//     uses it. TestCollectBesideZombie.
+//
+// A snapshot the collector cannot read (vanished since the listing, or
+// damaged) might name any chunk: the pass collects nothing then and says
+// why (Result.CollectSkipped). Bounds: a collecting pass holds one bit per
+// listed chunk and the hashes of the manifests it read.
 //
 // # Running it from the writer
 //

@@ -24,7 +24,7 @@ var ErrRaced = errors.New("compact: objects vanished while the pass read them (a
 // lanes.ErrChecksum for a log that does not replay, fence.ErrBadRecord for a
 // damaged own.json.
 type Error struct {
-	Op    string       // "read own.json", "list", "read snapshot", "replay", "verify", "write snapshot", "upload", "delete"
+	Op    string       // "read own.json", "list", "read snapshot", "replay", "verify", "write snapshot", "upload", "delete", "collect"
 	Actor frames.Actor // zero for a listing of a namespace
 	Key   string       // the object (for list: the actor's or the namespace's prefix); "" for delete
 	Err   error

@@ -217,7 +217,7 @@ func checkPass(ctx context.Context, t *testing.T, b bucket.Bucket, a frames.Acto
 	uploaded := d.db.Stats().BytesUploaded - uploadedBefore
 	*maxBatch = max(*maxBatch, st.maxBatch)
 	var read int64
-	hdr, err := compact.SnapshotHeader(ctx, b, a, st.newest.Key, frames.Limits{}, &read)
+	hdr, _, err := compact.SnapshotHeader(ctx, b, a, st.newest.Key, frames.Limits{}, &read)
 	if err != nil {
 		return err
 	}

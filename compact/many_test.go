@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,8 @@ import (
 // its last batch and deletes nothing; a pass two hours later deletes
 // every object but that snapshot and own.json: the whole superseded
 // session (the tier pass) and every object the snapshot covers
-// (retention), across pages.
+// (retention), across pages; a third deletes every chunk but those the
+// snapshot names.
 func TestActorManyObjects(t *testing.T) {
 	const perSession = 1100
 	for _, be := range buckettest.Backends() {
@@ -44,8 +46,10 @@ func TestActorManyObjects(t *testing.T) {
 			image := d.image()
 			d.close()
 			a := d.actor
-			// Chunks are no session's objects: the passes below never
-			// delete them (collecting them is another job).
+			// Chunks are no session's objects: the tier pass and retention
+			// never delete them; the collector does, once no snapshot
+			// listed names them (a later pass than the one that deleted
+			// the last manifest naming them).
 			notChunks := func() []string {
 				var out []string
 				for _, k := range buckettest.Keys(t, b, a.Prefix()) {
@@ -76,7 +80,19 @@ func TestActorManyObjects(t *testing.T) {
 			left := notChunks()
 			require.Equal(t, []string{a.OwnKey(), a.SnapshotKey(2, last)}, left[:min(len(left), 5)], "left after the second pass (the first 5 of %d)", len(left))
 			require.Equal(t, len(before)-1, len(res.Deleted), "deleted: all but own.json")
-			require.Equal(t, chunksAfter, chunks(), "chunks after the second pass")
+			require.Equal(t, chunksAfter, chunks(), "chunks after the second pass: it listed the manifests it deleted")
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			require.NoError(t, err)
+			m := openSnapshot(t, b, a.SnapshotKey(2, last))
+			var named []string
+			for _, c := range m.Lanes[0].Chunks {
+				if k := a.ChunkKey(c.Hash); !slices.Contains(named, k) {
+					named = append(named, k)
+				}
+			}
+			slices.Sort(named)
+			require.Equal(t, named, chunks(), "chunks after the third pass: those the snapshot left names")
+			require.Equal(t, len(chunksAfter)-len(named), res.ChunksDeleted, "chunks the third pass deleted")
 
 			dest := filepath.Join(t.TempDir(), "restored.db")
 			rr, err := restore.Restore(t.Context(), b, a, dest, restore.Options{})

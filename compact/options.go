@@ -11,9 +11,14 @@ import (
 // Options tune a pass. The zero value is the default: no retention, the
 // size rule decides, the system's temporary directory, nothing logged.
 type Options struct {
-	// Retention keeps covered objects, and superseded sessions, while they
-	// may be needed to restore to a time less than Retention ago (see
-	// retention.go). 0 deletes them as soon as they are covered. A longer
+	// Retention keeps covered objects, and superseded sessions along the
+	// current session's lineage, while they may be needed to restore to a
+	// time less than Retention ago (see retention.go); what no restore
+	// reaches (a session the lineage passes over, what a session holds past
+	// the point its successor continued from) goes whatever the window
+	// (lineage.go). The default, 0, deletes covered objects as soon as
+	// they are covered: history costs storage in proportion to what an
+	// actor writes, so a window is the operator's choice. A longer
 	// retention recorded in the actor's own.json (the writer's,
 	// fence.Record.Retention) wins, unless ShortenRetention is set: a
 	// compaction run by someone else never cuts the history the writer
@@ -44,6 +49,12 @@ type Options struct {
 	// (default DefaultMaxInflightBytes); a pass holds about twice this in
 	// memory at most, whatever the database's size (restore.Options).
 	MaxInflightBytes int64
+	// Grace is how old a chunk that no manifest names must be before the
+	// pass deletes it (default DefaultGrace; see collect.go). It protects
+	// the chunks a writer uploads before the manifest naming them lands,
+	// so it must exceed the longest such upload plus the skew between our
+	// clock (Now) and the bucket's.
+	Grace time.Duration
 	// Force writes a snapshot whenever the current session has batches
 	// after its newest snapshot, even if the size rule does not ask for one
 	// (framectl compact --force, benchmarks).
@@ -66,6 +77,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ScratchDir == "" {
 		o.ScratchDir = os.TempDir()
+	}
+	if o.Grace <= 0 {
+		o.Grace = DefaultGrace
 	}
 	if o.MaxInflightBytes <= 0 {
 		o.MaxInflightBytes = DefaultMaxInflightBytes
@@ -105,6 +119,18 @@ type Result struct {
 	// covered or superseded objects kept for the retention window.
 	Deleted  []string
 	Retained int
+	// ChunksDeleted and ChunkBytesDeleted count the chunk objects the pass
+	// collected: named by no snapshot it listed, older than the grace.
+	// ChunksKeptByGrace counts the chunks no snapshot names that it kept
+	// because they are younger than the grace (or were uploaded again
+	// since the listing): uploaded for a manifest that may be in flight.
+	// CollectSkipped says why the pass collected nothing although it
+	// might have ("" otherwise): a snapshot it could not read, or a claim
+	// that began during the pass.
+	ChunksDeleted     int
+	ChunkBytesDeleted int64
+	ChunksKeptByGrace int
+	CollectSkipped    string
 	// Retention is the window the pass applied: Options.Retention, or the
 	// longer one own.json records (RetentionRecorded).
 	Retention         time.Duration

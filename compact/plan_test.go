@@ -92,6 +92,7 @@ func TestPlan(t *testing.T) {
 		inv       *restore.Inventory
 		current   uint64
 		retention time.Duration
+		lineage   *lineage
 		deleted   []string
 		retained  int
 	}{
@@ -127,6 +128,34 @@ func TestPlan(t *testing.T) {
 			retained: 13,
 		},
 		{
+			// Session 4 continued session 3 from 30, which continued
+			// session 2 from 20: the zombie's batch 40 in session 3 is
+			// past the point session 4 continued from.
+			name: "window with the lineage: keep point in the superseded session, the zombie's batch goes", inv: full(young(30), young(50)), current: 4, retention: h,
+			lineage:  &lineage{links: []link{{epoch: 4}, {epoch: 3, ceiling: 30, capped: true}, {epoch: 2, ceiling: 20, capped: true}}, complete: true},
+			deleted:  []string{"l2/10", "l2/20", "l2/5", "l3/40", "s2/1", "s2/10"},
+			retained: 7,
+		},
+		{
+			// Session 4 continued session 2 directly (from 20): session 3
+			// is no one's history.
+			name: "window with the lineage: a session passed over goes", inv: full(young(30), young(50)), current: 4, retention: h,
+			lineage:  &lineage{links: []link{{epoch: 4}, {epoch: 2, ceiling: 20, capped: true}}, complete: true},
+			deleted:  []string{"l2/10", "l2/5", "l3/25", "l3/30", "l3/40", "s2/1", "s3/20"},
+			retained: 6, // s2/10, l2/20, and session 4's
+		},
+		{
+			name: "window with the lineage, nothing old enough: only what is no history goes", inv: full(young(30), young(50)), current: 4, retention: 100 * h,
+			lineage:  &lineage{links: []link{{epoch: 4}, {epoch: 3, ceiling: 30, capped: true}}},
+			deleted:  []string{"l3/40"},
+			retained: 12,
+		},
+		{
+			name: "no retention with the lineage: as without", inv: full(old(30), young(50)), current: 4,
+			lineage: &lineage{links: []link{{epoch: 4}, {epoch: 3, ceiling: 30, capped: true}}, complete: true},
+			deleted: []string{"l2/10", "l2/20", "l2/5", "l3/25", "l3/30", "l3/40", "l4/32", "l4/35", "l4/50", "s2/1", "s2/10", "s3/20", "s4/30"},
+		},
+		{
 			name: "unknown modification times are not old", inv: planInventory(now,
 				sess{epoch: 4, snapshots: []obj{{30, -1}, {50, -1}}, batches: []obj{{40, -1}, {50, -1}}},
 				sess{epoch: 3, snapshots: []obj{{10, -1}}}), current: 4, retention: h,
@@ -135,7 +164,7 @@ func TestPlan(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			del, retained := plan(c.inv, c.current, Options{Retention: c.retention, Now: func() time.Time { return now }})
+			del, retained := plan(c.inv, c.current, c.lineage, Options{Retention: c.retention, Now: func() time.Time { return now }})
 			assert.Equal(t, c.deleted, names(t, append(slices.Clone(del.snapshots), del.batches...)), "deleted")
 			assert.Equal(t, c.retained, retained, "retained")
 			for _, k := range del.snapshots {

@@ -20,6 +20,12 @@ package compact
 // snapshot, without looking at any clock (so a server clock ahead of ours
 // cannot hold a deletion back).
 //
+// Across sessions, the keep point is looked for along the lineage only
+// (lineage.go): the sessions the current one continued, each up to the
+// point its successor continued from. Sessions the lineage passes over,
+// and what a session of it holds past that point, restore never reaches;
+// they go whatever the window (delete.go).
+//
 // Times compared are the bucket's modification times (the server's clock)
 // against Options.Now (ours): a skew between them shifts the window by as
 // much, which is why a window should be generous compared with clock skew.
@@ -34,7 +40,10 @@ import (
 // current must be kept. ok is false when nothing may be deleted: the
 // current session has no snapshot, or with a window, no snapshot is old
 // enough yet.
-func keepPoint(inv *restore.Inventory, current uint64, retention time.Duration, now time.Time) (restore.Object, bool) {
+//
+// lin is the current session's lineage (nil: not known, every older
+// session is a candidate, in epoch order).
+func keepPoint(inv *restore.Inventory, current uint64, lin *lineage, retention time.Duration, now time.Time) (restore.Object, bool) {
 	cur, ok := inv.Session(current)
 	if !ok || len(cur.Snapshots) == 0 {
 		return restore.Object{}, false
@@ -43,13 +52,20 @@ func keepPoint(inv *restore.Inventory, current uint64, retention time.Duration, 
 		return cur.Snapshots[len(cur.Snapshots)-1], true
 	}
 	cutoff := now.Add(-retention)
-	for i := range inv.Sessions { // newest session first
+	for i := range inv.Sessions { // newest session first: the lineage's order
 		s := &inv.Sessions[i]
-		if s.Epoch > current {
+		if s.Epoch > current || lin != nil && s.Epoch < current && lin.noHistory(s.Epoch) {
 			continue
+		}
+		var k link
+		if lin != nil {
+			k, _ = lin.link(s.Epoch)
 		}
 		for j := len(s.Snapshots) - 1; j >= 0; j-- {
 			o := s.Snapshots[j]
+			if k.capped && o.Seq > k.ceiling {
+				continue // past the point the successor continued from
+			}
 			// A zero time is a backend that did not say: not known to be
 			// old, so kept.
 			if !o.ModTime.IsZero() && !o.ModTime.After(cutoff) {

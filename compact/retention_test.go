@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	mrand "math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/framectl/framectl/restore"
 	"github.com/stretchr/testify/require"
 )
 
@@ -105,5 +107,105 @@ func TestRecordedRetention(t *testing.T) {
 	require.NoError(t, err)
 	if len(res.Deleted) != covered || res.Retention != 0 || res.RetentionRecorded {
 		t.Fatalf("pass told to shorten: deleted %d, retention %v; want %d deleted, no retention", len(res.Deleted), res.Retention, covered)
+	}
+}
+
+// TestRetentionFollowsLineage: within the window, a pass keeps what
+// restore can reach across sessions (the lineage: session 3 continued
+// session 2, which continued session 1) and nothing more: the batches a
+// zombie owner of session 1 uploaded after session 2 took over go at once.
+// Past the grace, the chunks only superseded manifests name stay while
+// those manifests are kept, and every point of the history still restores
+// byte for byte. Once the window has passed, the superseded sessions go.
+func TestRetentionFollowsLineage(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			b := be.New(t)
+			id := newActorID()
+			rng := mrand.New(mrand.NewPCG(9, 9))
+			orc := newOracle()
+			z := openDB(t, b, t.TempDir(), id, 1)
+			a := z.actor
+			for range 3 {
+				z.work(rng, 6)
+				orc.record(z.durable(), z.image())
+			}
+			dir := t.TempDir()
+			d := openDB(t, b, dir, id, 2) // restores session 1
+			took := d.durable()
+			z.work(rng, 10) // the zombie's late commits, in session 1
+			z.durable()
+			inv, err := restore.Take(t.Context(), b, a)
+			require.NoError(t, err)
+			s1, _ := inv.Session(1)
+			var late []string
+			for _, o := range s1.Batches {
+				if o.Seq > took {
+					late = append(late, o.Key)
+				}
+			}
+			require.NotEmpty(t, late, "the zombie's batches")
+			for range 3 {
+				d.work(rng, 6)
+				orc.record(d.durable(), d.image())
+			}
+			opts := testOptions(t)
+			opts.Retention, opts.Force = 3*time.Hour, true
+			res, err := compact.Actor(t.Context(), b, a, opts) // session 2 gets a second manifest
+			require.NoError(t, err)
+			slices.Sort(late)
+			deleted := slices.Clone(res.Deleted)
+			slices.Sort(deleted)
+			require.Equal(t, late, deleted, "inside the window: exactly the zombie's late batches go")
+			d.close()
+			d = openDB(t, b, dir, id, 3) // a wake: continues session 2
+			for range 3 {
+				d.work(rng, 6)
+				orc.record(d.durable(), d.image())
+			}
+
+			restoresAll := func(when string) {
+				t.Helper()
+				for _, seq := range orc.seqs() {
+					dest := t.TempDir() + "/r.db"
+					res, err := restore.Restore(t.Context(), b, a, dest, restore.Options{Target: restore.ToSeq(seq)})
+					require.NoError(t, err, "%s: restore to seq %d", when, seq)
+					require.Equal(t, seq, res.Seq, "%s: restore to seq %d", when, seq)
+					got, err := os.ReadFile(dest)
+					require.NoError(t, err)
+					img, _ := orc.get(seq)
+					dbtest.SameBytes(t, fmt.Sprintf("%s: seq %d", when, seq), got, img)
+				}
+			}
+
+			opts.Force = false
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			require.NoError(t, err)
+			require.Empty(t, res.Deleted, "inside the window, sessions 1 and 2 are history")
+			restoresAll("inside the window")
+
+			// Two hours on: inside the window, past the grace.
+			clock := buckettest.NewClock(time.Now().Add(2 * time.Hour))
+			opts.Now = clock.Now
+			for range 2 {
+				res, err = compact.Actor(t.Context(), b, a, opts)
+				require.NoError(t, err)
+				require.Empty(t, res.Deleted, "inside the window")
+			}
+			requireNamedPresent(t, b, a, "past the grace")
+			restoresAll("past the grace")
+
+			// Past the window: only session 3 is left.
+			clock.Advance(2 * time.Hour)
+			res, err = compact.Actor(t.Context(), b, a, opts)
+			require.NoError(t, err)
+			inv, err = restore.Take(t.Context(), b, a)
+			require.NoError(t, err)
+			require.Len(t, inv.Sessions, 1, "sessions past the window")
+			require.Equal(t, uint64(3), inv.Sessions[0].Epoch)
+			got, _ := restoreLatest(t, b, a)
+			img, _ := orc.get(orc.seqs()[len(orc.seqs())-1])
+			dbtest.SameBytes(t, "latest past the window", got, img)
+		})
 	}
 }

@@ -1,17 +1,21 @@
 package compact
 
 // The tier pass: once the current session has a snapshot, every older
-// session is superseded and goes (retention permitting, see retention.go).
+// session is superseded and goes (retention permitting, see retention.go:
+// a window keeps the part of older sessions the lineage reaches, and
+// nothing else, lineage.go).
 //
 // The current session is the one own.json names. A claim writes own.json
 // (epoch+1) first, then restores the newest session that has a snapshot,
 // then uploads its own session's first snapshot. So:
 //
 //   - An older session is needed only until the current session has its
-//     snapshot; after that, nothing restores from it. That includes the
-//     batches a fenced owner (a zombie whose lease ran out) uploaded after
-//     the takeover: they were never acknowledged, and the next pass deletes
-//     whatever it adds later.
+//     snapshot; after that, only a point-in-time restore within the window
+//     reads it, and only up to the point its successor continued from.
+//     The batches a fenced owner (a zombie whose lease ran out) uploaded
+//     after the takeover are past that point: they were never
+//     acknowledged, no restore reads them, and every pass deletes whatever
+//     it adds later, window or not.
 //   - A session newer than own.json's epoch is never deleted, nor compacted:
 //     it is a claim in progress (own.json was rewritten after this pass read
 //     it; the pass reads own.json before it lists, so a claim that began

@@ -41,8 +41,12 @@
 // An object deleted under the restore (compaction) makes Restore list and
 // plan again, at most Options.MaxReplans times.
 //
-// Targets stop at frame boundaries: a frame in a batch is a merged run of
-// commits. A target outside what the session holds is a *TargetError, not
-// another state restored in its place, unless OrNearest asks for the
-// nearest state (see Target).
+// A target before the oldest state the chosen session holds is looked for
+// in the session it continued, along the lineage its manifests record
+// (lineage.go): up to the point the successor continued from, never past
+// it, so what a superseded owner wrote after its successor took over is
+// never restored. Targets stop at frame boundaries: a frame in a batch is a
+// merged run of commits. A target outside what the lineage holds is a
+// *TargetError, not another state restored in its place, unless OrNearest
+// asks for the nearest state (see Target).
 package restore

@@ -51,16 +51,24 @@ var (
 	ErrTailMissing = errors.New("the session's newest commits are missing")
 )
 
-// TailError is a released session whose objects end before the sequence
-// number its release recorded (fence.Record.Seq).
+// TailError is a session whose objects end before the sequence number its
+// release recorded (fence.Record.Seq), or before the one its successor
+// continued from (the successor's manifests' lineage).
 type TailError struct {
-	Key        string     // own.json
+	Key        string     // own.json, or the successor's manifest
 	Epoch      uint64     // the session's; 0: no session has a snapshot
 	ReachedSeq frames.Seq // the newest sequence number the session's objects reach
-	EndSeq     frames.Seq // where own.json says the session ended
+	EndSeq     frames.Seq // where own.json says the session ended, or its successor continued from
+	// ContinuedBy is the successor whose lineage says where the session
+	// ended (0: own.json says it).
+	ContinuedBy uint64
 }
 
 func (e *TailError) Error() string {
+	if e.ContinuedBy != 0 {
+		return fmt.Sprintf("session %d ends at seq %d in the bucket, but session %d continued it from seq %d (%s): %v (its objects were lost)",
+			e.Epoch, e.ReachedSeq, e.ContinuedBy, e.EndSeq, e.Key, e.Gap())
+	}
 	if e.Epoch == 0 {
 		return fmt.Sprintf("no session holds a snapshot, but %s records the actor's history released at seq %d: %v (every object was lost)",
 			e.Key, e.EndSeq, e.Gap())
@@ -90,6 +98,8 @@ type TargetError struct {
 	// session records a commit time).
 	EarliestSeq  frames.Seq
 	EarliestTime time.Time
+
+	before bool // the target is before the oldest state: an older session may hold it
 }
 
 func (e *TargetError) Error() string {

@@ -28,6 +28,7 @@ type Chunk struct {
 	Key     string
 	Hash    frames.ChunkHash
 	Size    int64
+	ETag    string
 	ModTime time.Time
 }
 
@@ -121,7 +122,7 @@ func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, err
 		}
 		switch k.Kind {
 		case frames.KeyChunk:
-			inv.Chunks = append(inv.Chunks, Chunk{Key: info.Key, Hash: k.Chunk, Size: info.Size, ModTime: info.ModTime})
+			inv.Chunks = append(inv.Chunks, Chunk{Key: info.Key, Hash: k.Chunk, Size: info.Size, ETag: info.ETag, ModTime: info.ModTime})
 			continue
 		case frames.KeyOwn:
 			info := info

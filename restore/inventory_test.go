@@ -26,7 +26,9 @@ func TestTakeListsChunksApart(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, inv.Unknown)
 	require.Len(t, inv.Chunks, 1)
-	require.Equal(t, []restore.Chunk{{Key: chunk, Hash: frames.SumChunk(nil), Size: 1, ModTime: inv.Chunks[0].ModTime}}, inv.Chunks)
+	info, err := b.Stat(t.Context(), chunk)
+	require.NoError(t, err)
+	require.Equal(t, []restore.Chunk{{Key: chunk, Hash: frames.SumChunk(nil), Size: 1, ETag: info.ETag, ModTime: inv.Chunks[0].ModTime}}, inv.Chunks)
 	require.Len(t, inv.Sessions, 1, "sessions")
 	s := inv.Sessions[0]
 	require.Equal(t, uint64(2), s.Epoch)

@@ -34,10 +34,15 @@ type Plan struct {
 	// and OrNearest asked for the nearest state: Target is then that state.
 	OutOfRange *TargetError
 	// EndSeq is where own.json says the session ended when it was
-	// released (fence.Record.Seq; 0: not released, or unknown). A replay
-	// that wants commits past what the objects reach fails with a
-	// *TailError then, rather than return an older state.
-	EndSeq frames.Seq
+	// released (fence.Record.Seq; 0: not released, or unknown), or, for a
+	// session reached through the lineage, the sequence number its
+	// successor ContinuedBy continued from (the plan's target goes no
+	// further). A replay that wants commits past what the objects reach
+	// fails with a *TailError then, rather than return an older state.
+	EndSeq      frames.Seq
+	ContinuedBy uint64
+	// ContinuedKey is the successor's manifest that says so.
+	ContinuedKey string
 }
 
 // check refuses a plan that planActor or PlanSession would not make: a plan
@@ -76,8 +81,12 @@ func (p Plan) check() error {
 //     its frames without a word. Newer sessions without any batch are a
 //     claim that has not written its first snapshot yet, and are passed
 //     over.
-//   - then the newest snapshot of that session at or before the target;
-//   - then every batch of the session ending after it.
+//   - then the newest snapshot of that session at or before the target,
+//     or, for a target before the oldest state it holds, of the session it
+//     continued, along the lineage (lineage.go);
+//   - then every batch of that session ending after it (and, in a session
+//     reached through the lineage, not past the point its successor
+//     continued from).
 //
 // A target outside the session is a *TargetError, unless it was made by
 // OrNearest (see Target).
@@ -113,11 +122,14 @@ func planActor(ctx context.Context, b bucket.Bucket, inv *Inventory, target Targ
 			return fail(s.Epoch, inv.Actor.OwnKey(), &TailError{Key: inv.Actor.OwnKey(), Epoch: s.Epoch, ReachedSeq: last, EndSeq: end})
 		}
 	}
-	p, err := planSession(ctx, b, inv.Actor, s, target, lim)
+	p, err := planLineage(ctx, b, inv, s, target, lim)
 	if err != nil {
 		return fail(s.Epoch, "", err)
 	}
-	p.Own, p.EndSeq = own, end
+	p.Own = own
+	if p.Epoch == s.Epoch {
+		p.EndSeq = end
+	}
 	return p, nil
 }
 
@@ -205,6 +217,9 @@ func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Sessio
 		if n := len(s.Batches); n > 0 {
 			e.LastSeq = max(e.LastSeq, s.Batches[n-1].Seq)
 		}
+		if target.capped {
+			e.LastSeq = min(e.LastSeq, target.ceiling)
+		}
 		return e
 	}
 	if f, ok := target.Seq(); ok {
@@ -214,7 +229,7 @@ func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Sessio
 			if !target.nearest {
 				return Plan{}, e
 			}
-			p.Target, p.OutOfRange = Latest(), e
+			p.Target, p.OutOfRange = target.like(Latest()), e
 		}
 	}
 	found := false
@@ -240,16 +255,19 @@ func planSession(ctx context.Context, b bucket.Bucket, a frames.Actor, s *Sessio
 		// Before the oldest snapshot: the state asked for was compacted
 		// away, or is in a superseded session.
 		e := outOfRange()
+		e.before = true
 		if target.kind == targetTime {
 			e.EarliestSeq, e.EarliestTime = oldest.Seq, time.Unix(0, oldest.CommitTime)
 		}
 		if !target.nearest {
 			return Plan{}, e
 		}
-		p.Snapshot, p.Target, p.OutOfRange = s.Snapshots[0], ToSeq(s.Snapshots[0].Seq), e
+		p.Snapshot, p.Target, p.OutOfRange = s.Snapshots[0], target.like(ToSeq(s.Snapshots[0].Seq)), e
 	}
 	for _, o := range s.Batches {
-		if o.Seq > p.Snapshot.Seq {
+		// Past a ceiling, the batches hold frames no successor continued
+		// from (a superseded owner's late ones): never read.
+		if o.Seq > p.Snapshot.Seq && (!target.capped || o.Seq <= target.ceiling) {
 			p.Batches = append(p.Batches, o)
 		}
 	}

@@ -197,7 +197,10 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 	if seq := r.set.Seq(); seq < r.plan.EndSeq && !r.stopped {
 		if n, isSeq := r.plan.Target.Seq(); !isSeq || n > seq {
 			key := r.plan.Actor.OwnKey()
-			return r.fail(key, &TailError{Key: key, Epoch: r.plan.Epoch, ReachedSeq: seq, EndSeq: r.plan.EndSeq})
+			if r.plan.ContinuedBy != 0 {
+				key = r.plan.ContinuedKey
+			}
+			return r.fail(key, &TailError{Key: key, Epoch: r.plan.Epoch, ReachedSeq: seq, EndSeq: r.plan.EndSeq, ContinuedBy: r.plan.ContinuedBy})
 		}
 	}
 	r.res.OutOfRange = r.plan.OutOfRange

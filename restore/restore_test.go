@@ -74,8 +74,37 @@ func TestRestoreTargets(t *testing.T) {
 					}
 				}
 
-				// Targets never reach into a superseded session: its frames
-				// are before the current session's oldest snapshot.
+				// Targets before session 2's oldest state are in session 1,
+				// which session 2 continued from its last point: the lineage
+				// reaches them, by frame and by time.
+				for _, p := range session1 {
+					want := uint64(1)
+					if p.seq == session2[0].seq {
+						want = 2 // session 2's first snapshot holds that state
+					}
+					res, got := restoreTo(t, b, w.actor, restore.ToSeq(p.seq))
+					dbtest.SameBytes(t, fmt.Sprintf("frame %d of session 1", p.seq), got, p.data)
+					if res.Seq != p.seq || res.Epoch != want {
+						t.Fatalf("to frame %d of session 1: session %d frame %d, want session %d", p.seq, res.Epoch, res.Seq, want)
+					}
+					if p.seq == 0 {
+						continue // the new actor's first state: not placed in time (TestRestoreTargetOutOfRange)
+					}
+					res, got = restoreTo(t, b, w.actor, restore.AtTime(p.time))
+					dbtest.SameBytes(t, fmt.Sprintf("time of frame %d of session 1", p.seq), got, p.data)
+					if res.Seq != p.seq || res.Epoch != want {
+						t.Fatalf("at the time of frame %d of session 1: session %d frame %d, want session %d", p.seq, res.Epoch, res.Seq, want)
+					}
+				}
+
+				// Without session 1 in the bucket, its frames are before the
+				// oldest state anything holds.
+				inv, err := restore.Take(t.Context(), b, w.actor)
+				require.NoError(t, err)
+				s1, _ := inv.Session(1)
+				for _, o := range append(s1.Snapshots, s1.Batches...) {
+					require.NoError(t, b.Delete(t.Context(), o.Key))
+				}
 				for _, p := range session1[:len(session1)-1] {
 					_, err := restore.Restore(t.Context(), b, w.actor, filepath.Join(t.TempDir(), "x.db"),
 						restore.Options{Target: restore.ToSeq(p.seq)})
@@ -257,6 +286,14 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 			w.closeDB()
 			session2 := w.points[len(session1):]
 			first, last := session2[0], session2[len(session2)-1]
+			// Session 1 is gone (as the tier pass leaves it): the range is
+			// session 2's alone (TestRestoreAcrossSessions has both).
+			inv, err := restore.Take(t.Context(), b, w.actor)
+			require.NoError(t, err)
+			s1, _ := inv.Session(1)
+			for _, o := range append(s1.Snapshots, s1.Batches...) {
+				require.NoError(t, b.Delete(t.Context(), o.Key))
+			}
 
 			outOfRange := func(target restore.Target) *restore.TargetError {
 				t.Helper()
@@ -315,7 +352,7 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 			a1.ops(4)
 			p1 := a1.durable()
 			a1.closeDB()
-			_, err := restore.Restore(t.Context(), b, a1.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{Target: restore.AtTime(before)})
+			_, err = restore.Restore(t.Context(), b, a1.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{Target: restore.AtTime(before)})
 			te = nil
 			if !errors.As(err, &te) || te.Epoch != 1 || te.FirstSeq != 0 || te.LastSeq != p1.seq ||
 				te.EarliestSeq == 0 || te.EarliestSeq > p1.seq || !te.EarliestTime.After(before) {

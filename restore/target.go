@@ -25,12 +25,15 @@ import (
 //     before t. Result.CommitTime says which state was reached.
 //   - Latest() restores everything the chosen session holds.
 //
-// Targets pick a point inside the chosen session (see Restore); they never
-// reach back into a superseded session. A target the session cannot reach
-// is an error, a *TargetError (ErrTargetOutOfRange) naming the range it
-// can, rather than another state restored in its place: a sequence number
-// past the newest the session holds, one before its oldest snapshot, a
-// time before the oldest state it can place in time. A snapshot that does
+// Targets reach back across sessions along the lineage only (lineage.go):
+// a target before the oldest state the chosen session holds is looked for
+// in the session it continued (its manifests' predecessor), up to the
+// sequence number it continued from and never past it, and so on back. A
+// target no session of the lineage can reach is an error, a *TargetError
+// (ErrTargetOutOfRange) naming the range of the oldest session tried,
+// rather than another state restored in its place: a sequence number past
+// the newest the chosen session holds, one before the oldest snapshot the
+// lineage holds, a time before the oldest state it can place in time. A snapshot that does
 // not record when its state was committed (the first snapshot of a new
 // actor, at seq 0) is placed in time by the first frame after it only,
 // so a time before that frame is out of range too. A time after the newest
@@ -42,6 +45,10 @@ type Target struct {
 	seq     frames.Seq
 	time    int64 // Unix nanoseconds
 	nearest bool
+	// capped says that no state past ceiling belongs to the history
+	// restored: the session was continued from ceiling by another.
+	capped  bool
+	ceiling frames.Seq
 }
 
 type targetKind uint8
@@ -105,6 +112,29 @@ func (t Target) exact() Target {
 	return t
 }
 
+// capTo returns t restricted to states at or before seq, the point a
+// successor session continued this one from: a sequence number target
+// past it becomes seq itself.
+func (t Target) capTo(seq frames.Seq) Target {
+	if t.capped && t.ceiling <= seq {
+		return t
+	}
+	t.capped, t.ceiling = true, seq
+	if t.kind == targetSeq && t.seq > seq {
+		t.seq = seq
+	}
+	return t
+}
+
+// like returns u with t's ceiling: a nearest state chosen in place of t
+// is still no state past it.
+func (t Target) like(u Target) Target {
+	if t.capped {
+		return u.capTo(t.ceiling)
+	}
+	return u
+}
+
 // admitsSnapshot reports whether a snapshot at seq, committed at
 // commitTime, may be at or before the target.
 //
@@ -115,6 +145,9 @@ func (t Target) exact() Target {
 // the session's first frame, and only a frame of the session at or before
 // the target proves that the target is not earlier than that state.
 func (t Target) admitsSnapshot(seq frames.Seq, commitTime int64) bool {
+	if t.capped && seq > t.ceiling {
+		return false
+	}
 	switch t.kind {
 	case targetSeq:
 		return seq <= t.seq
@@ -134,6 +167,9 @@ func unknownTime(commitTime int64) bool { return commitTime == 0 }
 // target. Frames arrive in sequence order, so the first one refused ends
 // the restore.
 func (t Target) admitsFrame(f *frames.Frame) bool {
+	if t.capped && f.LastSeq > t.ceiling {
+		return false
+	}
 	switch t.kind {
 	case targetSeq:
 		return f.LastSeq <= t.seq
@@ -146,5 +182,5 @@ func (t Target) admitsFrame(f *frames.Frame) bool {
 // reached reports whether a state at seq already satisfies the target,
 // so that nothing more needs to be fetched.
 func (t Target) reached(seq frames.Seq) bool {
-	return t.kind == targetSeq && seq >= t.seq
+	return t.kind == targetSeq && seq >= t.seq || t.capped && seq >= t.ceiling
 }

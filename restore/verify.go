@@ -55,9 +55,10 @@ import (
 //	                     problem names the chunk; its message, the
 //	                     manifests that name it)
 //	stray      warning   objects of superseded sessions awaiting the tier
-//	                     pass, chunks no manifest names (uploaded for a
-//	                     manifest not written yet, or left by one
-//	                     deleted since), and keys under the actor that
+//	                     pass or kept for retention, chunks no manifest
+//	                     names (uploaded for a manifest not written yet,
+//	                     or left by one deleted since, until compaction
+//	                     collects them), and keys under the actor that
 //	                     framectl does not write
 //
 // A manifest's chunks are read and checked like any object: each against
@@ -301,7 +302,7 @@ func (v *verifier) run(ctx context.Context) error {
 		if cur != nil && s.Epoch < cur.Epoch {
 			for _, o := range append(slices.Clone(s.Snapshots), s.Batches...) {
 				v.add(Problem{Key: o.Key, Kind: KindStray, Severity: Warning, Epoch: s.Epoch,
-					Message: fmt.Sprintf("superseded by session %d: awaiting the tier pass", cur.Epoch)})
+					Message: fmt.Sprintf("superseded by session %d: awaiting the tier pass, or kept for point-in-time restore (retention)", cur.Epoch)})
 			}
 		}
 	}

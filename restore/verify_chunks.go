@@ -43,7 +43,7 @@ func (v *verifier) checkChunks(ctx context.Context) error {
 	for _, c := range v.inv.Chunks {
 		if !named[c.Hash] {
 			v.add(Problem{Key: c.Key, Kind: KindStray, Severity: Warning,
-				Message: "no manifest names this chunk (uploaded for a manifest not written yet, or left by one deleted since)"})
+				Message: "no manifest names this chunk (uploaded for a manifest not written yet, or left by one deleted since; compaction deletes it once it is older than the grace)"})
 		}
 	}
 	var todo []chunkUse

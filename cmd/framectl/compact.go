@@ -14,7 +14,7 @@ import (
 )
 
 const compactHelp = `
-Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION [--shorten-retention]] [--force] [--sweep-leases AGE] [--json]
+Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION [--shorten-retention]] [--force] [--grace DURATION] [--sweep-leases AGE] [--json]
 
 Runs one compaction pass over an actor, or over every actor of a namespace:
   - the size rule: once the log of the current session since its newest
@@ -28,7 +28,11 @@ Runs one compaction pass over an actor, or over every actor of a namespace:
     cuts the history a writer keeps; --shorten-retention applies
     --retention even when it is shorter;
   - the tier pass: sessions older than the current one are deleted once the
-    current one has a snapshot.
+    current one has a snapshot;
+  - chunks: a chunk object no snapshot names is deleted once it is older
+    than --grace (default 1h): younger ones may belong to a manifest still
+    being uploaded. The counts are in the output (chunksDeleted,
+    chunksKeptByGrace).
 Nothing is deleted before what replaces it is in the bucket, and a pass is
 safe beside the live writer and beside another compactor.
 
@@ -56,6 +60,13 @@ type compactResult struct {
 	Seq          frames.Seq `json:"seq,omitempty"` // the snapshot's
 	Deleted      []string   `json:"deleted"`
 	Retained     int        `json:"retained"`
+	// Chunks collected (named by no snapshot, older than the grace), and
+	// kept because younger; CollectSkipped says why none was collected
+	// when the pass could not tell which are named.
+	ChunksDeleted     int    `json:"chunksDeleted"`
+	ChunkBytesDeleted int64  `json:"chunkBytesDeleted"`
+	ChunksKeptByGrace int    `json:"chunksKeptByGrace"`
+	CollectSkipped    string `json:"collectSkipped,omitempty"`
 	// RetentionNs is the window applied; RetentionRecorded says it is the
 	// longer one own.json records, not --retention.
 	RetentionNs       int64  `json:"retentionNs"`
@@ -70,6 +81,7 @@ type compactResult struct {
 type compactReport struct {
 	Bucket      string          `json:"bucket"`
 	Retention   string          `json:"retention"`
+	Grace       string          `json:"grace"`
 	Actors      []compactResult `json:"actors"`
 	SweptLeases []string        `json:"sweptLeases,omitempty"`
 	Error       *jsonError      `json:"error,omitempty"` // some actor failed, or the sweep
@@ -82,7 +94,8 @@ func newCompactResult(r compact.Result) compactResult {
 	}
 	return compactResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Epoch: r.Epoch,
 		RuleLogBytes: r.RuleLogBytes, RuleDBBytes: r.RuleDBBytes, Due: r.Due, Snapshot: r.Snapshot, Seq: r.Seq,
-		Deleted: deleted, Retained: r.Retained, RetentionNs: r.Retention.Nanoseconds(), RetentionRecorded: r.RetentionRecorded,
+		Deleted: deleted, Retained: r.Retained,
+		ChunksDeleted: r.ChunksDeleted, ChunkBytesDeleted: r.ChunkBytesDeleted, ChunksKeptByGrace: r.ChunksKeptByGrace, CollectSkipped: r.CollectSkipped, RetentionNs: r.Retention.Nanoseconds(), RetentionRecorded: r.RetentionRecorded,
 		BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
 		Attempts: r.Attempts, DurationNs: r.Duration.Nanoseconds()}
 }
@@ -95,6 +108,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	retention := c.fs.Duration("retention", 0, "keep covered objects needed to restore to any time less than `DURATION` ago (e.g. 168h)")
 	shorten := c.fs.Bool("shorten-retention", false, "apply --retention even where own.json records a longer retention")
 	force := c.fs.Bool("force", false, "write a snapshot whenever batches follow the newest one, due or not")
+	grace := c.fs.Duration("grace", compact.DefaultGrace, "delete chunks no snapshot names once older than `DURATION` (a minute or more)")
 	scratch := c.fs.String("scratch", "", "`DIR` to rebuild the database in before upload (default the system's temporary directory)")
 	sweep := c.fs.Duration("sweep-leases", 0, "also delete node leases last written more than `AGE` ago (an hour or more)")
 	out := c.outputFlags()
@@ -109,6 +123,8 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return c.usageError("--namespace (or --namespace-id) is required")
 	case *retention < 0:
 		return c.usageError("--retention %s: must not be negative", *retention)
+	case *grace < time.Minute:
+		return c.usageError("--grace %s: use a minute or more (a younger chunk may belong to a manifest still being uploaded)", *grace)
 	case *sweep < 0 || *sweep > 0 && *sweep < time.Minute:
 		return c.usageError("--sweep-leases %s: use an age of an hour or more (a live node renews every few seconds)", *sweep)
 	}
@@ -117,7 +133,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 
-	opts := compact.Options{Retention: *retention, ShortenRetention: *shorten, Force: *force, ScratchDir: *scratch}
+	opts := compact.Options{Retention: *retention, ShortenRetention: *shorten, Force: *force, ScratchDir: *scratch, Grace: *grace}
 	var (
 		results []compact.Result
 		errs    []error // each failed pass (a *compact.Error naming its actor), then the sweep's
@@ -142,7 +158,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 
-	rep := compactReport{Bucket: b.String(), Retention: retention.String(), Actors: []compactResult{}}
+	rep := compactReport{Bucket: b.String(), Retention: retention.String(), Grace: grace.String(), Actors: []compactResult{}}
 	failures := map[frames.Actor]error{}
 	for _, e := range errs {
 		var ce *compact.Error
@@ -220,6 +236,11 @@ func printCompact(w io.Writer, r compactResult) {
 		}
 		fmt.Fprintf(w, "  deleted %d objects, kept %d for retention %v%s, in %s\n",
 			len(r.Deleted), r.Retained, time.Duration(r.RetentionNs), recorded, fmtDuration(time.Duration(r.DurationNs)))
+		fmt.Fprintf(w, "  chunks: deleted %d (%s) named by no snapshot, kept %d younger than the grace\n",
+			r.ChunksDeleted, fmtBytes(r.ChunkBytesDeleted), r.ChunksKeptByGrace)
+		if r.CollectSkipped != "" {
+			fmt.Fprintf(w, "  collected no chunks: %s\n", r.CollectSkipped)
+		}
 	}
 	if r.Error != "" {
 		fmt.Fprintf(w, "  FAILED: %s\n", r.Error)

@@ -66,7 +66,16 @@ func TestCompact(t *testing.T) {
 
 	// Text: says what it did.
 	r = framectl(t, append([]string{"compact"}, f.actorFlags()...)...).want(t, exitOK)
-	contains(t, "compact", r.stdout, "session 1", "not due", "deleted 0 objects")
+	contains(t, "compact", r.stdout, "session 1", "not due", "deleted 0 objects", "chunks: deleted 0")
+
+	// The chunks of the snapshot the forced pass replaced are named by no
+	// snapshot now, and younger than the grace: kept, and counted.
+	rep = compactJSON(t, framectl(t, append([]string{"compact", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	a = rep.Actors[0]
+	require.Equal(t, "1h0m0s", rep.Grace)
+	if a.ChunksDeleted != 0 || a.ChunksKeptByGrace < 1 {
+		t.Fatalf("compact after the forced pass: %d chunks deleted, %d kept; want none deleted, the replaced ones kept", a.ChunksDeleted, a.ChunksKeptByGrace)
+	}
 }
 
 func TestCompactDamaged(t *testing.T) {
@@ -127,6 +136,7 @@ func TestCompactUsage(t *testing.T) {
 		{"compact", "--bucket", f.url},
 		{"compact", "--bucket", f.url, "--namespace", "n", "--retention", "a week"},
 		{"compact", "--bucket", f.url, "--namespace", "n", "--retention", "-1h"},
+		{"compact", "--bucket", f.url, "--namespace", "n", "--grace", "10s"},
 		{"compact", "--namespace", "n"},
 	} {
 		r := framectl(t, args...).want(t, exitUsage)

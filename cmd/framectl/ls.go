@@ -22,8 +22,11 @@ Usage: framectl ls --bucket URL [--namespace NS [--tenant T] | --namespace-id ID
 Lists what a bucket holds. For the whole bucket or a namespace: one line per
 actor (sessions, the range of sequence numbers of the newest session,
 snapshot and batch counts, bytes) and, for the whole bucket, the node leases.
-For one actor: own.json as parsed, then every session with its snapshots and
-batches, their keys, sizes and sequence numbers.
+For one actor: own.json as parsed, then every session with where it
+started (the session and sequence number it continued from, as its oldest
+manifest records: the lineage restore follows across sessions; one small
+read per session), its snapshots and batches, their keys, sizes and
+sequence numbers.
 
 A batch's key holds its last sequence number only; --headers reads the header
 of every batch and snapshot of the actor to show first sequence numbers,
@@ -68,13 +71,21 @@ type lsLineage struct {
 }
 
 type lsSession struct {
-	Epoch     uint64     `json:"epoch"`
-	FirstSeq  frames.Seq `json:"firstSeq"` // the oldest snapshot's (0 with none)
-	LastSeq   frames.Seq `json:"lastSeq"`  // the newest batch's or snapshot's
-	Snapshots int        `json:"snapshots"`
-	Batches   int        `json:"batches"`
-	Bytes     int64      `json:"bytes"`
-	Objects   []lsObject `json:"objects,omitempty"` // one actor only
+	Epoch uint64 `json:"epoch"`
+	// Lineage (one actor only) says where the session started, from its
+	// oldest manifest: "continues" (Predecessor: the session and the seq
+	// it continued from), "new" (a new database), "unrecorded" (only full
+	// snapshots, written before manifests), "damaged" (no manifest could
+	// be read: LineageError), "" (no snapshot).
+	Lineage      string     `json:"lineage,omitempty"`
+	Predecessor  *lsLineage `json:"predecessor,omitempty"`
+	LineageError string     `json:"lineageError,omitempty"`
+	FirstSeq     frames.Seq `json:"firstSeq"` // the oldest snapshot's (0 with none)
+	LastSeq      frames.Seq `json:"lastSeq"`  // the newest batch's or snapshot's
+	Snapshots    int        `json:"snapshots"`
+	Batches      int        `json:"batches"`
+	Bytes        int64      `json:"bytes"`
+	Objects      []lsObject `json:"objects,omitempty"` // one actor only
 }
 
 type lsOwn struct {
@@ -145,6 +156,9 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		a := &rep.Actors[0]
 		a.Own = readOwn(ctx, b, sc.actor, a.HasOwn)
+		if err := readLineages(ctx, b, a); err != nil {
+			return c.fail(err)
+		}
 		if *headers {
 			n := 0
 			for _, s := range a.Sessions {
@@ -278,6 +292,95 @@ func readOwn(ctx context.Context, b bucket.Bucket, a frames.Actor, listed bool) 
 		o.Record = &r
 	}
 	return o
+}
+
+// readLineages fills in where each session of an actor started, from its
+// oldest snapshot that is a manifest (every manifest of a session records
+// the same lineage): one small read per session. A manifest that does not
+// decode is passed over for the next; a bucket that does not answer fails.
+func readLineages(ctx context.Context, b bucket.Bucket, a *lsActor) error {
+	work := make(chan *lsSession)
+	errs := make(chan error, headerReaders)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range headerReaders {
+		wg.Go(func() {
+			for s := range work {
+				if err := readLineage(ctx, b, s); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+			}
+		})
+	}
+feed:
+	for i := range a.Sessions {
+		select {
+		case work <- &a.Sessions[i]:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	return ctx.Err()
+}
+
+func readLineage(ctx context.Context, b bucket.Bucket, s *lsSession) error {
+	for _, o := range s.Objects { // in sequence order: the oldest first
+		if o.Kind != "snapshot" {
+			continue
+		}
+		r, _, err := b.Get(ctx, o.Key)
+		if errors.Is(err, bucket.ErrNotFound) {
+			continue // deleted since the listing (compaction)
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", o.Key, err)
+		}
+		_, m, err := frames.OpenSnapshot(r, o.Key, frames.Limits{})
+		r.Close()
+		switch {
+		case err != nil && isDamage(err):
+			if s.LineageError == "" {
+				s.Lineage, s.LineageError = "damaged", errString(err)
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("reading %s: %w", o.Key, err)
+		case m == nil:
+			s.Lineage = "unrecorded"
+		case m.Predecessor.Epoch == 0:
+			s.Lineage = "new"
+		default:
+			s.Lineage, s.Predecessor = "continues", &lsLineage{Epoch: m.Predecessor.Epoch, Seq: m.Predecessor.Seq}
+		}
+		s.LineageError = ""
+		return nil
+	}
+	return nil
+}
+
+// sessionLineage says in words where a session started.
+func sessionLineage(s lsSession) string {
+	switch s.Lineage {
+	case "continues":
+		return fmt.Sprintf("continues session %d from seq %d", s.Predecessor.Epoch, s.Predecessor.Seq)
+	case "new":
+		return "started a new database"
+	case "unrecorded":
+		return "lineage not recorded (full snapshots)"
+	case "damaged":
+		return "lineage unreadable: " + s.LineageError
+	}
+	return "no snapshot: lineage unknown"
 }
 
 // headerReaders is how many object headers ls --headers reads at once.
@@ -453,8 +556,8 @@ func printActor(w io.Writer, a *lsActor, headers bool) {
 	}
 	fmt.Fprintln(w)
 	for _, s := range a.Sessions {
-		fmt.Fprintf(w, "\nsession %d: seq %s, %d snapshots, %d batches, %s\n",
-			s.Epoch, sessionSeqs(s), s.Snapshots, s.Batches, fmtBytes(s.Bytes))
+		fmt.Fprintf(w, "\nsession %d: seq %s, %d snapshots, %d batches, %s; %s\n",
+			s.Epoch, sessionSeqs(s), s.Snapshots, s.Batches, fmtBytes(s.Bytes), sessionLineage(s))
 		t := newTable(w)
 		if headers {
 			fmt.Fprintln(t, "  KIND\tSEQ\tSIZE\tMODIFIED\tHEADER\tKEY")

@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/vfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -126,4 +128,45 @@ func TestLsUnreachable(t *testing.T) {
 	t.Parallel()
 	r := framectl(t, "ls", "--bucket", unreachable).want(t, exitIO)
 	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "want one line of error, got:\n%s", r.stderr)
+}
+
+// Each session shows where it started: session 2 continued session 1 from
+// its last seq, session 1 started a new database. restore --to-seq follows
+// that lineage into session 1.
+func TestLsLineage(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			f := replicate(t, be.New(t), 6)
+			ctx := t.Context()
+			db, err := vfs.Open(ctx, vfs.Config{Bucket: f.b, Namespace: testNamespace, Actor: []byte(testActorID), Epoch: 2,
+				Dir: t.TempDir(), DisableCompaction: true}) // restores session 1 into an empty directory
+			require.NoError(t, err)
+			c, err := db.Conn()
+			require.NoError(t, err)
+			require.NoError(t, c.Exec("INSERT INTO t (v) VALUES ('session 2')"))
+			require.NoError(t, c.Close())
+			require.NoError(t, db.Close(ctx))
+
+			r := framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+			var rep lsReport
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+			ss := rep.Actors[0].Sessions
+			require.Len(t, ss, 2)
+			require.Equal(t, uint64(2), ss[0].Epoch)
+			require.Equal(t, "continues", ss[0].Lineage)
+			require.Equal(t, &lsLineage{Epoch: 1, Seq: 6}, ss[0].Predecessor)
+			require.Equal(t, "new", ss[1].Lineage)
+			require.Nil(t, ss[1].Predecessor)
+
+			r = framectl(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
+			contains(t, "ls --actor", r.stdout, "continues session 1 from seq 6", "started a new database")
+
+			out := filepath.Join(t.TempDir(), "old.db")
+			r = framectl(t, append([]string{"restore", "--out", out, "--to-seq", "6"}, f.actorFlags()...)...).want(t, exitOK)
+			contains(t, "restore --to-seq 6", r.stdout, "seq 6")
+			wantSameFile(t, f.source, out)
+			r = framectl(t, append([]string{"restore", "--out", out, "--to-seq", "3"}, f.actorFlags()...)...).want(t, exitOK)
+			contains(t, "restore --to-seq 3", r.stdout, "session 1, seq 3")
+		})
+	}
 }

@@ -21,6 +21,11 @@ Restores one actor's SQLite database to FILE, or every actor of a namespace
 into DIR (one file per actor, named <actor hex>.db). The session is the one
 own.json names, else the newest with a snapshot; restore starts from its
 newest snapshot at or before the target and applies the batches after it.
+A target before the oldest state that session holds is looked for in the
+session it continued (its manifests record which, and from which sequence
+number: framectl ls shows it), and so on back, as far as retention kept
+them; what a superseded owner wrote after its successor took over is never
+restored.
 
 Every object is read to its end and checked (gzip trailer, lengths, the
 checksum chain frame by frame, the final checksum), a missing range of
@@ -33,17 +38,16 @@ Targets (default: the latest state):
                  number N (each commit is one, counted across sessions)
   --at TIME      the state after the last frame committed at or before TIME
                  (RFC 3339, e.g. 2025-06-01T12:00:00Z)
-  --nearest      with --to-seq or --at: a target outside what the session
+  --nearest      with --to-seq or --at: a target outside what the lineage
                  holds restores the nearest state instead of failing
 Frames in a batch merge runs of commits, so a restore stops at a frame
 boundary: the output says which sequence number and commit time it reached.
 
-A target the session cannot reach fails with exit 4 and names the range it
-can: a sequence number past its newest or before its oldest snapshot, a
-time before the oldest state it can place in time (a new actor's first
-commit, or the oldest snapshot kept). A time after the newest commit
-restores the newest state. Restore reads the current session only: commits
-of a superseded session are before its oldest snapshot. With --nearest the
+A target no session of the lineage can reach fails with exit 4 and names
+the range of the oldest session tried: a sequence number past the newest
+or before the oldest snapshot kept, a time before the oldest state it can
+place in time (a new actor's first commit, or the oldest snapshot kept). A
+time after the newest commit restores the newest state. With --nearest the
 output says the target was out of range and which state was restored.
 
 Examples:
