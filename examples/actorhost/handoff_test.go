@@ -44,13 +44,21 @@ func handoff(t *testing.T, b bucket.Bucket, rounds int) {
 		if !w.waitEveryAcked(ctx, start) {
 			t.Fatalf("round %d: not every actor acknowledged a write", round)
 		}
+		// The live node that made the most latest acknowledgements. A node
+		// can lose its lease to a loaded machine between rounds (the
+		// supervisor restarts it under a new ID): wait for the actors'
+		// next acknowledgements to name a live one.
 		var victim *proc
 		var its []*stream
-		for id, ss := range w.owners() {
-			if p := c.byID(id); p != nil && !p.isDown() && len(ss) > len(its) {
-				victim, its = p, ss
+		waitFor(ctx, hangGuard, func() bool {
+			victim, its = nil, nil
+			for id, ss := range w.owners() {
+				if p := c.byID(id); p != nil && !p.isDown() && len(ss) > len(its) {
+					victim, its = p, ss
+				}
 			}
-		}
+			return victim != nil
+		})
 		if victim == nil {
 			t.Fatalf("round %d: no live node holds an actor", round)
 		}
