@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -102,43 +102,15 @@ func (l *loader) stats() Loaded {
 	return Loaded{Chunks: int(l.chunks.Load()), Bytes: l.bytes.Load()}
 }
 
-func (l *loader) run(ctx context.Context, jobs []*loadJob, workers int) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	work := make(chan *loadJob)
-	for range workers {
-		wg.Go(func() {
-			var buf []byte
-			for j := range work {
-				if err := l.fetch(ctx, j, &buf); err != nil {
-					once.Do(func() { first = err })
-					cancel()
-				}
-			}
-		})
-	}
-feed:
-	for _, j := range jobs {
-		select {
-		case work <- j:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	if err := ctx.Err(); err != nil {
+func (l *loader) run(ctx context.Context, jobs []*loadJob, n int) error {
+	err := workers.Run(ctx, jobs, n, func(ctx context.Context, buf *[]byte, j *loadJob) error {
+		return l.fetch(ctx, j, buf)
+	})
+	var ce *Error
+	if err != nil && !errors.As(err, &ce) {
 		return &Error{Op: "load", Manifest: l.key, Err: err}
 	}
-	return nil
+	return err
 }
 
 // fetch reads one chunk into buf (grown to hold it) and hands its pages

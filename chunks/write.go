@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -137,44 +139,21 @@ type upload struct {
 	err  error
 }
 
-func (w *writer) run(ctx context.Context, jobs []writeJob, workers int) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	work := make(chan writeJob)
-	for range workers {
-		wg.Go(func() {
-			var content []byte
-			var enc bytes.Buffer
-			for j := range work {
-				if err := w.store(ctx, j, &content, &enc); err != nil {
-					once.Do(func() { first = err })
-					cancel()
-				}
-			}
-		})
-	}
-feed:
-	for _, j := range jobs {
-		select {
-		case work <- j:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	if err := ctx.Err(); err != nil {
+// writeBuffers are one worker's: a chunk's content and its encoding.
+type writeBuffers struct {
+	content []byte
+	enc     bytes.Buffer
+}
+
+func (w *writer) run(ctx context.Context, jobs []writeJob, n int) error {
+	err := workers.Run(ctx, jobs, n, func(ctx context.Context, bufs *writeBuffers, j writeJob) error {
+		return w.store(ctx, j, &bufs.content, &bufs.enc)
+	})
+	var ce *Error
+	if err != nil && !errors.As(err, &ce) {
 		return &Error{Op: "write", Manifest: w.a.SnapshotKey(w.m.Epoch, w.m.Seq), Err: err}
 	}
-	return nil
+	return err
 }
 
 // store reads, hashes and, unless the bucket holds it, uploads one chunk,

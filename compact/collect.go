@@ -34,6 +34,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -249,52 +250,28 @@ func isDamage(err error) bool {
 // the listing, one Stat and one delete at a time per worker, so that the
 // time between the two stays one round trip.
 func deleteChunks(ctx context.Context, b bucket.Bucket, a frames.Actor, cs []restore.Chunk, res *Result) error {
-	var (
-		mu    sync.Mutex
-		first error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan restore.Chunk)
-	var wg sync.WaitGroup
-	for range min(collectWorkers, len(cs)) {
-		wg.Go(func() {
-			for c := range work {
-				outcome, err := deleteChunk(ctx, b, c)
-				mu.Lock()
-				switch {
-				case err != nil:
-					if first == nil {
-						first = &Error{Op: "collect", Actor: a, Key: c.Key, Err: err}
-						cancel()
-					}
-				case outcome == chunkDeleted:
-					res.ChunksDeleted++
-					res.ChunkBytesDeleted += c.Size
-				case outcome == chunkChanged:
-					res.ChunksKeptByGrace++ // uploaded again since the listing: young
-				}
-				mu.Unlock()
-			}
-		})
-	}
-feed:
-	for _, c := range cs {
-		select {
-		case work <- c:
-		case <-ctx.Done():
-			break feed
+	var mu sync.Mutex
+	err := workers.Run(ctx, cs, min(collectWorkers, len(cs)), func(ctx context.Context, _ *struct{}, c restore.Chunk) error {
+		outcome, err := deleteChunk(ctx, b, c)
+		if err != nil {
+			return &Error{Op: "collect", Actor: a, Key: c.Key, Err: err}
 		}
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	if err := ctx.Err(); err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		switch outcome {
+		case chunkDeleted:
+			res.ChunksDeleted++
+			res.ChunkBytesDeleted += c.Size
+		case chunkChanged:
+			res.ChunksKeptByGrace++ // uploaded again since the listing: young
+		}
+		return nil
+	})
+	var ce *Error
+	if err != nil && !errors.As(err, &ce) {
 		return &Error{Op: "collect", Actor: a, Key: a.ChunkPrefix(), Err: err}
 	}
-	return nil
+	return err
 }
 
 // What deleteChunk did.

@@ -8,12 +8,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/workers"
 )
 
 // chunkUse is a chunk as a manifest names it: its key and the content
@@ -57,39 +57,9 @@ func (v *verifier) checkChunks(ctx context.Context) error {
 	}
 	v.mu.Unlock()
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
-	)
-	work := make(chan chunkUse)
-	for range min(v.opts.Parallelism, len(todo)) {
-		wg.Go(func() {
-			var buf []byte
-			for u := range work {
-				if err := v.checkChunk(ctx, u, users[u], &buf); err != nil {
-					once.Do(func() { first = err })
-					cancel()
-				}
-			}
-		})
-	}
-feed:
-	for _, u := range todo {
-		select {
-		case work <- u:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	return ctx.Err()
+	return workers.Run(ctx, todo, min(v.opts.Parallelism, len(todo)), func(ctx context.Context, buf *[]byte, u chunkUse) error {
+		return v.checkChunk(ctx, u, users[u], buf)
+	})
 }
 
 // checkChunk reads one chunk to its verified end at the size its
