@@ -68,7 +68,7 @@ func decodeFollow(t *testing.T, data []byte) follow.Message {
 	t.Helper()
 	var m follow.Message
 	var err error
-	if alloc := allocatedBy(func() { m, err = follow.DecodeMessage(data, followPeer, followLimits) }); alloc > uint64(4*len(data))+4096 {
+	if alloc := leastAllocatedBy(func() { m, err = follow.DecodeMessage(data, followPeer, followLimits) }); alloc > uint64(4*len(data))+4096 {
 		t.Fatalf("decoding %d bytes allocated %d", len(data), alloc)
 	}
 	if err != nil {
