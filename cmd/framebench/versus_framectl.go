@@ -85,8 +85,21 @@ func (s *framectlSide) covers(l landing, c commitMark) bool {
 	return err == nil && k.Kind == frames.KeyLog && uint64(k.Seq) >= c.seq
 }
 
+// drain waits for Durable, then for the proxy to have recorded the write
+// that holds the last commit: it records a write once its response is
+// relayed, a moment after the client may have seen it.
 func (s *framectlSide) drain(ctx context.Context, env *versusEnv, last commitMark) error {
-	return s.db.Durable(ctx)
+	if err := s.db.Durable(ctx); err != nil || s.dirBucket {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, l := range env.proxy.Landed(0) {
+			if s.covers(l, last) {
+				return nil
+			}
+		}
+	}
+	return errors.New("Durable returned but the proxy saw no write holding the last commit")
 }
 
 func (s *framectlSide) note(seconds float64) string {
