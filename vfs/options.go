@@ -85,9 +85,10 @@ type Config struct {
 	// uploads while nobody waits for the bucket (pace.go): a Durable call,
 	// a Sync commit, backpressure, a full batch or Close starts an upload
 	// at once regardless. Zero means the default: DefaultDirUploadInterval
-	// for a directory bucket, whose PUTs fsync the disk the database is on,
-	// and no pacing for other buckets, whose PUT latency paces uploads by
-	// itself. Negative: never pace.
+	// for a directory bucket, whose PUTs fsync the disk the database is on;
+	// DefaultS3UploadInterval for an S3 bucket (*bucket.S3), whose PUTs are
+	// billed one by one; no pacing for other buckets (wrappers choose
+	// their own). Negative: never pace.
 	UploadInterval time.Duration
 	// DisableCompaction turns off the background compaction passes
 	// (compaction.go): the log then grows until something else compacts
@@ -163,6 +164,7 @@ const (
 	DefaultRetryMin            = 50 * time.Millisecond
 	DefaultRetryMax            = 5 * time.Second
 	DefaultDirUploadInterval   = 25 * time.Millisecond
+	DefaultS3UploadInterval    = time.Second // chosen by measurement: pace.go
 	DefaultListingWait         = 30 * time.Second
 )
 
@@ -207,8 +209,11 @@ func (c Config) withDefaults() (Config, error) {
 		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
 	}
 	if c.UploadInterval == 0 {
-		if _, local := c.Bucket.(*bucket.Dir); local {
+		switch c.Bucket.(type) {
+		case *bucket.Dir:
 			c.UploadInterval = DefaultDirUploadInterval
+		case *bucket.S3:
+			c.UploadInterval = DefaultS3UploadInterval
 		}
 	}
 	switch c.Unacknowledged {

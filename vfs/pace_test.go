@@ -110,9 +110,13 @@ func TestPacingNeverDelaysWaiters(t *testing.T) {
 	})
 }
 
-// The default paces a directory bucket only.
+// The default paces a directory bucket and an S3 bucket, each by its own
+// interval, and no other.
 func TestUploadIntervalDefault(t *testing.T) {
 	dir := buckettest.Dir(t)
+	// Open makes no request: the endpoint is never dialled.
+	s3, err := bucket.Open(t.Context(), "s3://unused/p?endpoint=127.0.0.1:9&insecure=1")
+	require.NoError(t, err)
 	for _, tc := range []struct {
 		b    bucket.Bucket
 		set  time.Duration
@@ -122,6 +126,9 @@ func TestUploadIntervalDefault(t *testing.T) {
 		{dir, -1, -1},
 		{dir, time.Second, time.Second},
 		{buckettest.NewFaulty(dir, buckettest.FaultConfig{}), 0, 0},
+		{s3, 0, DefaultS3UploadInterval},
+		{s3, -1, -1},
+		{s3, 50 * time.Millisecond, 50 * time.Millisecond},
 	} {
 		cfg := replTestConfig(t, tc.b)
 		cfg.UploadInterval = tc.set

@@ -6,6 +6,8 @@
 //	framebench overhead   [-rounds 7] [-commits 2000]
 //	framebench durable    -bucket URL [-seconds 5]
 //	framebench efficiency [-bucket URL]
+//	framebench restore    [-bucket URL] [-size 1GiB]
+//	framebench versus     [-bucket URL] [-phases rate,cost,restore] [-framectl VARIANTS] [-litestream default,100ms] [-size 1GiB]
 //
 // overhead compares commits/s of single-row UPDATE transactions through the
 // plain "os" VFS and through framectl with async replication to a directory
@@ -13,7 +15,12 @@
 // every commit waits for Durable, with 1 and 16 writers, and Sync mode for
 // contrast (run it against versitygw: scripts/with-s3.sh go run
 // ./cmd/framebench durable -bucket "$FRAMECTL_TEST_S3"). efficiency counts
-// PUTs per 1,000 commits and bytes uploaded per commit.
+// PUTs per 1,000 commits and bytes uploaded per commit. versus runs
+// framectl and Litestream (installed with go install into
+// $HOME/.cache/litestream-v0.5.18 when missing) side by side on one S3
+// server through a counting proxy: commit rates against no replication,
+// requests, bytes and lag per 1,000 commits, and restore throughput
+// (versus.go; scripts/with-s3.sh starts the server).
 package main
 
 import (
@@ -61,6 +68,8 @@ func main() {
 		err = efficiency(ctx, *url)
 	case "restore":
 		err = restoreCmd(ctx, fs, os.Args[2:])
+	case "versus":
+		err = versusCmd(ctx, fs, os.Args[2:])
 	default:
 		usage()
 	}
@@ -72,6 +81,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: framebench overhead|durable|efficiency|restore [flags]   (framebench CMD -h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: framebench overhead|durable|efficiency|restore|versus [flags]   (framebench CMD -h for flags)")
 	os.Exit(2)
 }

@@ -1,0 +1,546 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+
+	"github.com/framectl/framectl/bucket"
+)
+
+// framebench versus: framectl side by side with Litestream on the same S3
+// server, through the same counting proxy, on the same database and
+// workload, in alternating rounds of one run.
+//
+// Phases (-phases, default all three):
+//
+//   - rate: commits/s as fast as one connection can go, at each
+//     synchronous setting, for each side and for the database without
+//     replication measured just before and just after it (the ratio is to
+//     the mean of those two: the machine is shared and drifts).
+//   - cost: -commit-rate commits/s (default 100) for -cost-time, at each
+//     -cost-sync: PUTs, GETs, listings, deletes and bytes per 1,000
+//     commits as the proxy counts them from the moment the side is
+//     replicating until the bucket holds the last commit; lag p50/p99/max
+//     (from a commit's return to the moment the server acknowledged the
+//     first object write holding it; see side.covers); the bytes the
+//     side's prefix holds, sampled every second (storage amplification).
+//   - restore: versus_restore.go.
+//
+// Both phases also report CPU time per commit (cpu.go): wall-clock rates
+// on a shared machine swing with its load, CPU per commit much less.
+//
+// Lag is observed at the proxy for both: the time the server's 200 for an
+// object write passed through it. What "holds the commit" means differs by
+// format and is read from what each writes: framectl's batch key names its
+// last sequence number; Litestream's L0 file header carries the time it
+// read the WAL (ltxTimestamp), in milliseconds.
+func versusCmd(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	o := versusOpts{}
+	url := fs.String("bucket", os.Getenv("FRAMECTL_TEST_S3"), "the S3 server, an s3://BUCKET/?endpoint=HOST:PORT&insecure=1 URL (default $FRAMECTL_TEST_S3)")
+	phases := fs.String("phases", "rate,cost,restore", "which measurements: rate, cost, restore")
+	fs.IntVar(&o.rounds, "rounds", 3, "alternating rounds")
+	fs.DurationVar(&o.rateTime, "rate-time", 3*time.Second, "length of a rate measurement")
+	fs.DurationVar(&o.costTime, "cost-time", 30*time.Second, "length of a cost measurement")
+	fs.Float64Var(&o.commitRate, "commit-rate", 100, "commits/s of a cost measurement (0: as fast as one connection can)")
+	syncs := fs.String("sync", "NORMAL,FULL", "synchronous settings of the rate phase")
+	costSyncs := fs.String("cost-sync", "NORMAL", "synchronous settings of the cost phase")
+	fc := fs.String("framectl", "default", "framectl variants, separated by ';': 'default' or settings "+
+		"interval=DURATION|off (UploadInterval), minlog=SIZE|off, mininterval=DURATION|off (compact.Rule), compaction=off, "+
+		"bucket=dir (a directory bucket instead of the S3 server: no requests counted, PUTs from vfs.Stats)")
+	ls := fs.String("litestream", "default,100ms", "Litestream variants: 'default' (its 1 s intervals) or a DURATION for monitor-interval and sync-interval; empty: none")
+	fs.IntVar(&o.work.rows, "rows", 10000, "rows of the hot database")
+	fs.IntVar(&o.work.rowBytes, "row-bytes", 100, "random bytes per row")
+	restoreSize := fs.String("size", "1GiB", "database size of the restore fixtures")
+	fs.IntVar(&o.restoreRounds, "restore-rounds", 3, "alternating restore rounds per fixture")
+	fixtures := fs.String("fixtures", "incompressible,compressible", "restore fixtures")
+	fs.Parse(args)
+	o.work.seed = 1
+	var err error
+	if o.restoreBytes, err = parseSize(*restoreSize); err != nil {
+		return err
+	}
+	o.phases = strings.Split(*phases, ",")
+	o.syncs = strings.Split(*syncs, ",")
+	o.costSyncs = strings.Split(*costSyncs, ",")
+	o.fixtures = strings.Split(*fixtures, ",")
+	if o.framectl, err = parseFramectlVariants(*fc); err != nil {
+		return err
+	}
+	if *ls != "" {
+		for _, v := range strings.Split(*ls, ",") {
+			var d time.Duration
+			if v != "default" {
+				if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+					return fmt.Errorf("-litestream %q: want 'default' or a positive duration", v)
+				}
+			}
+			o.litestream = append(o.litestream, d)
+		}
+	}
+	return versus(ctx, *url, o)
+}
+
+type versusOpts struct {
+	phases, syncs, fixtures []string
+	rounds                  int
+	rateTime, costTime      time.Duration
+	commitRate              float64
+	costSyncs               []string
+	framectl                []*framectlSide
+	litestream              []time.Duration
+	work                    hotWorkload
+	restoreBytes            int64
+	restoreRounds           int
+}
+
+func (o versusOpts) phase(p string) bool { return slices.Contains(o.phases, p) }
+
+// parseFramectlVariants parses -framectl.
+func parseFramectlVariants(spec string) ([]*framectlSide, error) {
+	var out []*framectlSide
+	for _, v := range strings.Split(spec, ";") {
+		v = strings.TrimSpace(v)
+		s := &framectlSide{label: v}
+		if v == "default" {
+			out = append(out, s)
+			continue
+		}
+		for _, kv := range strings.Split(v, ",") {
+			k, val, _ := strings.Cut(kv, "=")
+			var err error
+			switch k {
+			case "interval":
+				s.interval, err = durationOrOff(val)
+			case "mininterval":
+				s.rule.MinInterval, err = durationOrOff(val)
+			case "minlog":
+				if val == "off" {
+					s.rule.MinLogBytes = -1
+				} else {
+					s.rule.MinLogBytes, err = parseSize(val)
+				}
+			case "compaction":
+				s.noCompact = val == "off"
+			case "bucket":
+				s.dirBucket = val == "dir"
+			default:
+				err = errors.New("unknown setting")
+			}
+			if err != nil {
+				return nil, fmt.Errorf("-framectl %q: %q: %v", v, kv, err)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func durationOrOff(s string) (time.Duration, error) {
+	if s == "off" {
+		return -1, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// versusEnv is what every side of a run shares.
+type versusEnv struct {
+	proxy      *countingProxy
+	bucketName string
+	direct     bucket.Bucket // the server without the proxy: footprints are not counted
+	litestream string        // binary
+	fixture    string        // the hot database every side starts from
+	dbBytes    int64
+	work       dirs
+}
+
+type dirs struct{ root string }
+
+func (d dirs) next(name string) (string, error) {
+	dir := filepath.Join(d.root, name)
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// quiet waits until the proxy has seen no request for 300 ms (at most
+// 10 s): what a side does as it starts (its first snapshot, a first
+// compaction pass) is not counted as the workload's.
+func (e *versusEnv) quiet() {
+	last, still := e.proxy.Counts(), 0
+	for deadline := time.Now().Add(10 * time.Second); still < 3 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		if c := e.proxy.Counts(); c == last {
+			still++
+		} else {
+			last, still = c, 0
+		}
+	}
+}
+
+// footprint samples the bytes under prefix in b every second until stop
+// is called, and returns the mean and the largest sample.
+func footprint(ctx context.Context, b bucket.Bucket, prefix string) (stop func() (mean, most int64)) {
+	var mu sync.Mutex
+	var samples []int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			var n int64
+			for o, err := range bucket.All(ctx, b, prefix) {
+				if err != nil {
+					break
+				}
+				n += o.Size
+			}
+			mu.Lock()
+			samples = append(samples, n)
+			mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (int64, int64) {
+		close(done)
+		wg.Wait()
+		var sum, most int64
+		for _, s := range samples {
+			sum += s
+			most = max(most, s)
+		}
+		return sum / int64(max(len(samples), 1)), most
+	}
+}
+
+func versus(ctx context.Context, url string, o versusOpts) error {
+	endpoint, bucketName, err := s3Endpoint(url)
+	if err != nil {
+		return err
+	}
+	direct, err := bucket.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	env := &versusEnv{bucketName: bucketName, direct: direct}
+	if len(o.litestream) > 0 {
+		if env.litestream, err = litestreamBinary(ctx); err != nil {
+			return err
+		}
+	}
+	// 128 bytes of each object written: Litestream's LTX header.
+	if env.proxy, err = startProxy(endpoint, 128); err != nil {
+		return err
+	}
+	defer env.proxy.Close()
+	root, cleanup, err := workDir()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	env.work = dirs{root}
+	env.fixture = filepath.Join(root, "hot.db")
+	if env.dbBytes, err = o.work.build(env.fixture); err != nil {
+		return err
+	}
+	run := time.Now().Format("150405")
+	fmt.Printf("framebench versus: %s through a counting proxy at %s; litestream %s\n", url, env.proxy.Addr(), env.litestream)
+	fmt.Printf("hot database: %d rows of %d random bytes, %s (%d bytes); each commit rewrites one row chosen at random (the same rows in every side of a round)\n",
+		o.work.rows, o.work.rowBytes, mib(env.dbBytes), env.dbBytes)
+
+	var sides []side
+	for _, f := range o.framectl {
+		sides = append(sides, f)
+	}
+	for _, d := range o.litestream {
+		sides = append(sides, &litestreamSide{interval: d})
+	}
+	if o.phase("rate") {
+		if err := versusRate(ctx, env, o, sides, run); err != nil {
+			return err
+		}
+	}
+	if o.phase("cost") {
+		if err := versusCost(ctx, env, o, sides, run); err != nil {
+			return err
+		}
+	}
+	if o.phase("restore") {
+		if err := versusRestore(ctx, env, o, run); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rotate returns sides starting at the round's index, so that no side
+// always runs first.
+func rotate[T any](xs []T, round int) []T {
+	if len(xs) == 0 {
+		return xs
+	}
+	k := round % len(xs)
+	return append(slices.Clone(xs[k:]), xs[:k]...)
+}
+
+// runSide starts s, runs body on its connection and stops it.
+func runSide(ctx context.Context, env *versusEnv, s side, name, prefix, sync string, body func(c *sqlite3.Conn) error) error {
+	dir, err := env.work.next(name)
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c, err := s.start(ctx, env, dir, prefix)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.name(), err)
+	}
+	err = c.Exec("PRAGMA synchronous=" + sync)
+	if err == nil {
+		err = body(c)
+	}
+	if serr := s.stop(ctx, c); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.name(), err)
+	}
+	return nil
+}
+
+// versusRate: commits/s flat out, each side between two measurements of
+// the database without replication.
+func versusRate(ctx context.Context, env *versusEnv, o versusOpts, sides []side, run string) error {
+	fmt.Printf("\n## rate: one connection flat out for %v per measurement, %d rounds\n", o.rateTime, o.rounds)
+	type key struct{ sync, side string }
+	rates, ratios := map[key][]float64{}, map[key][]float64{}
+	n := 0
+	notes := map[key][]string{}
+	cpus := map[key][]float64{} // CPU µs per commit
+	measure := func(s side, sync string, round int) (float64, error) {
+		n++
+		var rate float64
+		err := runSide(ctx, env, s, fmt.Sprintf("rate-%d", n), fmt.Sprintf("vs%s-rate-%d", run, n), sync, func(c *sqlite3.Conn) error {
+			w, err := o.work.writer(c, round)
+			if err != nil {
+				return err
+			}
+			defer w.Close()
+			cpu0 := selfCPU() + s.cpu()
+			k, d, err := w.flatOut(o.rateTime)
+			rate = float64(k) / d.Seconds()
+			cpus[key{sync, s.name()}] = append(cpus[key{sync, s.name()}], (selfCPU()+s.cpu()-cpu0).Seconds()*1e6/float64(k))
+			if note := s.note(d.Seconds()); note != "" {
+				notes[key{sync, s.name()}] = append(notes[key{sync, s.name()}], note)
+			}
+			return err
+		})
+		return rate, err
+	}
+	for round := range o.rounds {
+		for _, sync := range o.syncs {
+			base, err := measure(none{}, sync, round)
+			if err != nil {
+				return err
+			}
+			line := fmt.Sprintf("round %d %-6s  none %.0f", round+1, sync, base)
+			for _, s := range rotate(sides, round) {
+				r, err := measure(s, sync, round)
+				if err != nil {
+					return err
+				}
+				after, err := measure(none{}, sync, round)
+				if err != nil {
+					return err
+				}
+				k := key{sync, s.name()}
+				rates[k] = append(rates[k], r)
+				ratios[k] = append(ratios[k], r/((base+after)/2))
+				rates[key{sync, "none"}] = append(rates[key{sync, "none"}], base)
+				line += fmt.Sprintf(" | %s %.0f (%.2f) | none %.0f", s.name(), r, r/((base+after)/2), after)
+				base = after
+			}
+			fmt.Println(line)
+		}
+	}
+	fmt.Printf("\nCPU: of this process (workload, framectl, the proxy) and of litestream replicate, per commit, median of rounds\n")
+	fmt.Printf("| side | synchronous | commits/s (median) | vs no replication (median of rounds) | CPU µs/commit | |\n|---|---|---|---|---|---|\n")
+	for _, sync := range o.syncs {
+		fmt.Printf("| no replication | %s | %.0f | 1 | %.1f | |\n", sync, median(rates[key{sync, "none"}]), median(cpus[key{sync, "no replication"}]))
+		for _, s := range sides {
+			k := key{sync, s.name()}
+			fmt.Printf("| %s | %s | %.0f | %.2f | %.1f | %s |\n", s.name(), sync, median(rates[k]), median(ratios[k]), median(cpus[k]), strings.Join(notes[k], "; "))
+		}
+	}
+	return nil
+}
+
+// costRow is one cost measurement of one side.
+type costRow struct {
+	commits          int
+	seconds          float64
+	counts           requestCounts
+	lag50, lag99, mx time.Duration
+	unheld           int // commits no object write was seen to hold
+	mean, most       int64
+	cpu              time.Duration // of the workload and the drain
+	note             string
+}
+
+func (r costRow) per1000(n int64) float64 { return 1000 * float64(n) / float64(r.commits) }
+
+// versusCost: the workload at -commit-rate, counted, at each -cost-sync.
+func versusCost(ctx context.Context, env *versusEnv, o versusOpts, sides []side, run string) error {
+	for _, sync := range o.costSyncs {
+		if err := versusCostAt(ctx, env, o, sides, run+"-"+strings.ToLower(sync), sync); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func versusCostAt(ctx context.Context, env *versusEnv, o versusOpts, sides []side, run, sync string) error {
+	rate := fmt.Sprintf("%.0f commits/s", o.commitRate)
+	if o.commitRate <= 0 {
+		rate = "commits as fast as one connection can"
+	}
+	fmt.Printf("\n## cost: %s for %v at synchronous=%s, %d rounds; per 1,000 commits unless noted\n",
+		rate, o.costTime, sync, o.rounds)
+	rows := map[string][]costRow{}
+	n := 0
+	for round := range o.rounds {
+		for _, s := range rotate(sides, round) {
+			n++
+			prefix := fmt.Sprintf("vs%s-cost-%d", run, n)
+			var row costRow
+			err := runSide(ctx, env, s, fmt.Sprintf("cost-%d", n), prefix, sync, func(c *sqlite3.Conn) error {
+				w, err := o.work.writer(c, round)
+				if err != nil {
+					return err
+				}
+				defer w.Close()
+				c0, l0 := env.proxy.Counts(), env.proxy.NumLanded()
+				fb, fp := s.stored(env, prefix)
+				stopFootprint := footprint(ctx, fb, fp)
+				start, cpu0 := time.Now(), selfCPU()+s.cpu()
+				marks, err := w.paced(o.commitRate, o.costTime, s.seq)
+				row.seconds = time.Since(start).Seconds()
+				if err == nil && len(marks) > 0 {
+					err = s.drain(ctx, env, marks[len(marks)-1])
+				}
+				row.mean, row.most = stopFootprint()
+				if err != nil {
+					return err
+				}
+				row.commits, row.counts = len(marks), env.proxy.Counts().sub(c0)
+				row.cpu = selfCPU() + s.cpu() - cpu0
+				lags, unheld := commitLags(marks, env.proxy.Landed(l0), s.covers)
+				row.unheld = unheld
+				row.lag50, row.lag99, row.mx = quantile(lags, 0.5), quantile(lags, 0.99), quantile(lags, 1)
+				row.note = s.note(row.seconds)
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			rows[s.name()] = append(rows[s.name()], row)
+			if !s.counted() {
+				fmt.Printf("round %d %-34s %5d commits (%.0f/s): stored mean %s max %s %s\n", round+1, s.name(), row.commits,
+					float64(row.commits)/row.seconds, mib(row.mean), mib(row.most), row.note)
+				fmt.Printf("  CPU %.0f µs/commit\n", row.cpu.Seconds()*1e6/float64(row.commits))
+				continue
+			}
+			fmt.Printf("round %d %-34s %5d commits (%.0f/s): PUT %6.1f GET %6.1f LIST %5.1f DELETE+POST %5.1f, up %6.0f B/commit, down %6.0f B/commit, lag p50 %v p99 %v max %v, stored mean %s max %s %s\n",
+				round+1, s.name(), row.commits, float64(row.commits)/row.seconds, row.per1000(row.counts.PUT), row.per1000(row.counts.GET+row.counts.HEAD),
+				row.per1000(row.counts.LIST), row.per1000(row.counts.DELETE+row.counts.POST),
+				float64(row.counts.BytesUp)/float64(row.commits), float64(row.counts.BytesDown)/float64(row.commits),
+				row.lag50.Round(100*time.Microsecond), row.lag99.Round(100*time.Microsecond), row.mx.Round(100*time.Microsecond),
+				mib(row.mean), mib(row.most), row.note)
+			fmt.Printf("  CPU %.0f µs/commit\n", row.cpu.Seconds()*1e6/float64(row.commits))
+			if row.unheld > 0 {
+				fmt.Printf("  %d commits were never seen in an object write\n", row.unheld)
+			}
+		}
+	}
+	fmt.Printf("\nmedians of %d rounds; stored = bytes under the side's prefix, sampled each second, as a multiple of the database (%s)\n", o.rounds, mib(env.dbBytes))
+	fmt.Printf("| side | commits/s | CPU µs/commit | PUTs | GETs+HEADs | LISTs | DELETEs+POSTs | bytes up/commit | bytes down/commit | lag p50 | lag p99 | stored mean | stored max | |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range sides {
+		rs := rows[s.name()]
+		m := func(f func(costRow) float64) float64 {
+			xs := make([]float64, len(rs))
+			for i, r := range rs {
+				xs[i] = f(r)
+			}
+			return median(xs)
+		}
+		notes := make([]string, len(rs))
+		for i, r := range rs {
+			notes[i] = r.note
+		}
+		if !s.counted() {
+			fmt.Printf("| %s | %.0f | %.0f | – | – | – | – | – | – | – | – | %.2f× | %.2f× | %s |\n", s.name(),
+				m(func(r costRow) float64 { return float64(r.commits) / r.seconds }),
+				m(func(r costRow) float64 { return r.cpu.Seconds() * 1e6 / float64(r.commits) }),
+				m(func(r costRow) float64 { return float64(r.mean) / float64(env.dbBytes) }),
+				m(func(r costRow) float64 { return float64(r.most) / float64(env.dbBytes) }),
+				strings.Join(notes, "; "))
+			continue
+		}
+		fmt.Printf("| %s | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f ms | %.1f ms | %.2f× | %.2f× | %s |\n", s.name(),
+			m(func(r costRow) float64 { return float64(r.commits) / r.seconds }),
+			m(func(r costRow) float64 { return r.cpu.Seconds() * 1e6 / float64(r.commits) }),
+			m(func(r costRow) float64 { return r.per1000(r.counts.PUT) }),
+			m(func(r costRow) float64 { return r.per1000(r.counts.GET + r.counts.HEAD) }),
+			m(func(r costRow) float64 { return r.per1000(r.counts.LIST) }),
+			m(func(r costRow) float64 { return r.per1000(r.counts.DELETE + r.counts.POST) }),
+			m(func(r costRow) float64 { return float64(r.counts.BytesUp) / float64(r.commits) }),
+			m(func(r costRow) float64 { return float64(r.counts.BytesDown) / float64(r.commits) }),
+			m(func(r costRow) float64 { return r.lag50.Seconds() * 1000 }),
+			m(func(r costRow) float64 { return r.lag99.Seconds() * 1000 }),
+			m(func(r costRow) float64 { return float64(r.mean) / float64(env.dbBytes) }),
+			m(func(r costRow) float64 { return float64(r.most) / float64(env.dbBytes) }),
+			strings.Join(notes, "; "))
+	}
+	return nil
+}
+
+// commitLags returns, for each commit, the time from its return to the
+// first object write landing after it that holds it (landings in the order
+// they landed). Holding is monotone, so one pass over both suffices: a
+// write that holds a commit holds every earlier one.
+func commitLags(marks []commitMark, ls []landing, covers func(landing, commitMark) bool) ([]time.Duration, int) {
+	var out []time.Duration
+	j := 0
+	for i, c := range marks {
+		for j < len(ls) && (ls[j].at.Before(c.at) || !covers(ls[j], c)) {
+			j++
+		}
+		if j == len(ls) {
+			return out, len(marks) - i
+		}
+		out = append(out, ls[j].at.Sub(c.at))
+	}
+	return out, 0
+}
+
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(q*float64(len(s))))]
+}
