@@ -264,6 +264,14 @@ struct ChunkRef {
   # Size of the chunk object in the bucket when the manifest was written, for
   # budgets and accounting. Advisory: chunks are shared, and another writer
   # may have stored the same content with other compression.
+
+  fingerprint @4 :UInt64;
+  # XOR of the lane's page hashes over the chunk's range, each the hash the
+  # rolling database checksum XORs in for that page (page number and
+  # content): what a writer's tracker gives for these pages without reading
+  # them. A writer whose tracker gives the same value for the same range
+  # names the same chunk without reading or hashing it. 0: not recorded
+  # (manifests written before it; such a chunk is read and hashed).
 }
 
 struct ChunkHeader {

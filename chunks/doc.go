@@ -25,6 +25,18 @@
 // state or an error naming the manifest and the chunk: never another
 // database.
 //
+// # Chunks named unread
+//
+// Write records each chunk's fingerprint, the XOR of the tracker's page
+// hashes over its range. Given the previous manifest (Options.Prior), a
+// chunk whose range the tracker fingerprints the same is named without
+// reading or hashing its pages: that chunk was named from pages checked
+// against a tracker giving the same hashes, so a wake that changed little
+// reads only what changed, not the whole database a second time. It is the
+// trust a writer already puts in its tracker's checksum when it finds its
+// local copy current; a 64-bit fingerprint matching other pages is as
+// unlikely as that checksum matching them.
+//
 // # Memory
 //
 // Both directions hold at most Options.MaxInflightBytes of chunks at once

@@ -21,6 +21,14 @@ type Options struct {
 	MaxInflightBytes int64
 	// Limits bound the decoding of every chunk Load reads.
 	Limits frames.Limits
+	// Prior, for Write, is a manifest read from the bucket (so its chunks
+	// are stored) whose chunks may be named without reading them: a chunk
+	// of the same lane, page size and range whose recorded fingerprint is
+	// what the source's tracker gives for the range (lanes.Tracker.
+	// Fingerprint) holds the same pages, and Write names it without
+	// reading or hashing them. A wake that changed little then reads only
+	// what changed. Nil: every chunk is read.
+	Prior *frames.Manifest
 }
 
 // DefaultMaxInflightBytes is the default of Options.MaxInflightBytes:

@@ -30,6 +30,9 @@ type Written struct {
 	ChunkBytes   int64
 	Skipped      int
 	SkippedBytes int64
+	// Unread counts the skipped references named by their fingerprint
+	// (Options.Prior), whose pages Write never read.
+	Unread int
 }
 
 // Uploaded is every byte Write uploaded: the chunks and the manifest.
@@ -88,7 +91,7 @@ func Write(ctx context.Context, b bucket.Bucket, a frames.Actor, m frames.Manife
 	}
 
 	w := &writer{b: b, a: a, m: &m, sources: sources, opts: opts,
-		have: maps.Clone(have), pending: map[frames.ChunkHash]*upload{}}
+		have: maps.Clone(have), pending: map[frames.ChunkHash]*upload{}, prior: printsOf(opts.Prior)}
 	if w.have == nil {
 		w.have = Have{}
 	}
@@ -111,6 +114,29 @@ func Write(ctx context.Context, b bucket.Bucket, a frames.Actor, m frames.Manife
 	return res, nil
 }
 
+// print is what a chunk's fingerprint is compared with: the range it
+// covers and the fingerprint itself.
+type print struct {
+	lane, pageSize, first, pages uint32
+	fingerprint                  uint64
+}
+
+// printsOf indexes m's chunks that record a fingerprint.
+func printsOf(m *frames.Manifest) map[print]frames.ChunkRef {
+	if m == nil {
+		return nil
+	}
+	ps := map[print]frames.ChunkRef{}
+	for _, l := range m.Lanes {
+		for _, c := range l.Chunks {
+			if c.Fingerprint != 0 {
+				ps[print{l.Lane, l.PageSize, c.FirstPage, c.Pages, c.Fingerprint}] = c
+			}
+		}
+	}
+	return ps
+}
+
 // writeJob is one chunk to store: chunk c of m.Lanes[lane], read from
 // sources[src].
 type writeJob struct {
@@ -124,6 +150,8 @@ type writer struct {
 	m       *frames.Manifest
 	sources []lanes.Source
 	opts    Options
+
+	prior map[print]frames.ChunkRef // Options.Prior's chunks by fingerprint
 
 	mu      sync.Mutex
 	have    Have                         // stored, by this call or before
@@ -165,6 +193,16 @@ func (w *writer) store(ctx context.Context, j writeJob, content *[]byte, enc *by
 		return &Error{Op: "write", Manifest: w.a.SnapshotKey(w.m.Epoch, w.m.Seq), Chunk: chunk, Err: err}
 	}
 	size := int(ref.Pages) * int(l.PageSize)
+	ref.Fingerprint = w.sources[j.src].Tracker.Fingerprint(ref.FirstPage, ref.Pages)
+	if c, ok := w.prior[print{l.Lane, l.PageSize, ref.FirstPage, ref.Pages, ref.Fingerprint}]; ok && ref.Fingerprint != 0 {
+		ref.Hash, ref.StoredSize = c.Hash, c.StoredSize
+		w.mu.Lock()
+		w.res.Skipped++
+		w.res.SkippedBytes += int64(size)
+		w.res.Unread++
+		w.mu.Unlock()
+		return nil
+	}
 	if cap(*content) < size {
 		*content = make([]byte, int(l.ChunkPages)*int(l.PageSize))
 	}

@@ -147,7 +147,8 @@ func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch u
 		return built{}, false, &Error{Op: "write snapshot", Actor: a, Key: key, Err: err}
 	}
 	m := frames.Manifest{Epoch: epoch, Seq: rep.Seq, CommitTime: rep.CommitTime, Predecessor: rep.Manifest.Predecessor}
-	w, err := chunks.Write(ctx, b, a, m, srcs, chunks.HaveOf(rep.Manifest), chunks.Options{Compression: opts.Compression})
+	w, err := chunks.Write(ctx, b, a, m, srcs, chunks.HaveOf(rep.Manifest),
+		chunks.Options{Compression: opts.Compression, Prior: rep.Manifest})
 	if err != nil {
 		return built{}, false, &Error{Op: "upload", Actor: a, Key: key, Err: err}
 	}

@@ -169,7 +169,7 @@
 //	| Manifest message |  version, epoch, seq, commitTime,
 //	+------------------+  predecessorEpoch, predecessorSeq,
 //	                      lanes: (lane, kind, pageSize, pageCount, checksum, chunkPages,
-//	                              chunks: (firstPage, pageCount, hash, storedSize)...)...
+//	                              chunks: (firstPage, pageCount, hash, storedSize, fingerprint)...)...
 //
 // A lane of pageCount pages is the content of its chunks, in order, each
 // chunk the content of the actor's chunk/<hash>:
@@ -194,6 +194,10 @@
 //     the gzip framing allows and the chunk's bytes stored uncompressed
 //     plus a margin (it is advisory: what the object measured when the
 //     manifest was written, for budgets and accounting);
+//   - fingerprint any value: the XOR of the range's page hashes as the
+//     writer's tracker had them (0: not recorded). A reader has no pages to
+//     check it against and never uses it; a writer uses it only to compare
+//     with its own tracker's value for the same range (package chunks);
 //   - lineage: predecessorEpoch is 0 for a session that started a new
 //     database (predecessorSeq 0 too), otherwise below epoch, with
 //     predecessorSeq at most seq;

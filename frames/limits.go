@@ -18,7 +18,7 @@ type Limits struct {
 	// MaxManifestSize bounds a manifest, one Cap'n Proto message read
 	// whole, and so the first message of a snapshot object read with
 	// OpenSnapshot until its version is known. Default 64 MiB: a chunk
-	// reference takes 56 bytes of it, so about 1.2 million chunks, 300 GiB
+	// reference takes 64 bytes of it, so about a million chunks, 256 GiB
 	// of database at DefaultChunkBytes (past MaxSnapshotBytes' default).
 	MaxManifestSize uint64
 	// MaxChunkBytes bounds a chunk's content: the most ReadChunk allocates

@@ -66,6 +66,11 @@ type ChunkRef struct {
 	Pages      uint32
 	Hash       ChunkHash
 	StoredSize uint64 // of the object when the manifest was written; advisory
+	// Fingerprint is the XOR of the lane's page hashes over the range (the
+	// terms of the rolling checksum, lanes.Tracker.Fingerprint): a writer
+	// whose tracker gives the same value names this chunk without reading
+	// the pages. 0: not recorded.
+	Fingerprint uint64
 }
 
 // Bounds of a chunk object's stored size, which a manifest records. The
@@ -79,11 +84,15 @@ const minChunkObjectSize = len(gzipHeader) + 2 + gzipTrailerLen + sealLen
 func maxChunkObjectSize(content uint64) uint64 { return content + content/64 + 4<<10 }
 
 // chunkRefWireSize is what one chunk reference takes of a manifest message
-// as the writer lays it out: a list element of two data words and a
-// pointer, and the 32-byte hash it points to. A message of n bytes holds at
-// most n/chunkRefWireSize of them; a list claiming more is refused before
-// anything is allocated for it.
-const chunkRefWireSize = 24 + 32
+// as the writer lays it out: a list element of three data words and a
+// pointer, and the 32-byte hash it points to. minChunkRefWireSize is what
+// it took before the fingerprint (two data words): a message of n bytes
+// holds at most n/minChunkRefWireSize of them, and a list claiming more is
+// refused before anything is allocated for it.
+const (
+	chunkRefWireSize    = 32 + 32
+	minChunkRefWireSize = 24 + 32
+)
 
 // validate checks a manifest on its own: every rule of "Manifests" in
 // doc.go that needs no other object.
@@ -233,6 +242,7 @@ func buildManifest(seg *capnp.Segment, m *Manifest) error {
 			r.SetFirstPage(c.FirstPage)
 			r.SetPageCount(c.Pages)
 			r.SetStoredSize(c.StoredSize)
+			r.SetFingerprint(c.Fingerprint)
 			if err := r.SetHash(c.Hash[:]); err != nil {
 				return err
 			}
@@ -358,7 +368,7 @@ func decodeManifest(msg *capnp.Message, size uint64, lim Limits) (Manifest, erro
 		// Counted across lanes: lanes that share one list through their
 		// pointers cannot multiply what is allocated.
 		refs += uint64(cl.Len())
-		if refs*chunkRefWireSize > size {
+		if refs*minChunkRefWireSize > size {
 			return Manifest{}, tooLarge(fmt.Sprintf("lane %d: %d chunk references so far, more than a %d-byte manifest holds", l.Lane, refs, size))
 		}
 		if cl.Len() > 0 {
@@ -374,7 +384,7 @@ func decodeManifest(msg *capnp.Message, size uint64, lim Limits) (Manifest, erro
 				return Manifest{}, corrupt(fmt.Sprintf("lane %d: chunk %d has a hash of %d bytes, want %d", l.Lane, j, len(h), len(ChunkHash{})))
 			}
 			r := &l.Chunks[j]
-			*r = ChunkRef{FirstPage: c.FirstPage(), Pages: c.PageCount(), StoredSize: c.StoredSize()}
+			*r = ChunkRef{FirstPage: c.FirstPage(), Pages: c.PageCount(), StoredSize: c.StoredSize(), Fingerprint: c.Fingerprint()}
 			copy(r.Hash[:], h)
 		}
 		m.Lanes[i] = l

@@ -57,6 +57,19 @@ func (t *Tracker) PageSize() uint32 { return t.pageSize }
 // Pages returns the size in pages.
 func (t *Tracker) Pages() uint32 { return uint32(len(t.hashes)) }
 
+// Fingerprint returns the XOR of the hashes of pages first through
+// first+pages-1 (1-based, within the lane): the terms of the rolling
+// checksum over that range, which a manifest records for each chunk
+// (frames.ChunkRef.Fingerprint). Nothing is read: a writer compares it
+// with a manifest's to name an unchanged chunk without reading it.
+func (t *Tracker) Fingerprint(first, pages uint32) uint64 {
+	var fp uint64
+	for _, h := range t.hashes[first-1 : first-1+pages] {
+		fp ^= h
+	}
+	return fp
+}
+
 // Checksum returns the rolling checksum of the pages.
 func (t *Tracker) Checksum() frames.Checksum { return t.sum }
 

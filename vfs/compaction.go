@@ -14,7 +14,8 @@ import (
 // database's size, and at least Config.Compaction's minimum log, and the
 // previous pass started at least its minimum interval ago (compact.Rule:
 // without them a small database written fast is compacted after every
-// batch). A pass reads only the bucket, so it never blocks a
+// batch). A pass reads the bucket and the copies the session keeps of its
+// own uploads (kept.go), never the live database, so it never blocks a
 // commit; one runs at a time; it is cancelled when replication stops.
 // Each session also runs one pass as it starts, for the tier pass: it
 // deletes earlier sessions, including whatever a fenced owner uploaded
@@ -60,7 +61,7 @@ func (r *replicator) runCompaction(done func(compact.Result, error)) {
 	r.compacting.Add(1)
 	go func() {
 		defer r.compacting.Done()
-		res, err := compact.Actor(r.compactCtx, r.cfg.Bucket, r.actor, r.compactOpts)
+		res, err := r.compactPass()
 		done(res, err)
 		r.stats.compactions.Add(1)
 		switch {
@@ -72,6 +73,31 @@ func (r *replicator) runCompaction(done func(compact.Result, error)) {
 				"deleted", len(res.Deleted), "read", res.BytesRead, "written", res.BytesWritten, "took", res.Duration)
 		}
 	}()
+}
+
+// compactPass runs one pass, reading through the copies the session keeps
+// (kept.go) when it keeps any. A pass that fails after a copy served it
+// is run again from the bucket alone with every copy dropped: a damaged
+// copy costs a pass's reads, never a snapshot.
+func (r *replicator) compactPass() (compact.Result, error) {
+	k, ok := r.cfg.Bucket.(*kept)
+	if !ok {
+		return compact.Actor(r.compactCtx, r.cfg.Bucket, r.actor, r.compactOpts)
+	}
+	served := k.served()
+	res, err := compact.Actor(r.compactCtx, k, r.actor, r.compactOpts)
+	if err != nil && r.compactCtx.Err() == nil && k.served() > served {
+		r.log.Info("compaction pass failed reading kept copies; dropping them and reading the bucket", logErr, err)
+		k.clear()
+		r.stats.keptFallbacks.Add(1)
+		res, err = compact.Actor(r.compactCtx, k.Bucket, r.actor, r.compactOpts)
+	}
+	if res.Snapshot != "" {
+		// Stored, even if the pass failed after (a delete, or Close
+		// cancelling it): later passes start from it.
+		k.compacted(res.Snapshot, r.compactOpts.Limits)
+	}
+	return res, err
 }
 
 // stopCompaction cancels a running pass and waits for it.

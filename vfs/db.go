@@ -183,6 +183,15 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own 
 			return nil, fmt.Errorf("vfs: %w", err)
 		}
 	}
+	if cfg.KeptBytes > 0 {
+		// From here on the session's uploads go through the copies it
+		// keeps for its compaction passes.
+		k, err := openKept(cfg.Bucket, filepath.Join(cfg.Dir, keptDir), actor, cfg.KeptBytes, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Bucket = k
+	}
 	first := stateRecord{Epoch: cfg.Epoch, Seq: start.pos.seq, CommitTime: start.pos.commitTime,
 		Checksum: track.Checksum(), Pages: track.Pages(), Object: frames.KeySnapshot}
 	var base stateRecord
@@ -198,9 +207,10 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own 
 		return nil, err
 	}
 	start.how.SnapshotBytes, start.how.ChunksUploaded, start.how.ChunksShared = w.Uploaded(), w.Chunks, w.Skipped
+	start.how.ChunksUnread = w.Unread
 	cfg.Logger.Info("session started", logActor, actor.Actor, logEpoch, cfg.Epoch, logSeq, start.pos.seq,
 		"from", start.how.From, "pages", track.Pages(), "pageSize", track.PageSize(),
-		"uploaded", w.Uploaded(), "chunksUploaded", w.Chunks, "chunksShared", w.Skipped)
+		"uploaded", w.Uploaded(), "chunksUploaded", w.Chunks, "chunksShared", w.Skipped, "chunksUnread", w.Unread)
 
 	rep := newReplicator(cfg, actor, start.pos, track)
 	rep.start = start.how
@@ -314,7 +324,7 @@ func uploadSnapshot(ctx context.Context, cfg Config, a frames.Actor, path string
 	m := frames.Manifest{Epoch: cfg.Epoch, Seq: start.pos.seq, CommitTime: start.pos.commitTime, Predecessor: start.pred}
 	w, err := chunks.Write(ctx, cfg.Bucket, a, m,
 		[]lanes.Source{{Lane: lanes.MainLane, Kind: frames.LaneSQLitePages, Tracker: t, File: f}},
-		start.have, chunks.Options{Compression: cfg.Compression})
+		chunks.HaveOf(start.prior), chunks.Options{Compression: cfg.Compression, Prior: start.prior})
 	if err != nil {
 		return chunks.Written{}, fmt.Errorf("vfs: uploading the session's first snapshot %s: %w", key, err)
 	}

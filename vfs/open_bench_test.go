@@ -183,16 +183,26 @@ func readOnce(path string) error {
 	return err
 }
 
-// countingBucket counts the PUTs through it and the bytes they carried.
+// countingBucket counts the PUTs through it and the bytes they carried,
+// and the GETs of the actor's batches, snapshots and chunks.
 type countingBucket struct {
 	bucket.Bucket
-	puts  atomic.Int64
-	bytes atomic.Int64
+	puts       atomic.Int64
+	bytes      atomic.Int64
+	objectGets atomic.Int64
 }
 
 func (c *countingBucket) reset() {
 	c.puts.Store(0)
 	c.bytes.Store(0)
+	c.objectGets.Store(0)
+}
+
+func (c *countingBucket) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
+	if k, err := frames.ParseKey(key); err == nil && (k.Kind == frames.KeyLog || k.Kind == frames.KeySnapshot || k.Kind == frames.KeyChunk) {
+		c.objectGets.Add(1)
+	}
+	return c.Bucket.Get(ctx, key)
 }
 
 func (c *countingBucket) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {

@@ -98,6 +98,11 @@ type Config struct {
 	// database written fast (compact.Rule: a minimum log and a minimum
 	// interval between passes; the zero value is compact's defaults).
 	Compaction compact.Rule
+	// KeptBytes bounds the copies of its own uploads the session keeps on
+	// disk under Dir/kept, which compaction passes read instead of the
+	// bucket (kept.go). Zero means DefaultKeptBytes; negative keeps none
+	// (every pass then reads the bucket).
+	KeptBytes int64
 	// Retention keeps covered objects for point-in-time restore for this
 	// long (compact.Options.Retention; default 0).
 	Retention time.Duration
@@ -166,6 +171,10 @@ const (
 	DefaultDirUploadInterval   = 25 * time.Millisecond
 	DefaultS3UploadInterval    = time.Second // chosen by measurement: pace.go
 	DefaultListingWait         = 30 * time.Second
+	// DefaultKeptBytes holds every object a pass reads for a database of
+	// up to about 40 MB of compressible pages: a pass then makes no GET
+	// but own.json's. Larger databases fetch what does not fit.
+	DefaultKeptBytes = 64 << 20
 )
 
 func (c Config) withDefaults() (Config, error) {
@@ -225,6 +234,9 @@ func (c Config) withDefaults() (Config, error) {
 	case KeepUnacknowledged, DiscardUnacknowledged:
 	default:
 		return c, fmt.Errorf("vfs: unknown Unacknowledged %d", c.Unacknowledged)
+	}
+	if c.KeptBytes == 0 {
+		c.KeptBytes = DefaultKeptBytes
 	}
 	if c.ListingWait <= 0 {
 		c.ListingWait = DefaultListingWait

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
-	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/fsync"
@@ -42,9 +41,11 @@ type sessionStart struct {
 	// local copy continues and the seq it continues from (zero: a new
 	// database).
 	pred frames.Lineage
-	// have is the chunks the bucket's newest manifest names: the session's
-	// first manifest uploads only chunks not among them.
-	have chunks.Have
+	// prior is the bucket's newest manifest (nil: none, or a full
+	// snapshot): the session's first manifest uploads only chunks it does
+	// not name, and names without reading them the chunks whose pages the
+	// tracker fingerprints as unchanged (chunks.Options.Prior).
+	prior *frames.Manifest
 }
 
 // bringUpToDate makes the file at path the state the new session starts
@@ -141,7 +142,7 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 		cfg.Logger.Info("local copy is current", logActor, a.Actor, logEpoch, newest.Epoch, logSeq, last)
 		how.From = StartReused
 		return sessionStart{pos: known.position(), track: local.track, how: how, inBucket: known.Epoch,
-			pred: frames.Lineage{Epoch: known.Epoch, Seq: known.Seq}, have: newestChunks(ctx, cfg, a, newest)}, nil
+			pred: frames.Lineage{Epoch: known.Epoch, Seq: known.Seq}, prior: newestManifest(ctx, cfg, a, newest)}, nil
 	}
 
 	// Step 3 and 4: is there anything in the local copy to lose?
@@ -170,7 +171,7 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 			// The session continues the bucket's newest state: the kept
 			// commits were never part of the predecessor's history.
 			return sessionStart{pos: position{seq: last + frames.Seq(n)}, track: local.track, how: how,
-				pred: frames.Lineage{Epoch: newest.Epoch, Seq: last}, have: newestChunks(ctx, cfg, a, newest)}, nil
+				pred: frames.Lineage{Epoch: newest.Epoch, Seq: last}, prior: newestManifest(ctx, cfg, a, newest)}, nil
 		case continues:
 			how.Discarded = unacked
 			cfg.Logger.Warn("discarding unacknowledged commits of the previous session", logActor, a.Actor,
@@ -193,15 +194,15 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 	}
 	how.From = StartRestored
 	return sessionStart{pos: pos, how: how, inBucket: epoch,
-		pred: frames.Lineage{Epoch: epoch, Seq: pos.seq}, have: chunks.HaveOf(m)}, nil
+		pred: frames.Lineage{Epoch: epoch, Seq: pos.seq}, prior: m}, nil
 }
 
-// newestChunks returns the chunks the newest snapshot of session s names
-// when it is a manifest: a manifest in the bucket proves its chunks stored.
-// A full snapshot names none; a manifest that cannot be read (damaged, or
+// newestManifest returns the newest snapshot of session s when it is a
+// manifest: a manifest in the bucket proves its chunks stored. A full
+// snapshot gives nil; a manifest that cannot be read (damaged, or
 // replaced by a compaction since the listing) makes the session upload
 // every chunk, which is slower and as correct.
-func newestChunks(ctx context.Context, cfg Config, a frames.Actor, s *restore.Session) chunks.Have {
+func newestManifest(ctx context.Context, cfg Config, a frames.Actor, s *restore.Session) *frames.Manifest {
 	key := s.Snapshots[len(s.Snapshots)-1].Key
 	rc, _, err := cfg.Bucket.Get(ctx, key)
 	if err != nil {
@@ -214,7 +215,7 @@ func newestChunks(ctx context.Context, cfg Config, a frames.Actor, s *restore.Se
 		cfg.Logger.Warn("cannot read the newest snapshot: the session's first one uploads every chunk", logActor, a.Actor, logKey, key, logErr, err)
 		return nil
 	}
-	return chunks.HaveOf(m)
+	return m
 }
 
 // newer returns the later of two records (either may be absent).

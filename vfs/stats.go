@@ -34,6 +34,11 @@ type Stats struct {
 	// Compactions counts background compaction passes (compact.Actor) run
 	// for this database, CompactionErrors those that failed.
 	Compactions, CompactionErrors int64
+	// KeptReads counts the objects compaction passes read from the copies
+	// the session keeps of its uploads instead of from the bucket
+	// (Config.KeptBytes); KeptFallbacks the passes that failed reading a
+	// copy and ran again from the bucket alone.
+	KeptReads, KeptFallbacks int64
 	// Stopped is why replication stopped, nil while it runs.
 	Stopped error
 	// Start says how Open found the local copy (session.go).
@@ -60,10 +65,12 @@ type Start struct {
 	// The session's first snapshot, a manifest: the bytes it uploaded
 	// (the chunks the bucket did not hold, and the manifest), and how many
 	// chunks it uploaded and how many it named that the bucket's newest
-	// manifest held already.
+	// manifest held already; ChunksUnread counts those of the shared that
+	// it named by their fingerprint, without reading their pages.
 	SnapshotBytes  int64
 	ChunksUploaded int
 	ChunksShared   int
+	ChunksUnread   int
 }
 
 // StartFrom is what a session started from.
@@ -102,6 +109,7 @@ type counters struct {
 	bytesRaw, bytesMerged, bytesUploaded                    atomic.Int64
 	backpressureFailures                                    atomic.Int64
 	compactions, compactionErrors                           atomic.Int64
+	keptFallbacks                                           atomic.Int64
 	lastPutNanos                                            atomic.Int64
 
 	errMu        sync.Mutex
@@ -131,9 +139,13 @@ func (r *replicator) Stats() Stats {
 		BytesRaw: c.bytesRaw.Load(), BytesMerged: c.bytesMerged.Load(), BytesUploaded: c.bytesUploaded.Load(),
 		BackpressureFailures: c.backpressureFailures.Load(),
 		Compactions:          c.compactions.Load(), CompactionErrors: c.compactionErrors.Load(),
-		LastPUT: time.Duration(c.lastPutNanos.Load()),
-		Durable: r.durable.Load(),
-		Start:   r.start,
+		KeptFallbacks: c.keptFallbacks.Load(),
+		LastPUT:       time.Duration(c.lastPutNanos.Load()),
+		Durable:       r.durable.Load(),
+		Start:         r.start,
+	}
+	if k, ok := r.cfg.Bucket.(*kept); ok {
+		s.KeptReads = k.served()
 	}
 	c.errMu.Lock()
 	s.UploadError, s.UploadFailingSince = c.uploadErr, c.failingSince
