@@ -38,6 +38,12 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // there is nowhere to forward to.
 var ErrHolderUnseen = errors.New("fence: actor's holder has no lease; not yet claimable")
 
+// ErrNotClaiming: the node stopped claiming (Node.StopClaiming), and the
+// claim would have taken the actor from no one: own.json is absent,
+// released, or names a node that is not alive. It does not match ErrHeld:
+// nobody serves the actor, so there is nowhere to forward to.
+var ErrNotClaiming = errors.New("fence: node no longer claims actors")
+
 // Ownership is a claim this node won.
 type Ownership struct {
 	Actor frames.Actor
@@ -80,6 +86,10 @@ const maxClaimRounds = 8
 // Node IDs are random per Register, so a restarted process never takes its
 // predecessor's record (at the same address) for its own: it waits for the
 // predecessor's lease like any other claimant.
+//
+// After StopClaiming, only a record naming this node is replaced; every
+// other claim fails with ErrNotClaiming, or a *HeldError for a live
+// holder.
 func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ownership, error) {
 	key := a.OwnKey()
 	if opts.Retention < 0 || opts.Retention > MaxRetention {
@@ -96,10 +106,14 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 			return Ownership{}, err
 		}
 		cur, info, err := ReadRecord(ctx, n.b, a)
+		stopped := n.claimsStopped()
 		var next, prev Record
 		var cond bucket.Condition
 		switch {
 		case errors.Is(err, bucket.ErrNotFound):
+			if stopped {
+				return Ownership{}, fmt.Errorf("%w: %s is absent", ErrNotClaiming, key)
+			}
 			next, cond = Record{Epoch: floor}, bucket.Condition{IfAbsent: true}
 		case errors.Is(err, ErrBadRecord):
 			return Ownership{}, err // never treat a damaged record as absent
@@ -111,6 +125,12 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 				return Ownership{Actor: a, Epoch: cur.Epoch, Prev: attemptedPrev, retention: opts.Retention, etag: info.ETag}, nil
 			}
 			prev = cur
+			switch {
+			case stopped && cur.Released():
+				return Ownership{}, fmt.Errorf("%w: %s is released (epoch %d)", ErrNotClaiming, key, cur.Epoch)
+			case stopped && cur.Node != n.id:
+				return Ownership{}, n.notClaiming(ctx, a, cur)
+			}
 			if !cur.Released() && cur.Node != n.id {
 				live, err := n.Observer.Fence(ctx, cur.Node)
 				if err != nil {
@@ -153,6 +173,44 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 		// (a record naming this node is ours).
 	}
 	return Ownership{}, fmt.Errorf("fence: claiming %s: lost %d races in a row", key, maxClaimRounds)
+}
+
+// StopClaiming makes this node's claims take no actor from anyone: from
+// now on, a Claim of an actor whose own.json is absent, released, or held
+// by a node that is not alive fails with ErrNotClaiming (a live holder is
+// still a *HeldError, so requests are forwarded there, and a dead holder
+// is not fenced). A record naming this node is claimed as before: nobody
+// else can take it while this node lives. The lease keeps being renewed,
+// so what the node holds keeps serving and being acknowledged, and no peer
+// can take it meanwhile: it is how a node drains before it releases its
+// actors and closes. A Claim already past its look at own.json may still
+// succeed; the caller decides what to do with those. There is no undoing
+// it, and a node from Restart claims again.
+func (n *Node) StopClaiming() {
+	n.mu.Lock()
+	n.noClaims = true
+	n.mu.Unlock()
+}
+
+func (n *Node) claimsStopped() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.noClaims
+}
+
+// notClaiming is a stopped node's answer for an actor held by another
+// node: a *HeldError while the holder is alive, ErrNotClaiming otherwise.
+// It only judges the holder: fencing a dead one is for whoever takes its
+// actors.
+func (n *Node) notClaiming(ctx context.Context, a frames.Actor, cur Record) error {
+	live, _, err := n.Observer.Judge(ctx, cur.Node)
+	switch {
+	case err != nil:
+		return fmt.Errorf("fence: claiming %s: %w", a.OwnKey(), err)
+	case live == Alive:
+		return &HeldError{Actor: a, Epoch: cur.Epoch, Node: cur.Node, Address: cur.Address}
+	}
+	return fmt.Errorf("%w: %s names node %s (epoch %d), %v", ErrNotClaiming, a.OwnKey(), cur.Node, cur.Epoch, live)
 }
 
 // newestEpoch returns the epoch of the newest session that has an object

@@ -91,6 +91,7 @@ type Node struct {
 	renewDone  chan struct{}
 	Observer   *Observer // judges peers on this node's clock
 	registered bool
+	noClaims   bool // StopClaiming was called
 }
 
 // Register creates this node's lease (create-only) and starts renewing it.

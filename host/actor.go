@@ -47,6 +47,10 @@ type Actor struct {
 	// stale is the stopped session Reopen continues (node lost); only
 	// the open goroutine touches it.
 	stale *vfs.DB
+	// claimBeforeStop: the last open attempt began before the host
+	// stopped claiming, so its claim may have taken the actor from
+	// someone. Written by the open goroutine, read by it under Host.mu.
+	claimBeforeStop bool
 
 	// The alarm index entries this session wrote or superseded and has
 	// not deleted (alarm_index.go), under amu.
@@ -65,6 +69,7 @@ type Actor struct {
 	retryUntil time.Time // keep retrying the claim until then, even with nobody waiting
 	lastErr    error     // the last claim attempt's error, while retrying
 	closeErr   error     // set before gone is closed
+	refused    bool      // claimed as the drain began: never handed out (drop is set too)
 	settling   bool      // a settle of the alarm index holds a use
 	// The alarm's run (alarm_fire.go): one at a time, holding a use; the
 	// retry of one that failed; a look asked for while not open yet.
@@ -182,9 +187,13 @@ func (h *Host) Acquire(ctx context.Context, namespace string, actor []byte) (*Ha
 			return nil, a.err
 		}
 		// Checked again right before handing it out: Close may have begun
-		// while it opened, and nothing would then close it.
+		// while it opened, and nothing would then close it; a drain may
+		// have begun while it was claimed, and nothing would drain it.
 		h.mu.Lock()
 		err := h.stopErr
+		if err == nil && a.refused {
+			err = fmt.Errorf("%w: %s was claimed as the drain began", ErrDraining, key)
+		}
 		h.mu.Unlock()
 		if err != nil {
 			h.release(a)

@@ -86,7 +86,8 @@ func (h *Host) scanAlarms(ctx context.Context, ns string) error {
 //   - held by nobody alive (released, no own.json, or a holder whose lease
 //     this node's observer has seen unchanged for Lease+Grace): claimed
 //     here (Acquire), which runs the alarm, or deletes the entry if it is
-//     stale.
+//     stale; not while this host drains (StopClaiming), when it is left
+//     to the other nodes.
 func (h *Host) overdueAlarm(ctx context.Context, ns string, e AlarmEntry) {
 	key := actorKey{ns, string(e.Actor)}
 	h.mu.Lock()
@@ -94,12 +95,18 @@ func (h *Host) overdueAlarm(ctx context.Context, ns string, e AlarmEntry) {
 		h.mu.Unlock()
 		return
 	}
+	draining := h.draining
 	if a := h.actors[key]; a != nil {
 		if a.state == Open && !a.drop {
 			a.noteEntry(e.Key)
 			h.scheduleActorLocked(a, h.clock.Now())
 			h.settleSoonLocked(a)
 		}
+		h.mu.Unlock()
+		return
+	}
+	if draining {
+		// Not claiming: left to the nodes that are not draining.
 		h.mu.Unlock()
 		return
 	}
@@ -166,7 +173,7 @@ func (h *Host) claimForAlarm(key actorKey, e AlarmEntry) {
 	defer cancel()
 	hd, err := h.Acquire(ctx, key.ns, []byte(key.id))
 	if err != nil {
-		if !errors.Is(err, fence.ErrHeld) && h.ctx.Err() == nil {
+		if !errors.Is(err, fence.ErrHeld) && !errors.Is(err, ErrDraining) && h.ctx.Err() == nil {
 			wait := h.claimFailedFor(key)
 			h.log.Warn("cannot claim an actor for its overdue alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)),
 				"next", wait, logErr, err)

@@ -180,7 +180,7 @@ func (h *Host) wakeForAlarm(key actorKey) {
 	defer cancel()
 	hd, err := h.Acquire(ctx, key.ns, []byte(key.id))
 	if err != nil {
-		if !errors.Is(err, fence.ErrHeld) && h.ctx.Err() == nil {
+		if !errors.Is(err, fence.ErrHeld) && !errors.Is(err, ErrDraining) && h.ctx.Err() == nil {
 			h.log.Warn("cannot wake a hibernated actor for its alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)), logErr, err)
 		}
 		return

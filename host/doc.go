@@ -7,10 +7,11 @@
 // lease (a new node, vfs DB.Reopen for the actors it held), a schedule of
 // stale-lease sweeps (fence.SweepLeases), and an HTTP handler that serves
 // a request where the actor is held here and forwards it, once, to the live
-// node that holds it otherwise; and each actor's alarm, stored in the
+// node that holds it otherwise; each actor's alarm, stored in the
 // actor's database, indexed by due time in the bucket, run by the node
 // that holds the actor, and taken over by any node once nobody alive
-// holds it.
+// holds it; and the node's drain, which hands its actors over to its
+// peers.
 //
 // It must never: hand out an actor whose database is not open for this
 // node's current epoch, open one actor twice in a process, hibernate an
@@ -20,7 +21,10 @@
 // deadlines, let an alarm commit before its index entry is in the bucket,
 // delete an index entry before the write that made it stale is durable,
 // clear an alarm before its handler returned nil, clear one other than
-// the one that ran, or run an alarm of an actor another live node holds. It never acknowledges anything itself: what the runtime
+// the one that ran, run an alarm of an actor another live node holds,
+// claim an actor from anyone once it drains, hand out an actor claimed as
+// its drain began, or release an actor before what its drain hook wrote
+// is durable. It never acknowledges anything itself: what the runtime
 // answers is held by vfs.DB.Durable (the output gate), and it never
 // interprets what an actor's database holds beyond its own alarm table.
 //
@@ -91,7 +95,10 @@
 //     late, by about the holder's lease plus grace (see "Alarms: firing");
 //     and a namespace's alarms fire only on nodes that registered a
 //     handler for it (Config.Alarms).
-//   - Drain hooks are not here yet.
+//   - Drain hooks (below) run when a node drains, so that what a
+//     runtime keeps in memory is written before the actor moves. They do
+//     not run when a node dies: in-memory state is still lost then, as a
+//     Durable Object's is when it is evicted.
 //
 // # Alarms: storage
 //
@@ -181,6 +188,56 @@
 // up to two scan intervals after its time (17 to 19 s measured with the
 // default 10 s + 5 s; BENCHMARKS.md).
 //
+// # Drain
+//
+// A node that is told to stop (a deploy, a scale-down) drains: it hands
+// its actors to its peers with their state, and no peer waits for its
+// lease.
+//
+//  1. [Host.StopClaiming]: the node claims no actor from anyone any more:
+//     an Acquire that would have to claim one that is absent, released or
+//     held by a dead node fails with [ErrDraining] (Handler answers 503
+//     with Retry-After, so the caller retries, through a node that is
+//     not draining), and the alarm scan claims nothing. The node keeps
+//     renewing its lease, so the actors it holds keep serving and being
+//     acknowledged, and no peer can take them meanwhile; a live holder
+//     elsewhere is still forwarded to. An actor whose own.json names this
+//     node, though it is not open here, may still open (nobody else could
+//     take it). An open under way when StopClaiming is called fails with
+//     ErrDraining once it ends, whatever its claim replaced: it may have
+//     taken the actor from someone as the drain began, and is released
+//     at once, never handed out, rather than served by a node whose
+//     drain hooks have started without it.
+//  2. [Host.Drain] calls StopClaiming, then runs the drain hook
+//     ([Config.Drain], [DrainFunc]) of every open actor of the
+//     namespaces that have one, at most 32 at once per namespace, while
+//     the actors still serve, and waits for each hook and for what it
+//     wrote to be durable (vfs.DB.Durable). All hooks share one deadline,
+//     [Config.DrainDeadline] (6 s by default, at most 10 s; negative: no
+//     hook runs); a hook still running then has its context cancelled,
+//     is counted timed out and no longer waited for. A hook that returns
+//     an error, or panics, fails alone. An actor that opens while the
+//     hooks run (one own.json gave this node) gets its hook in a later
+//     round, until a round finds none or the deadline has passed.
+//  3. Then, as [Host.Close], each actor is closed once its last Handle is
+//     released (Hooks.Closing, final flush) and released in own.json
+//     (node ""), so a peer claims it at once with the next epoch, from
+//     everything it made durable; and the node deregisters (deletes its
+//     lease). Acquire fails with ErrStopped from the end of the hooks.
+//
+// Drain returns a [DrainReport] (per namespace: drained, skipped,
+// failed, timed out, how long) and logs one line per namespace with the
+// same counts, a warning when a hook failed or timed out. Its error is
+// Close's: a hook's failure costs only what that hook had not made
+// durable, and its actor is released like the others.
+//
+// A runtime behind a load balancer calls StopClaiming, stops accepting
+// connections and lets the requests in flight finish (http.Server's
+// Shutdown), then calls Drain, all under its own deadline (the ctx of
+// Drain). A runtime that would rather serve requests for its own actors
+// while the hooks run calls Drain before Shutdown: requests that arrive
+// after the hooks are answered 503 with Retry-After.
+//
 // # HTTP
 //
 // [Host.Handler] reads a request's body (bounded in size and time) before
@@ -196,8 +253,9 @@
 // The runtime keeps what is its own: its routes and what an actor's
 // database holds (Hooks), the output gate, and the process: its listener,
 // signals, exit codes, and the way out. A runtime that stops serving calls
-// its HTTP server's Shutdown first (so every Handle of Handler's is
-// released), then [Host.Close], both under the runtime's own deadline: the
-// host has no drain deadline of its own yet. examples/actorhost is such a
-// runtime, thin glue on this package.
+// [Host.StopClaiming] and its HTTP server's Shutdown first (so every
+// Handle of Handler's is released), then [Host.Drain] (or [Host.Close],
+// which runs no hooks), all under the runtime's own deadline; the drain
+// hooks have theirs (see "Drain"). examples/actorhost is such a runtime,
+// thin glue on this package.
 package host

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3" for database/sql
@@ -190,4 +191,69 @@ func ExampleAlarmFunc() {
 	// tick 1
 	// tick 2
 	// tick 3
+}
+
+// A runtime that keeps state in memory (here a count of events not yet
+// written) opts its namespace in to a drain hook, which writes it to the
+// actor's database before the actor moves to another node. On SIGTERM it
+// drains: StopClaiming, its HTTP server's Shutdown, then Drain.
+func ExampleHost_Drain() {
+	ctx := context.Background()
+	tmp, _ := os.MkdirTemp("", "framectl-host-drain-")
+	defer os.RemoveAll(tmp)
+	b, err := bucket.Open(ctx, "file://"+filepath.Join(tmp, "bucket"))
+	if err != nil {
+		panic(err)
+	}
+	type counter struct {
+		pool    *sql.DB
+		pending atomic.Int64 // events counted in memory, not written yet
+	}
+	h, err := host.New(ctx, host.Config{
+		Bucket:  b,
+		Address: "127.0.0.1:8080",
+		Dir:     filepath.Join(tmp, "data"),
+		Hooks: host.Hooks{
+			Opened: func(ctx context.Context, a *host.Actor) error {
+				pool, err := sql.Open("sqlite3", a.DB().DSN())
+				if err != nil {
+					return err
+				}
+				if _, err := pool.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS counts(n INTEGER)`); err != nil {
+					pool.Close()
+					return err
+				}
+				a.SetValue(&counter{pool: pool})
+				return nil
+			},
+			Closing: func(_ context.Context, a *host.Actor) { a.Value().(*counter).pool.Close() },
+		},
+		Drain: map[string]host.DrainFunc{
+			"counters": func(ctx context.Context, a *host.Actor) error {
+				c := a.Value().(*counter)
+				_, err := c.pool.ExecContext(ctx, `INSERT INTO counts VALUES (?)`, c.pending.Load())
+				return err // the host waits for Durable itself
+			},
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+	a, err := h.Acquire(ctx, "counters", []byte("page-views"))
+	if err != nil {
+		panic(err)
+	}
+	a.Value().(*counter).pending.Add(3)
+	a.Release()
+
+	h.StopClaiming() // then the HTTP server's Shutdown, if there is one
+	report, err := h.Drain(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, ns := range report.Namespaces {
+		fmt.Printf("%s: drained %d, failed %d, timed out %d\n", ns.Namespace, ns.Drained, ns.Failed, ns.TimedOut)
+	}
+	// Output:
+	// counters: drained 1, failed 0, timed out 0
 }

@@ -28,6 +28,14 @@ var (
 	// ErrBadActorID: an actor ID is empty or longer than
 	// frames.MaxActorIDBytes.
 	ErrBadActorID = errors.New("host: bad actor ID")
+	// ErrDraining: the host drains (StopClaiming, Drain) and the actor is
+	// not held here: taking it would be a claim from no one, from a
+	// released record or from a dead holder (or its claim was under way
+	// as the drain began; it was given back). Nobody serves it until a
+	// node that is not draining claims it: a runtime answers "try
+	// another node" (Handler: 503 with Retry-After). A live holder
+	// elsewhere is still a *fence.HeldError, to forward to.
+	ErrDraining = errors.New("host: draining: not claiming actors")
 )
 
 // Defaults for Config's zero fields.
@@ -39,6 +47,14 @@ const (
 
 	DefaultAlarmScanEvery = 2 * time.Second
 	DefaultAlarmTimeout   = 15 * time.Minute
+
+	DefaultDrainDeadline = 6 * time.Second
+	// MaxDrainDeadline: longer deadlines are cut to this. Every actor of
+	// the node waits for the hooks before it is released, and requests
+	// for it wait meanwhile; a drain must also end within the
+	// supervisor's grace (Kubernetes' default is 30 s) with the closes and
+	// final flushes still to come.
+	MaxDrainDeadline = 10 * time.Second
 )
 
 // Config configures a Host. Bucket, Address and Dir are required.
@@ -98,6 +114,17 @@ type Config struct {
 	// AlarmTimeout bounds one run of an alarm handler (default
 	// DefaultAlarmTimeout, Durable Objects' limit).
 	AlarmTimeout time.Duration
+	// Drain maps each namespace whose actors get a drain hook to it (see
+	// "Drain" in the package doc): when the host drains, every open
+	// actor of the namespace gets the hook, to write what the runtime
+	// keeps in memory to its database before it is released. Actors of
+	// other namespaces are closed without one.
+	Drain map[string]DrainFunc
+	// DrainDeadline bounds the drain hooks, all of them together, from
+	// the start of the first one: zero means DefaultDrainDeadline, more
+	// than MaxDrainDeadline means MaxDrainDeadline, and negative means a
+	// deadline of 0: no hook runs, and the actors are closed at once.
+	DrainDeadline time.Duration
 	// Clock is the time source of leases and idle times (default
 	// fence.SystemClock).
 	Clock fence.Clock
@@ -158,6 +185,9 @@ type Host struct {
 	actors    map[actorKey]*Actor
 	stopErr   error // non-nil once stopped: ErrStopped, wrapped
 	done      chan struct{}
+	// draining: StopClaiming was called; the node (and any next one)
+	// claims only what own.json gives it already.
+	draining bool
 
 	// When to look at actors' alarms (alarm_schedule.go), and the scan's
 	// claims in flight (alarm_scan.go).
@@ -264,6 +294,17 @@ func (c Config) withDefaults() (Config, error) {
 	if c.AlarmTimeout <= 0 {
 		c.AlarmTimeout = DefaultAlarmTimeout
 	}
+	for ns, fn := range c.Drain {
+		if fn == nil {
+			return c, fmt.Errorf("host: Config.Drain: namespace %q has a nil hook", ns)
+		}
+	}
+	switch {
+	case c.DrainDeadline == 0:
+		c.DrainDeadline = DefaultDrainDeadline
+	case c.DrainDeadline > MaxDrainDeadline:
+		c.DrainDeadline = MaxDrainDeadline
+	}
 	if c.alarmBackoff <= 0 {
 		c.alarmBackoff = alarmBackoff
 	}
@@ -322,8 +363,11 @@ func (h *Host) stopLocked(err error) {
 // ctx's error if it ended first, and the node's error (fence.ErrFenced,
 // fence.ErrLeaseLost) if the node was no longer live, in which case the
 // actors could not be released and peers take them over once the node's
-// lease has run out.
-func (h *Host) Close(ctx context.Context) error {
+// lease has run out. Drain is Close after the drain hooks.
+func (h *Host) Close(ctx context.Context) error { return h.shutdown(ctx, "host closing") }
+
+// shutdown is Close, closing idle actors for why.
+func (h *Host) shutdown(ctx context.Context, why string) error {
 	h.mu.Lock()
 	h.stopLocked(ErrStopped)
 	h.cancel()
@@ -331,7 +375,7 @@ func (h *Host) Close(ctx context.Context) error {
 	for _, a := range h.actors {
 		all = append(all, a)
 		if a.refs == 0 {
-			h.closeLocked(a, "host closing")
+			h.closeLocked(a, why)
 		}
 	}
 	node := h.node

@@ -178,7 +178,11 @@ func (hd *handler) notHere(w http.ResponseWriter, r *http.Request, ns string, id
 		hd.opts.Error(w, r, http.StatusBadRequest, err.Error())
 		return
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, fence.ErrHolderUnseen), errors.Is(err, ErrStopped), errors.Is(err, ErrLocked):
+		errors.Is(err, fence.ErrHolderUnseen), errors.Is(err, ErrStopped), errors.Is(err, ErrLocked),
+		errors.Is(err, ErrDraining):
+		// Expected. A draining node holds nothing it could claim: the
+		// caller's retry, through a node that is not draining, claims
+		// it there.
 	default:
 		// The bucket is unreachable, a restore failed: nothing the caller
 		// did, and it may pass.

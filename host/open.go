@@ -39,6 +39,17 @@ func (h *Host) open(a *Actor) {
 		}
 		a.state = 0
 		close(a.gone)
+	} else if h.draining && a.claimBeforeStop && h.stopErr == nil {
+		// Claimed while the drain began: handed to no one (the Acquires
+		// waiting for it fail with ErrDraining), closed and released at
+		// once, so that a peer claims it.
+		a.state, a.drop, a.refused = Open, true, true
+		a.lastUsed = h.clock.Now()
+		h.log.Info("refusing an actor claimed as the drain began", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)),
+			logEpoch, a.db.Epoch())
+		if a.refs == 0 {
+			h.closeLocked(a, whyRefused)
+		}
 	} else {
 		a.state = Open
 		a.lastUsed = h.clock.Now()
@@ -93,10 +104,15 @@ func (h *Host) openRetrying(a *Actor) error {
 // directory, claim and open the database (Reopen a stopped session), run
 // Hooks.Opened.
 func (h *Host) openOnce(a *Actor) error {
-	node, err := h.liveNode()
+	node, draining, err := h.liveNode()
 	if err != nil {
 		return err
 	}
+	// A claim that looks at own.json before the node stops claiming may
+	// take the actor from someone while the drain begins: its open is
+	// refused once it ends (see open). One that looks after it can only
+	// take what own.json gives this node already.
+	a.claimBeforeStop = !draining
 	select {
 	case h.opening <- struct{}{}:
 	case <-h.ctx.Done():
@@ -131,6 +147,9 @@ func (h *Host) openOnce(a *Actor) error {
 	if err != nil {
 		unlock()
 		h.setQueued(a)
+		if errors.Is(err, fence.ErrNotClaiming) {
+			return fmt.Errorf("%w: opening %s: %w", ErrDraining, a, err)
+		}
 		return fmt.Errorf("host: opening %s: %w", a, err)
 	}
 	a.db, a.node, a.unlock = db, node, unlock
@@ -175,30 +194,31 @@ func (h *Host) vfsConfig(a *Actor, node *fence.Node) vfs.Config {
 }
 
 // liveNode returns the node to claim with, waiting while a new one is
-// being registered after a loss.
-func (h *Host) liveNode() (*fence.Node, error) {
+// being registered after a loss, and whether the host was draining then
+// (the node had stopped claiming).
+func (h *Host) liveNode() (*fence.Node, bool, error) {
 	for {
 		h.mu.Lock()
 		if err := h.stopErr; err != nil {
 			h.mu.Unlock()
-			return nil, err
+			return nil, false, err
 		}
-		n, recovering := h.node, h.recovered
+		n, recovering, draining := h.node, h.recovered, h.draining
 		h.mu.Unlock()
 		if recovering != nil {
 			select {
 			case <-recovering:
 				continue
 			case <-h.ctx.Done():
-				return nil, ErrStopped
+				return nil, false, ErrStopped
 			}
 		}
 		// Past its lease: Valid ends the node, and watchNode registers
 		// the next one; the caller retries.
 		if err := n.Valid(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return n, nil
+		return n, draining, nil
 	}
 }
 
@@ -206,7 +226,7 @@ func (h *Host) liveNode() (*fence.Node, error) {
 // holder's lease has run out (or the host's next node is registered).
 func (h *Host) retryable(err error) bool {
 	switch {
-	case errors.Is(err, errDeserted), errors.Is(err, ErrStopped):
+	case errors.Is(err, errDeserted), errors.Is(err, ErrStopped), errors.Is(err, ErrDraining):
 		return false
 	case errors.Is(err, fence.ErrHolderUnseen), errors.Is(err, ErrLocked):
 		return true

@@ -57,6 +57,9 @@ func (h *Host) watchNode() {
 		stopped := h.stopErr != nil
 		if next != nil && !stopped {
 			h.node = next
+			if h.draining {
+				next.StopClaiming() // before any claim can use it
+			}
 		}
 		close(h.recovered)
 		h.recovered = nil

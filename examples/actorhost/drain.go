@@ -9,12 +9,15 @@ import (
 	"github.com/framectl/framectl/fence"
 )
 
-// drain is the answer to SIGTERM, a handoff: stop accepting connections,
-// let the requests in flight finish, then host.Close: every actor closed
-// (final flush, then own.json released, so peers claim it at once with the
-// next epoch) and the node deregistered. Requests that peers forward here
-// meanwhile find the port closed; the peers retry their claim and serve
-// the actor themselves as soon as the release has landed.
+// drain is the answer to SIGTERM, a handoff (host.Drain): stop claiming
+// actors (a request for one this node does not hold is forwarded to its
+// holder, or answered 503 if nobody holds it), stop accepting connections,
+// let the requests in flight finish, then drain: every actor closed (final
+// flush, then own.json released, so peers claim it at once with the next
+// epoch) and the node deregistered. This runtime keeps nothing in memory,
+// so it has no drain hooks. Requests that peers forward here meanwhile find
+// the port closed; the peers retry their claim and serve the actor
+// themselves as soon as the release has landed.
 //
 // Exit code: 0; 1 if an actor could not be flushed and released within
 // -drain-timeout (the lease is deleted right after, and peers take the
@@ -22,15 +25,16 @@ import (
 // what reached the bucket, which includes everything acknowledged); 3 if
 // the node was lost while draining.
 func (s *server) drain(srv *http.Server) int {
-	s.log.Info("draining: no new connections; finishing requests, then releasing every actor")
+	s.log.Info("draining: claiming nothing, no new connections; finishing requests, then releasing every actor")
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.drain)
 	defer cancel()
+	s.host.StopClaiming()
 	if err := srv.Shutdown(ctx); err != nil {
 		s.log.Warn("requests still running at the drain deadline", logErr, err)
 		srv.Close()
 	}
-	err := s.host.Close(ctx)
+	_, err := s.host.Drain(ctx) // the host logs what the hooks did: none here
 	switch {
 	case errors.Is(err, fence.ErrFenced), errors.Is(err, fence.ErrLeaseLost):
 		s.log.Error("the node was lost while draining", logErr, err)
