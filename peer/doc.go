@@ -20,13 +20,14 @@
 // weighed and not taken:
 //
 //   - Cap'n Proto RPC (capnproto.org/go/capnp/v3, in go.mod) is
-//     capability RPC with promise pipelining, for messages that are flat
-//     byte strings sent one way: it would add a second decoder of untrusted
-//     bytes in front of follow's (the stream transport of the pinned
-//     v3.1.0-alpha.2 builds its capnp.Decoder with the library's default
-//     64 MiB limit, not the cluster's), authenticates nobody, and its flow
-//     control is per capability. follow's doc says why its messages are not
-//     Cap'n Proto either.
+//     capability RPC with promise pipelining; follow's messages are flat
+//     byte strings sent one way, which it would wrap in calls. It would add
+//     a second decoder of untrusted bytes in front of follow's (the stream
+//     transport of the pinned v3.1.0-alpha.2 builds its capnp.Decoder with
+//     the library's default 64 MiB limit, not the cluster's), it
+//     authenticates nobody, and its flow control is per capability, not
+//     per peer. follow's doc says why its messages are not Cap'n Proto
+//     either.
 //   - HTTP/2 from net/http: since Go 1.24 http.Protocols also speaks it
 //     without TLS (SetUnencryptedHTTP2), and one long request whose body
 //     and response stream both ways could carry the frames. But it would
@@ -78,19 +79,21 @@
 //	K(L->D)  = HKDF(cluster key, salt T, info "frames listener to dialer")
 //
 // Each side checks the other's proof (in constant time) before it sends
-// anything more: the dialer its own proof only once the listener proved
+// anything more: the dialer sends its own only once the listener proved
 // the key and that it is the node dialed (ErrWrongPeer otherwise: the
-// address moved, or the node there restarted with another ID), so a node
-// that does not hold the key learns nothing to test guesses against. Each
-// proof covers the other side's fresh nonce, so a recorded handshake
-// replayed fails (ErrAuth); the labels differ, so a proof cannot be
-// reflected; T holds both IDs, so a peer's claimed ID is what the key
-// proved. The reader accepts only what the writer writes: the magic and
-// version (frames.ErrUnknownKind otherwise: not this protocol), the role
-// expected, an ID of 1 to 255 bytes that checkID accepts
-// (frames.ErrCorrupt), nothing of it past 255+43 bytes read.
-// HandshakeTimeout bounds it whole, and a node holds at most 64
-// connections in handshake.
+// address moved, or the node there restarted with another ID). Each proof
+// covers the other side's fresh nonce, so a recorded handshake replayed
+// fails (ErrAuth); the labels differ, so a proof cannot be reflected; T
+// holds both IDs, so a peer's claimed ID is what the key proved. The
+// listener proves first, so anyone who can connect to a node (or watch a
+// handshake on plain TCP) gets a proof to test guesses of the key against
+// offline: that is why the key is 32 random bytes at least, never a
+// password (MinKeyBytes). The reader accepts only what the writer writes:
+// the magic and version (frames.ErrUnknownKind otherwise: not this
+// protocol), the role expected, an ID of 1 to 255 bytes of UTF-8 without
+// control characters (frames.ErrCorrupt), reading 298 bytes of a hello
+// at most. HandshakeTimeout bounds the handshake whole, and a node holds
+// at most 64 connections in handshake.
 //
 // # Frames
 //
@@ -142,10 +145,12 @@
 //
 // # Delivery and back-pressure
 //
-// A message Send took is delivered at most once and in the order sent, or
-// lost: in flight when its connection broke, or left for a peer the node
-// can no longer reach (Stats.Lost). Never twice, never altered, never from
-// anyone but its sender. The follow protocol is built for that: the owner
+// A message Send took is delivered at most once, or lost: in flight when
+// its connection broke, or left for a peer the node can no longer reach
+// (Stats.Lost). Never twice, never altered, never from anyone but its
+// sender; in the order sent while one connection carries the messages
+// (after a reconnect, what the old connection still held may come after
+// the first of the new). The follow protocol is built for that: the owner
 // resends everything unacknowledged every Retransmit, and follow's
 // simulation drops, copies and reorders messages on purpose
 // (peertest adds those faults back, for tests over this transport).

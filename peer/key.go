@@ -13,9 +13,10 @@ import (
 )
 
 // MinKeyBytes is the shortest cluster key accepted: 256 bits. The key must
-// be random bytes, not a password: anyone who watches a handshake on a
-// plain TCP connection sees both proofs and can test guesses of the key
-// offline, which 256 random bits put out of reach.
+// be random bytes, not a password: anyone who can connect to a node gets
+// a listener's proof, and anyone who watches a handshake on plain TCP
+// both proofs, to test guesses of the key against offline, which 256
+// random bits put out of reach.
 const MinKeyBytes = 32
 
 // maxIDBytes bounds a node ID: its length is one byte of the handshake.

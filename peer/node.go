@@ -72,7 +72,7 @@ type Stats struct {
 	Sent      uint64 // messages written whole to a connection
 	Delivered uint64 // messages received, authenticated and decoded, handed to the Handler
 	Refused   uint64 // Sends refused with ErrBackpressure
-	Lost      uint64 // messages queued that no connection carried: in flight when one broke, left for a peer with no route, or at Close
+	Lost      uint64 // messages taken that the node knows no connection carried: being written when one broke, left for a peer with no route, or at Close
 	Queued    int64  // bytes queued now, for all peers
 	Dials     uint64 // connections dialed
 	Accepted  uint64 // inbound connections that authenticated
@@ -403,14 +403,16 @@ func (n *Node) reader(p *peerState, c *Conn) {
 	}
 }
 
-// detach closes c and takes it from p; err is why it ended. The sender
-// and the reader of a connection may both fail on it: the first counts.
+// detach takes c from p and closes it; err is why it ended. The sender
+// and the reader of a connection may both fail on it: the first counts
+// (it takes c before it closes it, so the other's error, from the close,
+// is not reported).
 func (n *Node) detach(p *peerState, c *Conn, err error) {
-	c.Close()
 	n.mu.Lock()
 	i := slices.Index(p.conns, c)
 	if i < 0 {
 		n.mu.Unlock()
+		c.Close()
 		return
 	}
 	p.conns = slices.Delete(p.conns, i, i+1)
@@ -424,6 +426,7 @@ func (n *Node) detach(p *peerState, c *Conn, err error) {
 	}
 	n.forget(p)
 	n.mu.Unlock()
+	c.Close()
 	switch {
 	case closing:
 	case clean:
@@ -492,16 +495,19 @@ func (n *Node) Close() error {
 	for ln := range n.listeners {
 		ln.Close()
 	}
+	var conns []*Conn
 	for _, p := range n.peers {
-		for _, c := range p.conns {
-			c.Close()
-		}
+		conns = append(conns, p.conns...)
 		if len(p.queue) > 0 {
 			n.lost.Add(uint64(len(p.queue)))
 			p.queue, p.queued = nil, 0
 		}
 	}
 	n.mu.Unlock()
+	// Outside the lock: closing a TLS connection writes its close alert.
+	for _, c := range conns {
+		c.Close()
+	}
 	n.wg.Wait()
 	return nil
 }

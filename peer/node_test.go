@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net"
+	"os"
 	"reflect"
 	"sync/atomic"
 	"testing"
@@ -366,4 +367,103 @@ func TestNodeHandshakeLimit(t *testing.T) {
 	a.SetAddr("b", b.addr)
 	a.Send("b", fence(1))
 	waitFor(t, "a gets through", func() bool { return len(b.in.all()) == 1 })
+}
+
+// A peer that stops reading for longer than StallTimeout: the write ends
+// the connection (the message being written is lost, and counted), and
+// the node dials again once the peer reads.
+func TestNodeStall(t *testing.T) {
+	key := testKey(1)
+	release := make(chan struct{})
+	var held atomic.Bool
+	bcfg := nodeConfig("b", key)
+	var bin inbox
+	bcfg.Handler = func(from follow.NodeID, m follow.Message) {
+		if held.CompareAndSwap(false, true) {
+			<-release
+		}
+		bin.handle(from, m)
+	}
+	b := startNode(t, bcfg, "")
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	acfg := nodeConfig("a", key)
+	acfg.StallTimeout = 50 * time.Millisecond
+	a := startNode(t, acfg, "")
+	a.SetAddr("b", b.addr)
+	body := make([]byte, 256<<10)
+	for i := 1; a.log.find("send", os.ErrDeadlineExceeded) == nil; i++ {
+		if i > 10000 {
+			t.Fatalf("no write stalled: %+v, logged %v", a.Stats(), a.log.errs)
+		}
+		if err := a.Send("b", &follow.Append{Epoch: uint64(i), Entries: []follow.Entry{{Seq: 1, After: 1, Body: body}}}); err != nil && !errors.Is(err, ErrBackpressure) {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if a.Stats().Lost == 0 {
+		t.Error("the message being written when the connection ended is not counted lost")
+	}
+	close(release)
+	n := len(bin.all())
+	a.Send("b", fence(1<<20))
+	waitFor(t, "a reaches b again", func() bool { return bin.has(fence(1 << 20)) })
+	if len(bin.all()) <= n {
+		t.Error("nothing arrived after the stall")
+	}
+}
+
+// Both nodes dial each other: each has two connections, both read, and
+// each node's messages still arrive in order.
+func TestNodeBothDial(t *testing.T) {
+	key := testKey(1)
+	a := startNode(t, nodeConfig("a", key), "")
+	b := startNode(t, nodeConfig("b", key), "")
+	a.SetAddr("b", b.addr)
+	b.SetAddr("a", a.addr)
+	const n = 500
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= n; i++ {
+			b.Send("a", fence(i))
+		}
+	}()
+	for i := 1; i <= n; i++ {
+		a.Send("b", fence(i))
+	}
+	<-done
+	waitFor(t, "both get everything", func() bool { return len(a.in.all()) == n && len(b.in.all()) == n })
+	for _, x := range []*testNode{a, b} {
+		for i, r := range x.in.all() {
+			if r.m.MsgEpoch() != uint64(i+1) {
+				t.Fatalf("%s: message %d is epoch %d", x.ID(), i, r.m.MsgEpoch())
+			}
+		}
+	}
+	if a.Stats().Dials != 1 || b.Stats().Dials != 1 {
+		t.Errorf("dials: a %d, b %d", a.Stats().Dials, b.Stats().Dials)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	if d := backoff(0); d != 0 {
+		t.Errorf("first dial waits %v", d)
+	}
+	for _, c := range []struct {
+		failures int
+		lo, hi   time.Duration
+	}{{1, 25 * time.Millisecond, 50 * time.Millisecond}, {2, 50 * time.Millisecond, 100 * time.Millisecond},
+		{7, 1600 * time.Millisecond, 3200 * time.Millisecond}, {8, 2500 * time.Millisecond, 5 * time.Second}, {1000, 2500 * time.Millisecond, 5 * time.Second}} {
+		for range 100 {
+			if d := backoff(c.failures); d < c.lo || d > c.hi {
+				t.Fatalf("after %d failures: %v, want %v..%v", c.failures, d, c.lo, c.hi)
+			}
+		}
+	}
 }
