@@ -25,8 +25,9 @@ const (
 	DefaultStallTimeout = 30 * time.Second
 )
 
-// Config is one node's side of the transport. ID, Key and Limits are what
-// Client and Server use too; the rest is Node's.
+// Config is one node's side of the transport. Client and Server use ID,
+// Key, Limits, HandshakeTimeout, StallTimeout and Rand (TLS is the
+// net.Conn they are given); NewNode all of it.
 type Config struct {
 	// ID is this node's name, as its peers send to it: 1 to 255 bytes of
 	// UTF-8 without control characters. The handshake proves it.

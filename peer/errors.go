@@ -17,14 +17,15 @@ var (
 	// ErrAuth: a peer failed to prove that it holds the cluster key (its
 	// handshake proof does not verify: another key, or a handshake altered
 	// or replayed), or a frame's MAC does not verify (altered, replayed,
-	// reordered or cut on the wire). Nothing it carried is delivered.
+	// reordered, or from another connection). Nothing it carried is
+	// delivered.
 	ErrAuth = errors.New("peer: authentication failed")
 	// ErrWrongPeer: the node at a peer's address proved, with the key, that
 	// it is another node (the address moved, or the node restarted with
 	// another ID), or a node reached itself.
 	ErrWrongPeer = errors.New("peer: the node reached is not the one dialed")
-	// ErrBackpressure: the peer's queue holds Config.MaxQueueBytes already;
-	// the message was not queued. Send it again later (the follow protocol
+	// ErrBackpressure: the message would take the peer's queue past
+	// Config.MaxQueueBytes; it was not queued. Send it again later (the follow protocol
 	// resends everything unacknowledged on its own).
 	ErrBackpressure = errors.New("peer: queue to the peer is full")
 	// ErrNoRoute: no connection with the peer and no address for it
