@@ -1,0 +1,136 @@
+package peer
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/framectl/framectl/follow"
+)
+
+// Defaults of Config.
+const (
+	// DefaultMaxQueueBytes is Config.MaxQueueBytes when zero: more than a
+	// second of commits at 10 MB/s, and what is refused past it the follow
+	// protocol resends.
+	DefaultMaxQueueBytes = 16 << 20
+	// DefaultHandshakeTimeout is Config.HandshakeTimeout when zero. It also
+	// bounds a dial, and how long an unauthenticated connection is held.
+	DefaultHandshakeTimeout = 10 * time.Second
+	// DefaultStallTimeout is Config.StallTimeout when zero.
+	DefaultStallTimeout = 30 * time.Second
+)
+
+// Config is one node's side of the transport. Client and Server use ID,
+// Key, Limits, HandshakeTimeout, StallTimeout and Rand (TLS is the
+// net.Conn they are given); NewNode all of it.
+type Config struct {
+	// ID is this node's name, as its peers send to it: 1 to 255 bytes of
+	// UTF-8 without control characters. The handshake proves it.
+	ID follow.NodeID
+	// Key is the cluster key every node shares: MinKeyBytes random bytes
+	// at least (ErrWeakKey otherwise).
+	Key []byte
+	// Limits must be the cluster's: a frame longer than
+	// Limits.MaxMessageBytes is refused before it is read.
+	Limits follow.Limits
+	// TLS, when the operator gives certificates, carries every connection
+	// over TLS 1.3 (or newer): Node.Serve uses it as the server's config,
+	// a dial as the client's (ServerName, when empty, is the host of the
+	// peer's address). nil: plain TCP, authenticated but readable on the
+	// wire. The handshake authenticates the cluster key either way.
+	TLS *tls.Config
+	// Handler receives every message that arrives, authenticated and
+	// decoded. Node calls it on the reading goroutine of the connection the
+	// message came on: one at a time per connection, concurrently across
+	// connections. While it runs that connection reads nothing more, which
+	// is the back-pressure a sender sees; it must return (Close waits for
+	// it). It may call Send. Required by NewNode.
+	Handler Handler
+	// MaxQueueBytes bounds the messages queued for one peer, in encoded
+	// bytes (ErrBackpressure past it); a single message larger than that
+	// is taken when nothing is queued. Default DefaultMaxQueueBytes.
+	MaxQueueBytes int64
+	// HandshakeTimeout bounds a dial and a handshake. Default
+	// DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	// StallTimeout: a write that makes no progress this long (the peer
+	// stopped reading, or vanished with data in flight) ends the
+	// connection. Negative: never. Default DefaultStallTimeout.
+	StallTimeout time.Duration
+	// Logger receives connections made and broken; nil discards.
+	Logger *slog.Logger
+	// Rand draws the handshake's nonces; nil is crypto/rand. Only tests
+	// set it, to replay a handshake byte for byte.
+	Rand io.Reader
+}
+
+// settings is a Config checked, with its defaults and keys.
+type settings struct {
+	id               follow.NodeID
+	keys             *schedule
+	lim              follow.Limits
+	maxMessage       int64
+	tls              *tls.Config
+	handler          Handler
+	maxQueue         int64
+	handshakeTimeout time.Duration
+	stall            time.Duration
+	log              *slog.Logger
+	rand             io.Reader
+}
+
+func (c Config) settings() (*settings, error) {
+	if err := checkID(c.ID); err != nil {
+		return nil, fmt.Errorf("%w: Config.ID: %v", ErrInvalid, err)
+	}
+	keys, err := newSchedule(c.Key)
+	if err != nil {
+		return nil, err
+	}
+	if c.Limits.MaxTailBytes < 0 {
+		return nil, fmt.Errorf("%w: Limits.MaxTailBytes %d", ErrInvalid, c.Limits.MaxTailBytes)
+	}
+	// The frame length is 32 bits.
+	if c.Limits.MaxMessageBytes() > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: a message bound of %d bytes, past a frame's 32-bit length", ErrInvalid, c.Limits.MaxMessageBytes())
+	}
+	if c.MaxQueueBytes < 0 {
+		return nil, fmt.Errorf("%w: MaxQueueBytes %d", ErrInvalid, c.MaxQueueBytes)
+	}
+	s := &settings{
+		id: c.ID, keys: keys, lim: c.Limits, maxMessage: c.Limits.MaxMessageBytes(), handler: c.Handler,
+		maxQueue: c.MaxQueueBytes, handshakeTimeout: c.HandshakeTimeout, stall: c.StallTimeout, log: c.Logger, rand: c.Rand,
+	}
+	if c.TLS != nil {
+		s.tls = c.TLS.Clone()
+		if s.tls.MinVersion < tls.VersionTLS13 {
+			// The transcript binds TLS 1.3's exporter (tlsBinding); every
+			// node runs this code, so nothing older need be spoken.
+			s.tls.MinVersion = tls.VersionTLS13
+		}
+	}
+	if s.maxQueue == 0 {
+		s.maxQueue = DefaultMaxQueueBytes
+	}
+	if s.handshakeTimeout <= 0 {
+		s.handshakeTimeout = DefaultHandshakeTimeout
+	}
+	switch {
+	case s.stall == 0:
+		s.stall = DefaultStallTimeout
+	case s.stall < 0:
+		s.stall = 0
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+	return s, nil
+}
