@@ -56,6 +56,7 @@ func versusCmd(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	costSyncs := fs.String("cost-sync", "NORMAL", "synchronous settings of the cost phase")
 	fc := fs.String("framectl", "default", "framectl variants, separated by ';': 'default' or settings "+
 		"interval=DURATION|off (UploadInterval), minlog=SIZE|off, mininterval=DURATION|off (compact.Rule), compaction=off, "+
+		"retention=DURATION (Retention), kept=SIZE|off (KeptBytes), "+
 		"bucket=dir (a directory bucket instead of the S3 server: no requests counted, PUTs from vfs.Stats)")
 	ls := fs.String("litestream", "default,100ms", "Litestream variants: 'default' (its 1 s intervals) or a DURATION for monitor-interval and sync-interval; empty: none")
 	fs.IntVar(&o.work.rows, "rows", 10000, "rows of the hot database")
@@ -131,6 +132,14 @@ func parseFramectlVariants(spec string) ([]*framectlSide, error) {
 				}
 			case "compaction":
 				s.noCompact = val == "off"
+			case "retention":
+				s.retention, err = time.ParseDuration(val)
+			case "kept":
+				if val == "off" {
+					s.kept = -1
+				} else {
+					s.kept, err = parseSize(val)
+				}
 			case "bucket":
 				s.dirBucket = val == "dir"
 			default:

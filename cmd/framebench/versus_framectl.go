@@ -24,7 +24,9 @@ type framectlSide struct {
 	interval  time.Duration // vfs.Config.UploadInterval
 	rule      compact.Rule  // vfs.Config.Compaction
 	noCompact bool
-	dirBucket bool // a directory bucket under the run's work directory
+	retention time.Duration // vfs.Config.Retention
+	kept      int64         // vfs.Config.KeptBytes
+	dirBucket bool          // a directory bucket under the run's work directory
 
 	db   *vfs.DB
 	dir  bucket.Bucket // when dirBucket
@@ -59,7 +61,8 @@ func (s *framectlSide) start(ctx context.Context, env *versusEnv, dir, prefix st
 	id := make([]byte, 8)
 	rand.Read(id)
 	s.db, err = vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "versus", Actor: id, Epoch: 1, Dir: dir,
-		UploadInterval: s.interval, Compaction: s.rule, DisableCompaction: s.noCompact})
+		UploadInterval: s.interval, Compaction: s.rule, DisableCompaction: s.noCompact,
+		Retention: s.retention, KeptBytes: s.kept})
 	if err != nil {
 		return nil, err
 	}
