@@ -36,6 +36,7 @@ func (h *Host) watchNode() {
 			return
 		}
 		h.earlier[n.ID()] = struct{}{}
+		h.stats.nodeLost(err)
 		if h.cfg.StopOnNodeLoss {
 			h.stopLocked(fmt.Errorf("%w: node %s lost: %w", ErrStopped, n.ID(), err))
 		} else {
@@ -57,6 +58,7 @@ func (h *Host) watchNode() {
 		stopped := h.stopErr != nil
 		if next != nil && !stopped {
 			h.node = next
+			h.stats.retired = append(h.stats.retired, n.Observer)
 		}
 		close(h.recovered)
 		h.recovered = nil
