@@ -110,7 +110,7 @@ type counters struct {
 	claimsOK, claimsHeld, claimsWaiting, claimsFailed atomic.Int64
 	nodesFenced, leasesLost                           atomic.Int64
 	actorsFenced, actorsStopped                       atomic.Int64
-	alarmRuns, alarmFailures, alarmsDropped           atomic.Int64
+	alarmsOK, alarmFailures, alarmsDropped            atomic.Int64
 	alarmFirstRuns, alarmsLate, alarmLateness         atomic.Int64
 
 	// retired are the observers of this host's earlier nodes, whose
@@ -155,9 +155,12 @@ func (c *counters) dropped(why error) {
 // alarmRan counts a run of an alarm handler that started late after the
 // alarm's time, the retry-th retry, and failed with err (nil: done).
 func (c *counters) alarmRan(retry int, late time.Duration, err error) {
-	c.alarmRuns.Add(1)
+	// Successes and failures apart, each only ever growing to a reader
+	// of Stats (Runs is their sum).
 	if err != nil {
 		c.alarmFailures.Add(1)
+	} else {
+		c.alarmsOK.Add(1)
 	}
 	if retry > 0 {
 		return
@@ -206,7 +209,8 @@ func (h *Host) Stats() Stats {
 	s.Claims = Claims{OK: c.claimsOK.Load(), Held: c.claimsHeld.Load(), Waiting: c.claimsWaiting.Load(), Failed: c.claimsFailed.Load()}
 	s.NodesFenced, s.LeasesLost = c.nodesFenced.Load(), c.leasesLost.Load()
 	s.ActorsFenced, s.ActorsStopped = c.actorsFenced.Load(), c.actorsStopped.Load()
-	s.Alarms.Runs, s.Alarms.Failures, s.Alarms.Dropped = c.alarmRuns.Load(), c.alarmFailures.Load(), c.alarmsDropped.Load()
+	s.Alarms.Failures, s.Alarms.Dropped = c.alarmFailures.Load(), c.alarmsDropped.Load()
+	s.Alarms.Runs = c.alarmsOK.Load() + s.Alarms.Failures
 	s.Alarms.FirstRuns, s.Alarms.Late = c.alarmFirstRuns.Load(), c.alarmsLate.Load()
 	s.Alarms.Lateness = time.Duration(c.alarmLateness.Load())
 	return s
