@@ -184,12 +184,18 @@ func TestObserverFencesOnlyExpiredNodes(t *testing.T) {
 			t.Fatalf("fenced %v early", live)
 		}
 		peerClock.Advance(1 * time.Second)
+		require.Zero(t, peer.Observer.Fences(), "fences before the lease expired")
 		live, err := peer.Observer.Fence(ctx, victim.ID())
 		require.NoError(t, err, "expired node")
 		require.Equal(t, Fenced, live, "expired node")
 		if live, _, err := peer.Observer.Judge(ctx, victim.ID()); err != nil || live != Fenced {
 			t.Fatalf("fenced node judged %v (%v)", live, err)
 		}
+		// Fencing it again finds it fenced and writes nothing: one fence.
+		if live, err := peer.Observer.Fence(ctx, victim.ID()); err != nil || live != Fenced {
+			t.Fatalf("fencing a fenced node: %v (%v)", live, err)
+		}
+		require.Equal(t, int64(1), peer.Observer.Fences(), "fences")
 		// The observer keeps nothing for a fenced node (a host judging
 		// thousands of dead nodes over its life must not grow).
 		peer.Observer.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
@@ -69,6 +70,8 @@ type Observer struct {
 	mu        sync.Mutex
 	seen      map[string]sighting
 	lastPrune time.Time
+
+	fences atomic.Int64 // leases this observer fenced
 }
 
 type sighting struct {
@@ -167,6 +170,10 @@ func (o *Observer) forget(id string) {
 	o.mu.Unlock()
 }
 
+// Fences counts the leases this observer fenced (Fence returned Fenced
+// after writing the mark itself), for metrics.
+func (o *Observer) Fences() int64 { return o.fences.Load() }
+
 // Fence marks an expired node's lease fenced, with If-Match on the version
 // Judge saw, so a node that renewed meanwhile is left alone (the result is
 // then Alive). It returns the node's liveness afterwards: Fenced on success.
@@ -182,6 +189,7 @@ func (o *Observer) Fence(ctx context.Context, id string) (Liveness, error) {
 	body := l.Marshal()
 	_, err = o.b.Put(ctx, frames.NodeKey(id), bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: etag})
 	if err == nil {
+		o.fences.Add(1)
 		o.opts.Logger.Warn("fenced an expired node", "subsystem", "fence", "node", id, "heartbeat", l.Heartbeat)
 		return Fenced, nil
 	}

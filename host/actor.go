@@ -275,6 +275,7 @@ func (h *Host) dropLocked(a *Actor, why error) {
 		return
 	}
 	a.drop = true
+	h.stats.dropped(why)
 	nodeErr := a.node.Err()
 	a.reopen = !h.cfg.StopOnNodeLoss && nodeErr != nil && !errors.Is(nodeErr, fence.ErrClosed)
 	h.log.Warn("dropping actor", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)),

@@ -122,6 +122,7 @@ func (h *Host) runDue(a *Actor, pool Querier, ran Alarm) (next time.Time, didRun
 
 	log := h.log.With(logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), "due", ran.Due, "gen", ran.Gen, "retry", retry.n)
 	log.Debug("alarm running")
+	began := h.clock.Now()
 	runErr := h.callAlarm(a, AlarmRun{Alarm: ran, Retry: retry.n})
 	if h.ctx.Err() != nil {
 		return time.Time{}, true, nil // closing: whoever holds it next runs it
@@ -129,12 +130,14 @@ func (h *Host) runDue(a *Actor, pool Querier, ran Alarm) (next time.Time, didRun
 	ctx, cancel := context.WithTimeout(h.ctx, settleTimeout)
 	defer cancel()
 	if runErr == nil {
-		if runErr = h.clearRan(ctx, a, pool, ran); runErr == nil {
-			log.Debug("alarm ran", "late", h.clock.Now().Sub(ran.Due))
-			h.setRetry(a, alarmRetry{})
-			next, err := h.nextAlarm(ctx, a, pool)
-			return next, true, err
-		}
+		runErr = h.clearRan(ctx, a, pool, ran)
+	}
+	h.stats.alarmRan(retry.n, began.Sub(ran.Due), runErr)
+	if runErr == nil {
+		log.Debug("alarm ran", "late", h.clock.Now().Sub(ran.Due))
+		h.setRetry(a, alarmRetry{})
+		next, err := h.nextAlarm(ctx, a, pool)
+		return next, true, err
 	}
 	if a.unusable() != nil {
 		// This session can write nothing more (fenced, node lost): the
@@ -144,6 +147,7 @@ func (h *Host) runDue(a *Actor, pool Querier, ran Alarm) (next time.Time, didRun
 	}
 	if retry.n >= maxAlarmRetries {
 		log.Error("alarm handler failed on every retry: alarm given up", "runs", retry.n+1, logErr, runErr)
+		h.stats.alarmsDropped.Add(1)
 		h.setRetry(a, alarmRetry{})
 		if err := h.clearRan(ctx, a, pool, ran); err != nil {
 			return time.Time{}, true, err

@@ -189,6 +189,8 @@ func TestAlarmRetriesThenGivesUp(t *testing.T) {
 	_, ok, err := a.Alarm(ctx, pool(a))
 	require.NoError(t, err)
 	assert.False(t, ok, "an alarm given up is still set")
+	al := h.Stats().Alarms
+	assert.Equal(t, AlarmStats{Pending: al.Pending, Runs: 1 + maxAlarmRetries, Failures: 1 + maxAlarmRetries, Dropped: 1, FirstRuns: 1, Lateness: al.Lateness, Late: al.Late}, al)
 }
 
 // An actor's alarm whose index entry is missing (a restore, a node that

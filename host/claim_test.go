@@ -34,6 +34,10 @@ func TestRequestWaitsOutKilledHolder(t *testing.T) {
 			r = do(t, http.MethodGet, heir.addr, "ns", "x", "", nil)
 			require.Equal(t, http.StatusOK, r.status, "%v", r)
 			assert.JSONEq(t, `["from the child","after the kill"]`, r.body)
+			st := heir.Stats()
+			assert.Equal(t, int64(1), st.PeersFenced, "peers fenced")
+			assert.Equal(t, int64(1), st.Claims.OK, "claims")
+			assert.Zero(t, st.Claims.Failed, "failed claims")
 		})
 	}
 }
@@ -79,4 +83,7 @@ func TestAcquireRetriesEndWithTheContext(t *testing.T) {
 	_, err := h.Acquire(actx, "ns", []byte("x"))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, fence.ErrHolderUnseen)
+	claims := h.Stats().Claims
+	assert.Positive(t, claims.Waiting, "claims waiting for the holder's lease")
+	assert.Zero(t, claims.OK+claims.Held+claims.Failed, "other claims")
 }

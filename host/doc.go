@@ -248,6 +248,15 @@
 // relays carries HeaderVia. The header marks a request as forwarded and
 // nothing more: a client that sends it only gives up being forwarded.
 //
+// # Stats
+//
+// [Host.Stats] says what the host holds now (its actors by state, the
+// summed replication of those open, the alarms it will look at) and what
+// it did since New (claims by outcome, its node's losses, the peers it
+// fenced, actors dropped, alarm runs and how late they started). It names
+// no actor: a node may hold many thousands. Package metrics exposes it to
+// Prometheus.
+//
 // # What the runtime keeps
 //
 // The runtime keeps what is its own: its routes and what an actor's

@@ -198,6 +198,8 @@ type Host struct {
 	claiming    map[actorKey]struct{}
 	claimFailed map[actorKey]claimFailure
 	warned      map[string]struct{} // bad index keys logged already
+
+	stats counters // for Stats (stats.go)
 }
 
 // New locks cfg.Dir, registers the node's lease, and starts serving.

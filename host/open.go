@@ -77,6 +77,7 @@ func (h *Host) openRetrying(a *Actor) error {
 	delay := retryMin
 	for {
 		err := h.openOnce(a)
+		h.stats.claimed(err)
 		if err == nil || !h.retryable(err) {
 			return err
 		}

@@ -36,6 +36,7 @@ func (h *Host) watchNode() {
 			return
 		}
 		h.earlier[n.ID()] = struct{}{}
+		h.stats.nodeLost(err)
 		if h.cfg.StopOnNodeLoss {
 			h.stopLocked(fmt.Errorf("%w: node %s lost: %w", ErrStopped, n.ID(), err))
 		} else {
@@ -60,6 +61,7 @@ func (h *Host) watchNode() {
 			if h.draining {
 				next.StopClaiming() // before any claim can use it
 			}
+			h.stats.retired = append(h.stats.retired, n.Observer)
 		}
 		close(h.recovered)
 		h.recovered = nil

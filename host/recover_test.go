@@ -135,6 +135,10 @@ func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
 			}
 			assert.NotEqual(t, lost.ID(), h.Node().ID(), "the node after recovery")
 			assert.NoError(t, h.Err())
+			st := h.Stats()
+			assert.Equal(t, int64(1), st.LeasesLost, "leases lost")
+			assert.Zero(t, st.NodesFenced, "nodes fenced")
+			assert.Equal(t, int64(2), st.ActorsFenced, "actors dropped for the loss")
 			rec := ownRecord(t, b, "ns", "x")
 			assert.Equal(t, h.Node().ID(), rec.Node, "own.json of x")
 		})

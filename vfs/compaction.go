@@ -2,8 +2,10 @@ package vfs
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/framectl/framectl/compact"
 )
@@ -61,9 +63,17 @@ func (r *replicator) runCompaction(done func(compact.Result, error)) {
 	r.compacting.Add(1)
 	go func() {
 		defer r.compacting.Done()
+		began := time.Now()
 		res, err := r.compactPass()
 		done(res, err)
 		r.stats.compactions.Add(1)
+		if f := r.cfg.Observer.Compaction; f != nil {
+			obsErr := err
+			if err != nil && r.compactCtx.Err() != nil {
+				obsErr = fmt.Errorf("%w (cut short: %w)", err, r.compactCtx.Err())
+			}
+			f(time.Since(began), obsErr)
+		}
 		switch {
 		case err != nil && r.compactCtx.Err() == nil:
 			r.stats.compactionErrors.Add(1)

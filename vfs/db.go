@@ -373,7 +373,16 @@ func (db *DB) conn(params ...string) (*sqlite3.Conn, error) {
 // Durable waits until every commit made before the call is in the bucket.
 // It returns ErrFenced, ErrStopped or ErrClosed (wrapped) once replication
 // has stopped, and ctx's error if ctx ends first.
-func (db *DB) Durable(ctx context.Context) error { return db.rep.Durable(ctx) }
+func (db *DB) Durable(ctx context.Context) error {
+	f := db.cfg.Observer.Durable
+	if f == nil {
+		return db.rep.Durable(ctx)
+	}
+	began := time.Now()
+	err := db.rep.Durable(ctx)
+	f(time.Since(began), err)
+	return err
+}
 
 // Stats returns replication counters.
 func (db *DB) Stats() Stats { return db.rep.Stats() }

@@ -88,7 +88,9 @@ type Config struct {
 	// for a directory bucket, whose PUTs fsync the disk the database is on;
 	// DefaultS3UploadInterval for an S3 bucket (*bucket.S3), whose PUTs are
 	// billed one by one; no pacing for other buckets (wrappers choose
-	// their own). Negative: never pace.
+	// their own, but one that only observes the bucket it wraps and says
+	// so with an Unwrap() bucket.Bucket method, as package metrics's does,
+	// is paced as that bucket). Negative: never pace.
 	UploadInterval time.Duration
 	// DisableCompaction turns off the background compaction passes
 	// (compaction.go): the log then grows until something else compacts
@@ -119,6 +121,10 @@ type Config struct {
 	// Compression is the DEFLATE level of batches and snapshots (default
 	// frames.DefaultLevel).
 	Compression int
+	// Observer is told of the database's events as they happen (durable
+	// waits, compaction passes, restores), for metrics; its zero value is
+	// told nothing.
+	Observer Observer
 	// Acknowledge, if set, is asked before Durable reports success or a
 	// Sync commit returns: a non-nil error (for example the node's lease
 	// has expired) refuses the acknowledgement. Package fence provides it.
@@ -218,7 +224,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
 	}
 	if c.UploadInterval == 0 {
-		switch c.Bucket.(type) {
+		switch underlying(c.Bucket).(type) {
 		case *bucket.Dir:
 			c.UploadInterval = DefaultDirUploadInterval
 		case *bucket.S3:
@@ -276,3 +282,18 @@ var (
 	// is left as it is.
 	ErrListingBehind = errors.New("vfs: the bucket's listing is behind the local copy")
 )
+
+// underlying returns the bucket b observes, through every wrapper that says
+// what it wraps (Unwrap), so that observing a bucket does not change how
+// it is paced (Config.UploadInterval).
+// A wrapper that unwraps to itself cannot make it loop.
+func underlying(b bucket.Bucket) bucket.Bucket {
+	for range 16 {
+		w, ok := b.(interface{ Unwrap() bucket.Bucket })
+		if !ok {
+			break
+		}
+		b = w.Unwrap()
+	}
+	return b
+}

@@ -110,8 +110,19 @@ func TestPacingNeverDelaysWaiters(t *testing.T) {
 	})
 }
 
+// unwrapping observes a bucket and says which (as package metrics's
+// wrapper does).
+type unwrapping struct{ bucket.Bucket }
+
+func (u *unwrapping) Unwrap() bucket.Bucket { return u.Bucket }
+
+// selfWrapping unwraps to itself.
+type selfWrapping struct{ bucket.Bucket }
+
+func (s selfWrapping) Unwrap() bucket.Bucket { return s }
+
 // The default paces a directory bucket and an S3 bucket, each by its own
-// interval, and no other.
+// interval (also through wrappers that say what they wrap), and no other.
 func TestUploadIntervalDefault(t *testing.T) {
 	dir := buckettest.Dir(t)
 	// Open makes no request: the endpoint is never dialled.
@@ -126,6 +137,12 @@ func TestUploadIntervalDefault(t *testing.T) {
 		{dir, -1, -1},
 		{dir, time.Second, time.Second},
 		{buckettest.NewFaulty(dir, buckettest.FaultConfig{}), 0, 0},
+		// A wrapper that says what it wraps is paced as that bucket.
+		{&unwrapping{dir}, 0, DefaultDirUploadInterval},
+		{&unwrapping{&unwrapping{s3}}, 0, DefaultS3UploadInterval},
+		{&unwrapping{buckettest.NewFaulty(dir, buckettest.FaultConfig{})}, 0, 0},
+		{&unwrapping{dir}, -1, -1},
+		{selfWrapping{dir}, 0, 0},
 		{s3, 0, DefaultS3UploadInterval},
 		{s3, -1, -1},
 		{s3, 50 * time.Millisecond, 50 * time.Millisecond},

@@ -188,7 +188,11 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 				"sameBoot", sameBoot(st.Boot), "readable", local.track != nil)
 		}
 	}
+	began := time.Now()
 	pos, epoch, m, err := restoreOver(ctx, cfg, a, path, newest.Epoch, last)
+	if f := cfg.Observer.Restore; f != nil {
+		f(time.Since(began), err)
+	}
 	if err != nil {
 		return sessionStart{}, err
 	}

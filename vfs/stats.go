@@ -26,6 +26,9 @@ type Stats struct {
 	Captured, Durable frames.Seq
 	Lag               time.Duration // age of the oldest commit not yet durable (0: none); see Config.UploadInterval
 	LastPUT           time.Duration // duration of the last successful upload
+	// Pending is the page bytes captured and not yet in the bucket (what
+	// Config.MaxPendingBytes bounds).
+	Pending int64
 	// UploadError is the last upload failure while uploads are failing
 	// (nil once one succeeds); UploadFailingSince when that started.
 	UploadError          error
@@ -151,7 +154,7 @@ func (r *replicator) Stats() Stats {
 	s.UploadError, s.UploadFailingSince = c.uploadErr, c.failingSince
 	c.errMu.Unlock()
 	r.mu.Lock()
-	s.Captured = r.seq
+	s.Captured, s.Pending = r.seq, r.pending
 	if t := r.oldestPending(); !t.IsZero() {
 		s.Lag = time.Since(t)
 	}

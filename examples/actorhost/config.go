@@ -49,6 +49,7 @@ Routes:
   GET  /actor/NS/ID/alarm     the alarm, or 404
   DELETE /actor/NS/ID/alarm   delete the alarm
   GET  /status                this node and the actors it holds
+  GET  /metrics               this node's Prometheus metrics (go doc ./metrics)
 
 An alarm that runs appends a note "alarm <due> (generation G, retry R)";
 alarms run only in the namespaces of -alarm-namespaces.

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/host"
@@ -69,6 +72,9 @@ func (s *server) routes() http.Handler {
 		mux.Handle(route, actors)
 	}
 	mux.HandleFunc("GET /status", s.status)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}))
 	return mux
 }
 

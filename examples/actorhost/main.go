@@ -16,10 +16,10 @@
 // process (flags, signals, exit codes). See README.md for what callers and
 // operators see.
 //
-// Files: config.go (flags), main.go (wiring), server.go (the host), actor.go
-// (one actor's database and operations), handlers.go (routes and the
-// output gate), alarm.go (the alarm routes and handler), drain.go (SIGTERM
-// and fenced exits).
+// Files: config.go (flags), main.go (wiring), server.go (the host and its
+// metrics), actor.go (one actor's database and operations), handlers.go
+// (routes and the output gate), alarm.go (the alarm routes and handler),
+// drain.go (SIGTERM and fenced exits).
 package main
 
 import (

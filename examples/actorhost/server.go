@@ -5,17 +5,22 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/host"
+	"github.com/framectl/framectl/metrics"
 	"github.com/framectl/framectl/vfs"
 )
 
 // server is one node: the library's host (claims, forwarding, hibernation,
 // recovery, the locks) and this runtime's routes on it.
 type server struct {
-	cfg  config
-	host *host.Host
-	log  *slog.Logger
+	cfg     config
+	host    *host.Host
+	log     *slog.Logger
+	metrics *prometheus.Registry // served at /metrics
 }
 
 // newServer locks the data directory, registers the node at addr (where
@@ -26,7 +31,10 @@ func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, lo
 	if sweepAge == 0 {
 		sweepAge = -1 // the flag's "never"
 	}
-	h, err := host.New(ctx, host.Config{
+	// The node's metrics observe its bucket and databases from the start
+	// (package metrics): every request to the bucket, every Durable.
+	m := metrics.New()
+	h, err := host.New(ctx, m.Instrument(host.Config{
 		Bucket:         b,
 		Address:        addr,
 		Dir:            filepath.Clean(cfg.dataDir),
@@ -44,9 +52,12 @@ func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, lo
 		Hooks:  actorHooks(cfg.alarmNamespaces),
 		Alarms: alarmHandlers(cfg.alarmNamespaces),
 		Logger: log,
-	})
+	}))
 	if err != nil {
 		return nil, err
 	}
-	return &server{cfg: cfg, host: h, log: log}, nil
+	m.Watch(h)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return &server{cfg: cfg, host: h, log: log, metrics: reg}, nil
 }

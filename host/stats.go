@@ -1,0 +1,217 @@
+package host
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/vfs"
+)
+
+// Stats describes a host: what it holds now, and what it did since New. It
+// is what package metrics reads at every scrape, so it names no actor: a
+// node may hold many thousands, and their replication is summed.
+type Stats struct {
+	// Queued, Opening, Open and Closing count the host's actors by State
+	// now; Open counts those it holds.
+	Queued, Opening, Open, Closing int
+	// Replication sums the vfs.Stats of the actors whose database is open
+	// (Open and Closing).
+	Replication Replication
+	// Claims counts the attempts to open an actor (vfs.Open claims it
+	// first), by outcome.
+	Claims Claims
+	// NodesFenced and LeasesLost count the losses of this host's node:
+	// fenced by a peer (fence.ErrFenced), or its lease not renewed in
+	// time (fence.ErrLeaseLost).
+	NodesFenced, LeasesLost int64
+	// PeersFenced counts the expired peers this host's nodes fenced to
+	// claim the actors they held (fence.Observer.Fences).
+	PeersFenced int64
+	// ActorsFenced counts the open actors taken out of service because
+	// their session can no longer acknowledge (its node was fenced or lost
+	// its lease: vfs.ErrFenced), ActorsStopped those whose replication
+	// stopped (vfs.ErrStopped).
+	ActorsFenced, ActorsStopped int64
+	// Alarms describes the alarms of this host's actors.
+	Alarms AlarmStats
+}
+
+// Replication sums the replication of many databases.
+type Replication struct {
+	// Actors counts the databases summed.
+	Actors int
+	// Lagging counts those with a commit not yet in the bucket (Lag > 0);
+	// MaxLag is the largest Lag, TotalLag their sum.
+	Lagging          int
+	MaxLag, TotalLag time.Duration
+	// Pending sums the bytes captured and not yet in the bucket;
+	// MaxPending is the most one database has.
+	Pending, MaxPending int64
+	// UploadsFailing counts the databases whose uploads fail now
+	// (vfs.Stats.UploadError), Stopped those whose replication stopped
+	// (fenced, or a write it cannot account for).
+	UploadsFailing, Stopped int
+}
+
+func (r *Replication) add(s vfs.Stats) {
+	r.Actors++
+	if s.Lag > 0 {
+		r.Lagging++
+		r.TotalLag += s.Lag
+		r.MaxLag = max(r.MaxLag, s.Lag)
+	}
+	r.Pending += s.Pending
+	r.MaxPending = max(r.MaxPending, s.Pending)
+	if s.UploadError != nil {
+		r.UploadsFailing++
+	}
+	if s.Stopped != nil {
+		r.Stopped++
+	}
+}
+
+// Claims counts the attempts to open an actor, by outcome. OK: claimed and
+// opened. Held: a live node elsewhere holds the actor (the request is
+// forwarded there, or the claim retried). Waiting: the holder's lease has
+// not run out yet (fence.ErrHolderUnseen), or another process holds the
+// actor's directory (ErrLocked); the claim is retried. Failed: any other
+// failure (the bucket, a restore, Hooks.Opened). An open given up before
+// it claimed (nobody waits any more, the host stopped) is not counted.
+type Claims struct {
+	OK, Held, Waiting, Failed int64
+}
+
+// AlarmStats describes the alarms of a host's actors.
+type AlarmStats struct {
+	// Pending counts the actors whose alarm this host will look at: held
+	// actors with an alarm set, failed alarms waiting for their retry,
+	// hibernated actors it will wake for theirs. (A look at an alarm
+	// deleted meanwhile counts until its time.)
+	Pending int
+	// Runs counts the runs of alarm handlers the host saw to their end
+	// (one cut short by Close is not counted), Failures those that failed
+	// (the handler's error, or the clear after it), Dropped the alarms
+	// given up after their last retry failed.
+	Runs, Failures, Dropped int64
+	// FirstRuns counts the runs that were not retries; Lateness sums how
+	// long after its time each one started, and Late counts those that
+	// started more than alarmSlack (a second, the threshold of the scans)
+	// after it. A live holder runs an alarm at its time, so a late one was
+	// taken over from a dead holder, or waited for an open or a busy host.
+	FirstRuns, Late int64
+	Lateness        time.Duration
+}
+
+// counters are the host's counts since New, updated where the events
+// happen; Stats reads them.
+type counters struct {
+	claimsOK, claimsHeld, claimsWaiting, claimsFailed atomic.Int64
+	nodesFenced, leasesLost                           atomic.Int64
+	actorsFenced, actorsStopped                       atomic.Int64
+	alarmsOK, alarmFailures, alarmsDropped            atomic.Int64
+	alarmFirstRuns, alarmsLate, alarmLateness         atomic.Int64
+
+	// retired are the observers of this host's earlier nodes, whose
+	// fences still count. Guarded by Host.mu.
+	retired []*fence.Observer
+}
+
+// claimed counts one attempt to open an actor.
+func (c *counters) claimed(err error) {
+	var held *fence.HeldError
+	switch {
+	case err == nil:
+		c.claimsOK.Add(1)
+	case errors.Is(err, errDeserted), errors.Is(err, ErrStopped):
+	case errors.As(err, &held):
+		c.claimsHeld.Add(1)
+	case errors.Is(err, fence.ErrHolderUnseen), errors.Is(err, ErrLocked):
+		c.claimsWaiting.Add(1)
+	default:
+		c.claimsFailed.Add(1)
+	}
+}
+
+// nodeLost counts a loss of the host's node.
+func (c *counters) nodeLost(err error) {
+	if errors.Is(err, fence.ErrFenced) {
+		c.nodesFenced.Add(1)
+	} else {
+		c.leasesLost.Add(1)
+	}
+}
+
+// dropped counts an open actor taken out of service.
+func (c *counters) dropped(why error) {
+	if errors.Is(why, vfs.ErrStopped) {
+		c.actorsStopped.Add(1)
+	} else {
+		c.actorsFenced.Add(1)
+	}
+}
+
+// alarmRan counts a run of an alarm handler that started late after the
+// alarm's time, the retry-th retry, and failed with err (nil: done).
+func (c *counters) alarmRan(retry int, late time.Duration, err error) {
+	// Successes and failures apart, each only ever growing to a reader
+	// of Stats (Runs is their sum).
+	if err != nil {
+		c.alarmFailures.Add(1)
+	} else {
+		c.alarmsOK.Add(1)
+	}
+	if retry > 0 {
+		return
+	}
+	late = max(late, 0)
+	c.alarmFirstRuns.Add(1)
+	c.alarmLateness.Add(int64(late))
+	if late > alarmSlack {
+		c.alarmsLate.Add(1)
+	}
+}
+
+// Stats describes the host now. It holds the host's lock only to list the
+// actors, and reads their databases' Stats after it (each takes its
+// database's lock for a moment, never the bucket's time): a scrape of a
+// node holding many actors does not hold up Acquire.
+func (h *Host) Stats() Stats {
+	var s Stats
+	h.mu.Lock()
+	dbs := make([]*vfs.DB, 0, len(h.actors))
+	for _, a := range h.actors {
+		switch a.state {
+		case Queued:
+			s.Queued++
+		case Opening:
+			s.Opening++
+		case Open:
+			s.Open++
+			dbs = append(dbs, a.db)
+		case Closing:
+			s.Closing++
+			dbs = append(dbs, a.db)
+		}
+	}
+	s.Alarms.Pending = len(h.alarms.at)
+	observers := append([]*fence.Observer{h.node.Observer}, h.stats.retired...)
+	h.mu.Unlock()
+
+	for _, db := range dbs {
+		s.Replication.add(db.Stats())
+	}
+	for _, o := range observers {
+		s.PeersFenced += o.Fences()
+	}
+	c := &h.stats
+	s.Claims = Claims{OK: c.claimsOK.Load(), Held: c.claimsHeld.Load(), Waiting: c.claimsWaiting.Load(), Failed: c.claimsFailed.Load()}
+	s.NodesFenced, s.LeasesLost = c.nodesFenced.Load(), c.leasesLost.Load()
+	s.ActorsFenced, s.ActorsStopped = c.actorsFenced.Load(), c.actorsStopped.Load()
+	s.Alarms.Failures, s.Alarms.Dropped = c.alarmFailures.Load(), c.alarmsDropped.Load()
+	s.Alarms.Runs = c.alarmsOK.Load() + s.Alarms.Failures
+	s.Alarms.FirstRuns, s.Alarms.Late = c.alarmFirstRuns.Load(), c.alarmsLate.Load()
+	s.Alarms.Lateness = time.Duration(c.alarmLateness.Load())
+	return s
+}

@@ -1,0 +1,99 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/framectl/framectl/host"
+)
+
+// hostDescs describe what a scrape reads from host.Stats: one series per
+// node (and per state, outcome or reason), never one per actor.
+type hostDescs struct {
+	actors *prometheus.Desc
+
+	lagging, lagMax, lagSum        *prometheus.Desc
+	pending, pendingMax            *prometheus.Desc
+	uploadsFailing, stoppedActors  *prometheus.Desc
+	claims, nodeLosses, peerFences *prometheus.Desc
+	dropped                        *prometheus.Desc
+
+	alarmsPending, alarmRuns, alarmsDropped, alarmsLate, alarmLateness *prometheus.Desc
+}
+
+func newHostDescs() *hostDescs {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &hostDescs{
+		actors: d("framectl_host_actors", "Actors the host has, by state (queued, opening, open: held, closing).", "state"),
+
+		lagging:        d("framectl_vfs_lagging_actors", "Open databases with a commit not yet in the bucket."),
+		lagMax:         d("framectl_vfs_lag_max_seconds", "Age of the oldest commit not yet in the bucket, over every open database (0: none)."),
+		lagSum:         d("framectl_vfs_lag_sum_seconds", "Sum over the open databases of the age of each one's oldest commit not yet in the bucket."),
+		pending:        d("framectl_vfs_pending_bytes", "Page bytes captured and not yet in the bucket, summed over the open databases."),
+		pendingMax:     d("framectl_vfs_pending_max_bytes", "Page bytes captured and not yet in the bucket of the open database that has most."),
+		uploadsFailing: d("framectl_vfs_upload_failing_actors", "Open databases whose uploads fail now (retried until they succeed)."),
+		stoppedActors:  d("framectl_vfs_stopped_actors", "Open databases whose replication stopped (fenced, or a write it cannot account for)."),
+
+		claims:     d("framectl_host_claims_total", "Attempts to open an actor, each claiming it first, by result (ok, held: by a live node elsewhere, waiting: for a dead holder's lease or a locked directory, failed).", "result"),
+		nodeLosses: d("framectl_host_node_losses_total", "Losses of this host's node, by reason (fenced: by a peer, lease_lost: not renewed in time).", "reason"),
+		peerFences: d("framectl_host_peers_fenced_total", "Expired peers this host's nodes fenced, to claim the actors they held."),
+		dropped:    d("framectl_host_actors_dropped_total", "Open actors taken out of service, by reason (fenced: their session can no longer acknowledge; stopped: replication stopped).", "reason"),
+
+		alarmsPending: d("framectl_host_alarms_pending", "Actors whose alarm this host will look at: held ones with an alarm set, failed ones awaiting their retry, hibernated ones it will wake."),
+		alarmRuns:     d("framectl_host_alarm_runs_total", "Runs of alarm handlers, by result (ok; failed: the handler's error or the clear after it).", "result"),
+		alarmsDropped: d("framectl_host_alarms_dropped_total", "Alarms given up after their last retry failed."),
+		alarmsLate:    d("framectl_host_alarms_late_total", "First runs of alarms that started more than a second after their time (taken over from a dead holder, or waiting for an open)."),
+		alarmLateness: d("framectl_host_alarm_lateness_seconds", "How long after its time each first run of an alarm started (sum and count)."),
+	}
+}
+
+func (d *hostDescs) describe(ch chan<- *prometheus.Desc) {
+	for _, desc := range []*prometheus.Desc{
+		d.actors, d.lagging, d.lagMax, d.lagSum, d.pending, d.pendingMax, d.uploadsFailing, d.stoppedActors,
+		d.claims, d.nodeLosses, d.peerFences, d.dropped,
+		d.alarmsPending, d.alarmRuns, d.alarmsDropped, d.alarmsLate, d.alarmLateness,
+	} {
+		ch <- desc
+	}
+}
+
+func (d *hostDescs) collect(ch chan<- prometheus.Metric, s host.Stats) {
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(desc *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(d.actors, float64(s.Queued), "queued")
+	gauge(d.actors, float64(s.Opening), "opening")
+	gauge(d.actors, float64(s.Open), "open")
+	gauge(d.actors, float64(s.Closing), "closing")
+
+	r := s.Replication
+	gauge(d.lagging, float64(r.Lagging))
+	gauge(d.lagMax, r.MaxLag.Seconds())
+	gauge(d.lagSum, r.TotalLag.Seconds())
+	gauge(d.pending, float64(r.Pending))
+	gauge(d.pendingMax, float64(r.MaxPending))
+	gauge(d.uploadsFailing, float64(r.UploadsFailing))
+	gauge(d.stoppedActors, float64(r.Stopped))
+
+	counter(d.claims, s.Claims.OK, "ok")
+	counter(d.claims, s.Claims.Held, "held")
+	counter(d.claims, s.Claims.Waiting, "waiting")
+	counter(d.claims, s.Claims.Failed, "failed")
+	counter(d.nodeLosses, s.NodesFenced, "fenced")
+	counter(d.nodeLosses, s.LeasesLost, "lease_lost")
+	counter(d.peerFences, s.PeersFenced)
+	counter(d.dropped, s.ActorsFenced, "fenced")
+	counter(d.dropped, s.ActorsStopped, "stopped")
+
+	a := s.Alarms
+	gauge(d.alarmsPending, float64(a.Pending))
+	counter(d.alarmRuns, a.Runs-a.Failures, "ok")
+	counter(d.alarmRuns, a.Failures, "failed")
+	counter(d.alarmsDropped, a.Dropped)
+	counter(d.alarmsLate, a.Late)
+	ch <- prometheus.MustNewConstSummary(d.alarmLateness, uint64(a.FirstRuns), a.Lateness.Seconds(), nil)
+}

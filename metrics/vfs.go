@@ -1,0 +1,118 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/framectl/framectl/vfs"
+)
+
+// vfsMetrics are fed by a vfs.Observer, one event at a time: histograms
+// and counts that outlive a database's session (vfs.Stats starts again
+// with each).
+type vfsMetrics struct {
+	durableWait   prometheus.Histogram
+	durableErrors prometheus.Counter
+
+	compactions        *prometheus.CounterVec
+	compactionDuration prometheus.Histogram
+	restores           *prometheus.CounterVec
+	restoreDuration    prometheus.Histogram
+
+	compactionOK, compactionError, compactionCanceled prometheus.Counter
+	restoreOK, restoreError                           prometheus.Counter
+}
+
+// durableSeconds are the buckets of Durable's wait: one upload, of a few
+// milliseconds to a directory bucket and tens of milliseconds to seconds
+// to an S3 server, longer while uploads fail and are retried.
+var durableSeconds = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// passSeconds are the buckets of compaction passes and restores: a listing
+// for a small actor, minutes for a large one over a slow link.
+var passSeconds = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+
+func newVFSMetrics() *vfsMetrics {
+	m := &vfsMetrics{
+		durableWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "framectl_vfs_durable_wait_seconds",
+			Help:    "How long each vfs.DB.Durable call waited (the output gate), whatever it returned.",
+			Buckets: durableSeconds,
+		}),
+		durableErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "framectl_vfs_durable_errors_total",
+			Help: "vfs.DB.Durable calls that returned an error (fenced, stopped, closed, the caller's context).",
+		}),
+		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framectl_vfs_compactions_total",
+			Help: "Background compaction passes by result (ok, error, canceled: cut short because replication stopped).",
+		}, []string{"result"}),
+		compactionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "framectl_vfs_compaction_duration_seconds",
+			Help:    "Duration of background compaction passes, whatever their result.",
+			Buckets: passSeconds,
+		}),
+		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "framectl_vfs_restores_total",
+			Help: "Restores from the bucket that opening a database ran, by result (ok, error).",
+		}, []string{"result"}),
+		restoreDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "framectl_vfs_restore_duration_seconds",
+			Help:    "Duration of the restores that opening a database ran, whatever their result.",
+			Buckets: passSeconds,
+		}),
+	}
+	m.compactionOK = m.compactions.WithLabelValues("ok")
+	m.compactionError = m.compactions.WithLabelValues("error")
+	m.compactionCanceled = m.compactions.WithLabelValues("canceled")
+	m.restoreOK = m.restores.WithLabelValues("ok")
+	m.restoreError = m.restores.WithLabelValues("error")
+	return m
+}
+
+func (m *vfsMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.durableWait, m.durableErrors, m.compactions, m.compactionDuration, m.restores, m.restoreDuration}
+}
+
+// observer returns a vfs.Observer that feeds m, then calls next's funcs.
+func (m *vfsMetrics) observer(next vfs.Observer) vfs.Observer {
+	return vfs.Observer{
+		Durable: func(wait time.Duration, err error) {
+			m.durableWait.Observe(wait.Seconds())
+			if err != nil {
+				m.durableErrors.Inc()
+			}
+			if next.Durable != nil {
+				next.Durable(wait, err)
+			}
+		},
+		Compaction: func(took time.Duration, err error) {
+			m.compactionDuration.Observe(took.Seconds())
+			switch {
+			case err == nil:
+				m.compactionOK.Inc()
+			case errors.Is(err, context.Canceled):
+				m.compactionCanceled.Inc()
+			default:
+				m.compactionError.Inc()
+			}
+			if next.Compaction != nil {
+				next.Compaction(took, err)
+			}
+		},
+		Restore: func(took time.Duration, err error) {
+			m.restoreDuration.Observe(took.Seconds())
+			if err == nil {
+				m.restoreOK.Inc()
+			} else {
+				m.restoreError.Inc()
+			}
+			if next.Restore != nil {
+				next.Restore(took, err)
+			}
+		},
+	}
+}
