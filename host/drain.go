@@ -108,6 +108,7 @@ func (h *Host) Drain(ctx context.Context) (DrainReport, error) {
 	h.StopClaiming()
 	var report DrainReport
 	report.Namespaces, report.Hooks = h.runDrainHooks(ctx)
+	h.stats.drainedHooks(report.Namespaces)
 	err := h.shutdown(ctx, "drained")
 	report.Duration = time.Since(start)
 	return report, err

@@ -109,6 +109,9 @@ func TestDrainHookStateReadByNextOwner(t *testing.T) {
 			got := report.Namespaces[0]
 			got.Duration = 0
 			assert.Equal(t, NamespaceDrain{Namespace: "ns", Drained: 3}, got)
+			st := h.Stats()
+			assert.True(t, st.Draining)
+			assert.Equal(t, DrainStats{Drained: 3}, st.Drain, "what metrics export")
 			select {
 			case <-h.Done():
 			default:
@@ -159,6 +162,7 @@ func TestDrainCutsOffHooksAtTheDeadline(t *testing.T) {
 	assert.Equal(t, 1, got.Drained, "%+v", got)
 	assert.Equal(t, 2, got.TimedOut, "%+v", got)
 	assert.Zero(t, got.Failed, "%+v", got)
+	assert.Equal(t, DrainStats{Drained: 1, TimedOut: 2}, h.Stats().Drain, "what metrics export")
 	require.ErrorIs(t, <-slowErr, context.DeadlineExceeded, "the slow hook's context")
 	requireHandedOver(t, b, node, "ns", ids...)
 

@@ -36,6 +36,17 @@ type Stats struct {
 	ActorsFenced, ActorsStopped int64
 	// Alarms describes the alarms of this host's actors.
 	Alarms AlarmStats
+	// Draining reports that the host stopped claiming (StopClaiming or
+	// Drain); Drain sums the outcomes of Drain's hooks over its namespaces
+	// (DrainReport), zero until a drain's hooks ended.
+	Draining bool
+	Drain    DrainStats
+}
+
+// DrainStats counts the actors of a drain by what their hook did
+// (NamespaceDrain's outcomes, summed over namespaces).
+type DrainStats struct {
+	Drained, Skipped, Failed, TimedOut int64
 }
 
 // Replication sums the replication of many databases.
@@ -113,6 +124,8 @@ type counters struct {
 	alarmsOK, alarmFailures, alarmsDropped            atomic.Int64
 	alarmFirstRuns, alarmsLate, alarmLateness         atomic.Int64
 
+	drained, drainSkipped, drainFailed, drainTimedOut atomic.Int64
+
 	// retired are the observers of this host's earlier nodes, whose
 	// fences still count. Guarded by Host.mu.
 	retired []*fence.Observer
@@ -131,6 +144,16 @@ func (c *counters) claimed(err error) {
 		c.claimsWaiting.Add(1)
 	default:
 		c.claimsFailed.Add(1)
+	}
+}
+
+// drainedHooks counts what a drain's hooks did.
+func (c *counters) drainedHooks(ns []NamespaceDrain) {
+	for _, n := range ns {
+		c.drained.Add(int64(n.Drained))
+		c.drainSkipped.Add(int64(n.Skipped))
+		c.drainFailed.Add(int64(n.Failed))
+		c.drainTimedOut.Add(int64(n.TimedOut))
 	}
 }
 
@@ -196,6 +219,7 @@ func (h *Host) Stats() Stats {
 		}
 	}
 	s.Alarms.Pending = len(h.alarms.at)
+	s.Draining = h.draining
 	observers := append([]*fence.Observer{h.node.Observer}, h.stats.retired...)
 	h.mu.Unlock()
 
@@ -213,5 +237,6 @@ func (h *Host) Stats() Stats {
 	s.Alarms.Runs = c.alarmsOK.Load() + s.Alarms.Failures
 	s.Alarms.FirstRuns, s.Alarms.Late = c.alarmFirstRuns.Load(), c.alarmsLate.Load()
 	s.Alarms.Lateness = time.Duration(c.alarmLateness.Load())
+	s.Drain = DrainStats{Drained: c.drained.Load(), Skipped: c.drainSkipped.Load(), Failed: c.drainFailed.Load(), TimedOut: c.drainTimedOut.Load()}
 	return s
 }

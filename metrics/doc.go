@@ -65,6 +65,7 @@
 //	framectl_host_alarms_dropped_total                counter    alarms given up after their last retry
 //	framectl_host_alarms_late_total                   counter    first runs more than a second after their time
 //	framectl_host_alarm_lateness_seconds              summary    how late each first run started (sum, count)
-//
-// Outcomes of a host's drain are not exposed yet.
+//	framectl_host_draining                            gauge      1 once the host stopped claiming to drain
+//	framectl_host_drain_actors_total{outcome}         counter    actors of a drain by what their hook did:
+//	                                                              drained, skipped, failed, timed_out
 package metrics

@@ -18,6 +18,8 @@ type hostDescs struct {
 	dropped                        *prometheus.Desc
 
 	alarmsPending, alarmRuns, alarmsDropped, alarmsLate, alarmLateness *prometheus.Desc
+
+	draining, drainActors *prometheus.Desc
 }
 
 func newHostDescs() *hostDescs {
@@ -45,6 +47,9 @@ func newHostDescs() *hostDescs {
 		alarmsDropped: d("framectl_host_alarms_dropped_total", "Alarms given up after their last retry failed."),
 		alarmsLate:    d("framectl_host_alarms_late_total", "First runs of alarms that started more than a second after their time (taken over from a dead holder, or waiting for an open)."),
 		alarmLateness: d("framectl_host_alarm_lateness_seconds", "How long after its time each first run of an alarm started (sum and count)."),
+
+		draining:    d("framectl_host_draining", "1 once the host stopped claiming actors to drain, else 0."),
+		drainActors: d("framectl_host_drain_actors_total", "Actors of a drain by what their drain hook did (drained: returned and durable; skipped: no hook or deadline 0; failed; timed_out: cut off at the deadline).", "outcome"),
 	}
 }
 
@@ -53,6 +58,7 @@ func (d *hostDescs) describe(ch chan<- *prometheus.Desc) {
 		d.actors, d.lagging, d.lagMax, d.lagSum, d.pending, d.pendingMax, d.uploadsFailing, d.stoppedActors,
 		d.claims, d.nodeLosses, d.peerFences, d.dropped,
 		d.alarmsPending, d.alarmRuns, d.alarmsDropped, d.alarmsLate, d.alarmLateness,
+		d.draining, d.drainActors,
 	} {
 		ch <- desc
 	}
@@ -96,4 +102,14 @@ func (d *hostDescs) collect(ch chan<- prometheus.Metric, s host.Stats) {
 	counter(d.alarmsDropped, a.Dropped)
 	counter(d.alarmsLate, a.Late)
 	ch <- prometheus.MustNewConstSummary(d.alarmLateness, uint64(a.FirstRuns), a.Lateness.Seconds(), nil)
+
+	draining := 0.0
+	if s.Draining {
+		draining = 1
+	}
+	gauge(d.draining, draining)
+	counter(d.drainActors, s.Drain.Drained, "drained")
+	counter(d.drainActors, s.Drain.Skipped, "skipped")
+	counter(d.drainActors, s.Drain.Failed, "failed")
+	counter(d.drainActors, s.Drain.TimedOut, "timed_out")
 }
