@@ -148,16 +148,21 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 		name      string
 		fileExact bool
 		cmd       func() *exec.Cmd
+		env       []string // added to the environment
+	}
+	fcRestore := func() *exec.Cmd {
+		return exec.CommandContext(ctx, fc, "restore", "--bucket", fcURL, "--namespace", "versus-restore",
+			"--actor", hex.EncodeToString(id), "--out", out)
 	}
 	ways := []way{
-		{"framectl restore", true, func() *exec.Cmd {
-			return exec.CommandContext(ctx, fc, "restore", "--bucket", fcURL, "--namespace", "versus-restore",
-				"--actor", hex.EncodeToString(id), "--out", out)
-		}},
-		{"litestream restore", false, func() *exec.Cmd {
+		{name: "framectl restore", fileExact: true, cmd: fcRestore},
+		// The same on one core: what parallel chunk fetching and
+		// inflating buys.
+		{name: "framectl restore, GOMAXPROCS=1", fileExact: true, cmd: fcRestore, env: []string{"GOMAXPROCS=1"}},
+		{name: "litestream restore", cmd: func() *exec.Cmd {
 			return exec.CommandContext(ctx, env.litestream, "restore", "-config", ls.cfgFile(), "-o", out, ls.dbFile())
 		}},
-		{"litestream restore -integrity-check full", false, func() *exec.Cmd {
+		{name: "litestream restore -integrity-check full", cmd: func() *exec.Cmd {
 			return exec.CommandContext(ctx, env.litestream, "restore", "-config", ls.cfgFile(), "-integrity-check", "full", "-o", out, ls.dbFile())
 		}},
 	}
@@ -166,7 +171,7 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 		for _, w := range rotate(ways, round) {
 			os.Remove(out)
 			cmd := w.cmd()
-			cmd.Env = litestreamEnv()
+			cmd.Env = append(litestreamEnv(), w.env...)
 			c0 := env.proxy.Counts()
 			start := time.Now()
 			outb, err := cmd.CombinedOutput()
