@@ -47,7 +47,12 @@ const (
 
 // minRewriteBytes is the least dead part that gets an actor's file
 // rewritten (besides being more than the live part): below it the rewrite,
-// two fsyncs and a rename, costs more than the bytes it frees.
+// two fsyncs and a rename, costs more than the bytes it frees. Measured
+// with a tail of one 4 KiB commit, where it alone sets how often a file is
+// rewritten (go test ./tails -run '^$' -bench RewriteThreshold -benchtime
+// 2000x -count 3, on this project's 2-core machine and its disk): a commit
+// takes about 1.0 ms with no threshold, 0.63 ms at 64 KiB, 0.49 ms at
+// 256 KiB and 0.47 ms at 1 MiB, which is one append and fsync.
 const minRewriteBytes = 1 << 20
 
 // Log keys.
