@@ -162,8 +162,11 @@ func smallDisk(t *testing.T, size int) string {
 		t.Skipf("mounting a tmpfs: %v: %s", err, out)
 	}
 	t.Cleanup(func() {
+		// Lazily if a store the test failed to close still holds a file.
 		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
+			if out2, err2 := exec.Command("umount", "-l", dir).CombinedOutput(); err2 != nil {
+				t.Errorf("umount %s: %v: %s; lazily: %v: %s", dir, err, out, err2, out2)
+			}
 		}
 	})
 	return dir

@@ -46,16 +46,18 @@ func TestMain(m *testing.M) {
 // killChild opens the store, takes over the actor's log as a new owner
 // would (a reset of the next epoch carrying what the store holds), then
 // appends commits of history branch 0 until it is killed, the durable
-// point trailing by up to 30 commits (so the log is trimmed and the file
-// rewritten). It prints
+// point trailing by up to 10 commits (so the log is trimmed and the file
+// rewritten often). It prints
 //
-//	ACK <epoch> <end seq>   Handle acknowledged the log through end seq
+//	ACK <epoch> <end seq> <rewrites>   Handle acknowledged the log through
+//	                                   end seq; the file was rewritten so
+//	                                   many times so far (its inode changed)
 func killChild(dir string) error {
 	s, err := Open(dir, Config{Limits: killLimits})
 	if err != nil {
 		return err
 	}
-	s.rewriteMin = 32 << 10
+	s.rewriteMin = 16 << 10
 	seed, _ := strconv.ParseUint(os.Getenv(envKillSeed), 10, 64)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	st, err := s.Load(killActor)
@@ -64,6 +66,8 @@ func killChild(dir string) error {
 	}
 	epoch := st.Promised + 1
 	out := bufio.NewWriter(os.Stdout)
+	var inode os.FileInfo
+	rewrites := 0
 	send := func(m follow.Message) error {
 		reply, err := s.Handle(killActor, m)
 		if err != nil {
@@ -73,7 +77,15 @@ func killChild(dir string) error {
 		if !ok {
 			return fmt.Errorf("reply %T %+v", reply, reply)
 		}
-		fmt.Fprintf(out, "ACK %d %d\n", epoch, ack.End.Seq)
+		info, err := os.Stat(s.tailPath(killActor))
+		if err != nil {
+			return err
+		}
+		if inode != nil && !os.SameFile(inode, info) {
+			rewrites++
+		}
+		inode = info
+		fmt.Fprintf(out, "ACK %d %d %d\n", epoch, ack.End.Seq, rewrites)
 		return out.Flush()
 	}
 	if err := send(&follow.Append{Epoch: epoch, Reset: true, Prev: st.Base, Durable: st.Base, Entries: st.Entries}); err != nil {
@@ -83,8 +95,8 @@ func killChild(dir string) error {
 	for {
 		n := 1 + rng.IntN(3)
 		durable := st.Base
-		if end > 30 {
-			durable = branchPoint(end-frames.Seq(rng.IntN(30)), 0)
+		if end > 10 {
+			durable = branchPoint(end-frames.Seq(rng.IntN(10)), 0)
 		}
 		if err := send(&follow.Append{Epoch: epoch, Prev: branchPoint(end, 0), Durable: durable, Entries: branchEntries(end, n, 0, killMaxBody)}); err != nil {
 			return err
@@ -111,6 +123,7 @@ func TestAcknowledgedSurvivesSIGKILL(t *testing.T) {
 	dir := t.TempDir()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	inRewrite := 0 // kills that left a rewrite unfinished
+	totalRewrites := 0
 	for k := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envKillDir+"="+dir, envKillSeed+"="+strconv.Itoa(k))
@@ -132,6 +145,7 @@ func TestAcknowledgedSurvivesSIGKILL(t *testing.T) {
 			}
 		}()
 		var lastEpoch, lastEnd uint64
+		rewrites := 0
 		var deadline <-chan time.Time
 		checkedLock := false
 	watch:
@@ -142,11 +156,12 @@ func TestAcknowledgedSurvivesSIGKILL(t *testing.T) {
 					t.Fatalf("kill %d: child exited: %v; stderr:\n%s", k, cmd.Wait(), stderr.String())
 				}
 				f := strings.Fields(line)
-				if len(f) != 3 || f[0] != "ACK" {
+				if len(f) != 4 || f[0] != "ACK" {
 					t.Fatalf("kill %d: child printed %q", k, line)
 				}
 				lastEpoch, _ = strconv.ParseUint(f[1], 10, 64)
 				lastEnd, _ = strconv.ParseUint(f[2], 10, 64)
+				rewrites, _ = strconv.Atoi(f[3])
 				if !checkedLock {
 					checkedLock = true
 					if _, err := Open(dir, Config{}); !errors.Is(err, ErrLocked) {
@@ -163,12 +178,14 @@ func TestAcknowledgedSurvivesSIGKILL(t *testing.T) {
 		}
 		cmd.Process.Kill()
 		for line := range lines {
-			if f := strings.Fields(line); len(f) == 3 && f[0] == "ACK" {
+			if f := strings.Fields(line); len(f) == 4 && f[0] == "ACK" {
 				lastEpoch, _ = strconv.ParseUint(f[1], 10, 64)
 				lastEnd, _ = strconv.ParseUint(f[2], 10, 64)
+				rewrites, _ = strconv.Atoi(f[3])
 			}
 		}
 		cmd.Wait()
+		totalRewrites += rewrites
 		if _, err := os.Stat(filepath.Join(dir, fileName(killActor)+tmpSuffix)); err == nil {
 			inRewrite++
 		}
@@ -194,5 +211,8 @@ func TestAcknowledgedSurvivesSIGKILL(t *testing.T) {
 		}
 		t.Logf("kill %d: acknowledged epoch %d through %d; holds %d..%d", k, lastEpoch, lastEnd, st.Base.Seq, st.End().Seq)
 	}
-	t.Logf("%d kills, %d of them during a rewrite", kills, inRewrite)
+	t.Logf("%d kills, %d of them during a rewrite; %d rewrites acknowledged after", kills, inRewrite, totalRewrites)
+	if totalRewrites == 0 {
+		t.Fatal("no file was rewritten: kills never came after a rewrite")
+	}
 }
