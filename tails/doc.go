@@ -27,10 +27,16 @@
 // part of a file (what the last whole state and the changes since make
 // moot) is larger than its live part (a file holding the state alone) and
 // 1 MiB, the file is rewritten: the state alone into a temporary file,
-// fsynced, renamed over the old one, the directory fsynced. Each appended
-// byte is so rewritten at most once, and a file stays within twice its
-// state plus 1 MiB and a record. Creating a file goes the same way, so a
-// file's first record is always whole.
+// fsynced, renamed over the old one, the directory fsynced. A rewrite
+// writes no more bytes than were appended since the one before, and a
+// file stays within twice its state, 1 MiB and a record (unless the
+// store's bound leaves no room for the rewrite: see Bounds). Creating a
+// file goes the same way, so a file's first record is always whole.
+//
+// One file per actor rather than one log for all: an actor's tail is
+// trimmed, rewritten and deleted on its own, without copying the others';
+// actors' appends fsync independently, in parallel; and a damaged file
+// costs one actor, not every tail the node holds.
 //
 // The records are follow's own messages (follow.AppendMessage): a whole
 // state is a Promise (Epoch the promised epoch), a change an Append (Epoch
@@ -80,8 +86,8 @@
 // MaxTailBytes is frames.ErrTooLarge; a length past
 // follow.Limits.MaxMessageBytes is frames.ErrTooLarge before anything is
 // read; a file of another magic or version is frames.ErrUnknownKind; one
-// whose header names another actor, frames.ErrCorrupt. The record's own
-// CRC covers its length, so that the reader knows where a record ends
+// whose header names another actor, frames.ErrCorrupt. A record's header
+// has a CRC of its length, so that the reader knows where the record ends
 // before it trusts its message, and so which record is the last.
 //
 // # Torn writes
@@ -123,13 +129,14 @@
 // follower refuses past it: follow.RefuseFull). The store's files together
 // are bounded by Config.MaxBytes, counted as file sizes, the new file of a
 // rewrite included while the old one is still there: a write past it
-// fails with ErrFull before anything is written, as does one the disk
-// refuses (ENOSPC, EDQUOT), and Handle then answers full, so that the
-// owner replaces this follower. In memory, the store keeps the states of
-// actors not in use within Config.CacheBytes and Config.MaxOpen, the
-// least recently used going first; the actors in use hold their states
-// too, each within MaxTailBytes. Reading a file holds its live entries,
-// the record being read, and at most one more record's bytes.
+// fails with ErrFull before anything is written. One the disk refuses
+// (ENOSPC, EDQUOT) is ErrFull too, once cut back off the file. Handle then
+// answers full, so that the owner replaces this follower. In memory, the
+// store keeps the states of actors not in use within Config.CacheBytes
+// and Config.MaxOpen, the least recently used going first; the actors in
+// use hold their states too, each within MaxTailBytes. Reading a file
+// holds its live entries, the record being read, and at most one more
+// record's bytes.
 //
 // No call takes a context: each one is local disk I/O that must run to its
 // end once begun (an fsync given up halfway leaves the state unknown).
