@@ -174,7 +174,7 @@ const (
 	DefaultSyncTimeout         = 30 * time.Second
 	DefaultRetryMin            = 50 * time.Millisecond
 	DefaultRetryMax            = 5 * time.Second
-	DefaultDirUploadInterval   = 25 * time.Millisecond
+	DefaultDirUploadInterval   = 250 * time.Millisecond // chosen by measurement: pace.go
 	DefaultS3UploadInterval    = time.Second // chosen by measurement: pace.go
 	DefaultListingWait         = 30 * time.Second
 	// DefaultKeptBytes holds every object a pass reads for a database of
