@@ -175,7 +175,7 @@ const (
 	DefaultRetryMin            = 50 * time.Millisecond
 	DefaultRetryMax            = 5 * time.Second
 	DefaultDirUploadInterval   = 250 * time.Millisecond // chosen by measurement: pace.go
-	DefaultS3UploadInterval    = time.Second // chosen by measurement: pace.go
+	DefaultS3UploadInterval    = time.Second            // chosen by measurement: pace.go
 	DefaultListingWait         = 30 * time.Second
 	// DefaultKeptBytes holds every object a pass reads for a database of
 	// up to about 40 MB of compressible pages: a pass then makes no GET
