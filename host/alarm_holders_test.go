@@ -63,6 +63,37 @@ func TestAlarmScanReadsLiveHoldersOncePerScan(t *testing.T) {
 	}
 }
 
+// A backlog of overdue entries left to a live holder is listed a
+// thousand at a time after the first page: 250 of them are two listings
+// (100, then the rest), not three pages of 100.
+func TestAlarmScanListsABacklogInLargePages(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			raw := be.New(t)
+			other, err := fence.Register(ctx, raw, "127.0.0.1:2", fence.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { other.Close(t.Context()) })
+			const entries = 250
+			for i := range entries {
+				id := fmt.Sprintf("held-%d", i)
+				_, err := other.Claim(ctx, actorOf("ns", id), fence.ClaimOptions{})
+				require.NoError(t, err)
+				_, err = raw.Put(ctx, alarmKeyOf("ns", id, time.Now().Add(-time.Minute), 1), bytesReader(nil), 0, bucket.Condition{})
+				require.NoError(t, err)
+			}
+			cb := newCountingBucket(raw)
+			h := alarmHost(t, cb, &alarmRecorder{}, Config{Lease: fence.DefaultLease, Grace: fence.DefaultGrace, AlarmScanEvery: -1})
+			holders := newScanHolders()
+			before := cb.counts()
+			require.NoError(t, h.scanAlarms(ctx, "ns", holders))
+			got := cb.counts().since(before)
+			assert.Equal(t, int64(2), got.get("list", "alarm"), "listings of one scan: %s", got)
+			assert.Len(t, holders.seen, entries, "entries left to their holder")
+		})
+	}
+}
+
 // A live holder without a handler for the namespace releases (hibernates)
 // an actor whose alarm is overdue, and keeps no wake-up for it: a host
 // with the handler, whose scan left the entry to that holder while it

@@ -18,8 +18,11 @@ import (
 // entries, and alarms of actors nobody holds.
 const alarmSlack = time.Second
 
-// alarmScanPage is the page size of a scan's listing. Entries are in due
-// order, so a scan reads only the overdue ones and the next one.
+// alarmScanPage is the page size of a scan's first listing. Entries are
+// in due order, so a scan reads only the overdue ones and the next one;
+// a first page that is all overdue is followed by pages of the bucket's
+// largest (bucket.DefaultPageSize), so that a backlog of overdue entries
+// left to other live holders costs a listing per thousand of them.
 const alarmScanPage = 100
 
 // maxWarnedKeys bounds the bad index keys remembered as logged already,
@@ -59,8 +62,9 @@ func (h *Host) scanAlarms(ctx context.Context, ns string, holders *scanHolders) 
 	cutoff := h.clock.Now().Add(-alarmSlack)
 	after := ""
 	pass := holders.pass()
+	limit := alarmScanPage
 	for {
-		page, err := h.ListAlarms(ctx, ns, after, alarmScanPage)
+		page, err := h.ListAlarms(ctx, ns, after, limit)
 		if err != nil {
 			return err
 		}
@@ -76,7 +80,7 @@ func (h *Host) scanAlarms(ctx context.Context, ns string, holders *scanHolders) 
 			pass.done(ns)
 			return nil
 		}
-		after = page.Last
+		after, limit = page.Last, bucket.DefaultPageSize
 	}
 }
 

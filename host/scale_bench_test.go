@@ -41,7 +41,20 @@ const (
 	// envScaleHeld: the actors the host holds in BenchmarkHostScaleOthers
 	// (default 100).
 	envScaleHeld = "FRAMECTL_SCALE_HELD"
+	// envScaleAlarm=1: each actor's write also sets its alarm, an hour
+	// away (the host then keeps a connection pool for it).
+	envScaleAlarm = "FRAMECTL_SCALE_ALARM"
 )
+
+// scaleMode is how each actor is written and kept.
+type scaleMode struct {
+	kept  bool // a connection pool made in Hooks.Opened, kept open
+	alarm bool // the write sets the actor's alarm
+}
+
+func scaleModeOf() scaleMode {
+	return scaleMode{kept: os.Getenv(envScaleConn) == "kept", alarm: os.Getenv(envScaleAlarm) == "1"}
+}
 
 const scaleNS = "ns"
 
@@ -84,21 +97,24 @@ func scaleWindow(b *testing.B) time.Duration {
 // BenchmarkHostScaleOthers measures. It asserts no time.
 func BenchmarkHostScale(b *testing.B) {
 	window := scaleWindow(b)
-	kept := os.Getenv(envScaleConn) == "kept"
+	mode := scaleModeOf()
 	for _, be := range buckettest.Backends() {
 		for _, n := range scaleInts(b, envScaleN, "100") {
 			b.Run(fmt.Sprintf("%s/actors=%d", be.Name, n), func(b *testing.B) {
 				raw := be.New(b)
 				cb := newCountingBucket(raw)
-				h := scaleHost(b, cb, raw, kept)
+				h := scaleHost(b, cb, raw, mode)
 				round := 0
 				for b.Loop() {
 					round++
 					base := measureProcess()
 					ids := scaleIDs(fmt.Sprintf("r%d-", round), n)
-					acq := acquireAll(b, h, cb, ids, kept)
-					held := settledProcess(b, h, n)
+					acq := acquireAll(b, h, cb, ids, mode)
+					settled := settledProcess(b, h, n)
 					idle := countIdle(cb, window)
+					// After the window: an actor's alarm connection has
+					// been idle long enough to close (alarmConnIdle).
+					held := measureProcess()
 					rel := hibernateAll(b, h, cb)
 					after := measureProcess()
 					per := func(x, y int64) float64 { return float64(x-y) / float64(n) }
@@ -113,8 +129,8 @@ func BenchmarkHostScale(b *testing.B) {
 					b.ReportMetric(float64(acq.reqs.total())/float64(n), "acquire-req/actor")
 					b.ReportMetric(float64(rel.reqs.total())/float64(n), "release-req/actor")
 					reportIdle(b, idle)
-					b.Logf("%d actors (%s, conn kept %v): heap %+d B, rss %+d B, goroutines %+d, fds %+d; acquire %v (%s); release %v (%s); after release: goroutines %+d, fds %+d",
-						n, be.Name, kept, held.heap-base.heap, held.rss-base.rss, held.goroutines-base.goroutines, held.fds-base.fds,
+					b.Logf("%d actors (%s, %+v): heap %+d B, rss %+d B, goroutines %+d (%+d before the window), fds %+d; acquire %v (%s); release %v (%s); after release: goroutines %+d, fds %+d",
+						n, be.Name, mode, held.heap-base.heap, held.rss-base.rss, held.goroutines-base.goroutines, settled.goroutines-base.goroutines, held.fds-base.fds,
 						acq.took, acq.reqs, rel.took, rel.reqs, after.goroutines-base.goroutines, after.fds-base.fds)
 				}
 			})
@@ -144,11 +160,11 @@ func BenchmarkHostScaleOthers(b *testing.B) {
 				b.Cleanup(func() { other.Close(context.Background()) })
 				makeOthers(b, raw, other, m)
 				cb := newCountingBucket(raw)
-				h := scaleHost(b, cb, raw, false)
+				h := scaleHost(b, cb, raw, scaleMode{})
 				round := 0
 				for b.Loop() {
 					round++
-					acquireAll(b, h, cb, scaleIDs(fmt.Sprintf("r%d-", round), held), false)
+					acquireAll(b, h, cb, scaleIDs(fmt.Sprintf("r%d-", round), held), scaleMode{})
 					settledProcess(b, h, held)
 					idle := countIdle(cb, window)
 					reportIdle(b, idle)
@@ -189,7 +205,7 @@ func BenchmarkHostScaleOthers(b *testing.B) {
 // (so the scan runs as in a runtime that uses alarms). The upload
 // interval is the default of the bucket under the counting wrapper
 // (vfs picks it by the bucket's type).
-func scaleHost(b *testing.B, cb *countingBucket, raw bucket.Bucket, kept bool) *Host {
+func scaleHost(b *testing.B, cb *countingBucket, raw bucket.Bucket, mode scaleMode) *Host {
 	b.Helper()
 	cfg := Config{
 		Lease: fence.DefaultLease, Grace: fence.DefaultGrace,
@@ -205,7 +221,7 @@ func scaleHost(b *testing.B, cb *countingBucket, raw bucket.Bucket, kept bool) *
 	default:
 		cfg.VFS.UploadInterval = vfs.DefaultDirUploadInterval
 	}
-	if kept {
+	if mode.kept {
 		cfg.Hooks = Hooks{
 			Opened: func(ctx context.Context, a *Actor) error {
 				pool, err := sql.Open("sqlite3", a.DB().DSN())
@@ -241,7 +257,7 @@ type phase struct {
 
 // acquireAll acquires every actor at once, writes a row in each, waits
 // for Durable and releases it.
-func acquireAll(b *testing.B, h *Host, cb *countingBucket, ids []string, kept bool) phase {
+func acquireAll(b *testing.B, h *Host, cb *countingBucket, ids []string, mode scaleMode) phase {
 	b.Helper()
 	ctx := b.Context()
 	before := cb.counts()
@@ -249,7 +265,7 @@ func acquireAll(b *testing.B, h *Host, cb *countingBucket, ids []string, kept bo
 	var wg sync.WaitGroup
 	errs := make([]error, len(ids))
 	for i, id := range ids {
-		wg.Go(func() { errs[i] = writeOnce(ctx, h, id, kept) })
+		wg.Go(func() { errs[i] = writeOnce(ctx, h, id, mode) })
 	}
 	wg.Wait()
 	took := time.Since(start)
@@ -259,18 +275,31 @@ func acquireAll(b *testing.B, h *Host, cb *countingBucket, ids []string, kept bo
 	return phase{took: took, reqs: cb.counts().since(before)}
 }
 
-func writeOnce(ctx context.Context, h *Host, id string, kept bool) error {
+func writeOnce(ctx context.Context, h *Host, id string, mode scaleMode) error {
 	hd, err := h.Acquire(ctx, scaleNS, []byte(id))
 	if err != nil {
 		return err
 	}
 	defer hd.Release()
 	const stmt = `CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t(v) VALUES('hello')`
-	if kept {
-		if _, err := hd.Value().(*sql.DB).ExecContext(ctx, stmt); err != nil {
+	switch {
+	case mode.kept || mode.alarm:
+		pool, _ := hd.Value().(*sql.DB)
+		if pool == nil {
+			if pool, err = sql.Open("sqlite3", hd.DB().DSN()); err != nil {
+				return err
+			}
+			defer pool.Close()
+		}
+		if _, err := pool.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
-	} else {
+		if mode.alarm {
+			if _, err := hd.SetAlarm(ctx, pool, time.Now().Add(time.Hour)); err != nil {
+				return err
+			}
+		}
+	default:
 		c, err := hd.DB().Conn()
 		if err != nil {
 			return err
