@@ -5,11 +5,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -103,7 +105,8 @@ func BenchmarkHostScale(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/actors=%d", be.Name, n), func(b *testing.B) {
 				raw := be.New(b)
 				cb := newCountingBucket(raw)
-				h := scaleHost(b, cb, raw, mode)
+				warns := &warnCounter{}
+				h := scaleHost(b, cb, raw, mode, warns)
 				round := 0
 				for b.Loop() {
 					round++
@@ -128,10 +131,14 @@ func BenchmarkHostScale(b *testing.B) {
 					b.ReportMetric(rel.took.Seconds(), "release-s")
 					b.ReportMetric(float64(acq.reqs.total())/float64(n), "acquire-req/actor")
 					b.ReportMetric(float64(rel.reqs.total())/float64(n), "release-req/actor")
+					b.ReportMetric(float64(acq.peakFDs), "acquire-peak-fds")
+					b.ReportMetric(float64(rel.peakFDs), "release-peak-fds")
+					b.ReportMetric(float64(warns.n.Load()), "warnings")
 					reportIdle(b, idle)
 					b.Logf("%d actors (%s, %+v): heap %+d B, rss %+d B, goroutines %+d (%+d before the window), fds %+d; acquire %v (%s); release %v (%s); after release: goroutines %+d, fds %+d",
 						n, be.Name, mode, held.heap-base.heap, held.rss-base.rss, held.goroutines-base.goroutines, settled.goroutines-base.goroutines, held.fds-base.fds,
 						acq.took, acq.reqs, rel.took, rel.reqs, after.goroutines-base.goroutines, after.fds-base.fds)
+					b.Logf("host log: %s", warns)
 				}
 			})
 		}
@@ -160,7 +167,8 @@ func BenchmarkHostScaleOthers(b *testing.B) {
 				b.Cleanup(func() { other.Close(context.Background()) })
 				makeOthers(b, raw, other, m)
 				cb := newCountingBucket(raw)
-				h := scaleHost(b, cb, raw, scaleMode{})
+				warns := &warnCounter{}
+				h := scaleHost(b, cb, raw, scaleMode{}, warns)
 				round := 0
 				for b.Loop() {
 					round++
@@ -191,8 +199,8 @@ func BenchmarkHostScaleOthers(b *testing.B) {
 					b.ReportMetric(float64(first.reqs.total()), "sweep1-req")
 					b.ReportMetric(first.took.Seconds(), "sweep1-s")
 					b.ReportMetric(float64(next.reqs.total()), "sweep2-req")
-					b.Logf("held %d, others %d (%s): idle %v: %s; first sweep %v: %s; next sweep %v: %s",
-						held, m, be.Name, idle.window, idle.reqs, first.took, first.reqs, next.took, next.reqs)
+					b.Logf("held %d, others %d (%s): idle %v: %s; first sweep %v: %s; next sweep %v: %s; host log: %s",
+						held, m, be.Name, idle.window, idle.reqs, first.took, first.reqs, next.took, next.reqs, warns)
 					hibernateAll(b, h, cb)
 				}
 			})
@@ -205,10 +213,11 @@ func BenchmarkHostScaleOthers(b *testing.B) {
 // (so the scan runs as in a runtime that uses alarms). The upload
 // interval is the default of the bucket under the counting wrapper
 // (vfs picks it by the bucket's type).
-func scaleHost(b *testing.B, cb *countingBucket, raw bucket.Bucket, mode scaleMode) *Host {
+func scaleHost(b *testing.B, cb *countingBucket, raw bucket.Bucket, mode scaleMode, warns *warnCounter) *Host {
 	b.Helper()
 	cfg := Config{
-		Lease: fence.DefaultLease, Grace: fence.DefaultGrace,
+		Logger: slog.New(warns),
+		Lease:  fence.DefaultLease, Grace: fence.DefaultGrace,
 		Idle:     time.Hour,
 		SweepAge: -1,
 		Alarms: map[string]AlarmFunc{scaleNS: func(context.Context, *Actor, AlarmRun) error {
@@ -241,6 +250,34 @@ func scaleHost(b *testing.B, cb *countingBucket, raw bucket.Bucket, mode scaleMo
 	return newHost(b, cb, cfg)
 }
 
+// warnCounter counts the host's warnings and errors (a close that could
+// not flush or release, a failed renewal) and keeps the first few.
+type warnCounter struct {
+	n     atomic.Int64
+	mu    sync.Mutex
+	first []string
+}
+
+func (w *warnCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnCounter) Handle(_ context.Context, r slog.Record) error {
+	if w.n.Add(1) <= 5 {
+		msg := r.Message
+		r.Attrs(func(a slog.Attr) bool { msg += " " + a.String(); return true })
+		w.mu.Lock()
+		w.first = append(w.first, msg)
+		w.mu.Unlock()
+	}
+	return nil
+}
+func (w *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnCounter) WithGroup(string) slog.Handler      { return w }
+
+func (w *warnCounter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("%d warnings %q", w.n.Load(), w.first)
+}
+
 func scaleIDs(prefix string, n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
@@ -249,10 +286,36 @@ func scaleIDs(prefix string, n int) []string {
 	return ids
 }
 
-// phase is what one phase took: time and requests.
+// phase is what one phase took: time, requests, and the most file
+// descriptors the process had open meanwhile (sampled every 10 ms).
 type phase struct {
-	took time.Duration
-	reqs reqCounts
+	took    time.Duration
+	reqs    reqCounts
+	peakFDs int
+}
+
+// watchFDs samples the open file descriptors until stop is called, which
+// returns the most seen.
+func watchFDs() (stop func() int) {
+	done := make(chan struct{})
+	peak := make(chan int)
+	go func() {
+		most := 0
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+				most = max(most, len(fds))
+			}
+			select {
+			case <-done:
+				peak <- most
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() int { close(done); return <-peak }
 }
 
 // acquireAll acquires every actor at once, writes a row in each, waits
@@ -261,6 +324,7 @@ func acquireAll(b *testing.B, h *Host, cb *countingBucket, ids []string, mode sc
 	b.Helper()
 	ctx := b.Context()
 	before := cb.counts()
+	stop := watchFDs()
 	start := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, len(ids))
@@ -269,10 +333,11 @@ func acquireAll(b *testing.B, h *Host, cb *countingBucket, ids []string, mode sc
 	}
 	wg.Wait()
 	took := time.Since(start)
+	peak := stop()
 	for i, err := range errs {
 		require.NoError(b, err, "actor %s", ids[i])
 	}
-	return phase{took: took, reqs: cb.counts().since(before)}
+	return phase{took: took, reqs: cb.counts().since(before), peakFDs: peak}
 }
 
 func writeOnce(ctx context.Context, h *Host, id string, mode scaleMode) error {
@@ -321,10 +386,12 @@ func writeOnce(ctx context.Context, h *Host, id string, mode scaleMode) error {
 func hibernateAll(b *testing.B, h *Host, cb *countingBucket) phase {
 	b.Helper()
 	before := cb.counts()
+	stop := watchFDs()
 	start := time.Now()
 	h.hibernate(h.clock.Now().Add(2 * h.cfg.Idle))
 	require.True(b, waitFor(func() bool { return len(h.Actors()) == 0 }), "actors left after hibernation: %d", len(h.Actors()))
-	return phase{took: time.Since(start), reqs: cb.counts().since(before)}
+	took := time.Since(start)
+	return phase{took: took, reqs: cb.counts().since(before), peakFDs: stop()}
 }
 
 // process is what the process holds at one moment.
