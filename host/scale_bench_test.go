@@ -47,6 +47,9 @@ const (
 	// envScaleAlarm=1: each actor's write also sets its alarm, an hour
 	// away (the host then keeps a connection pool for it).
 	envScaleAlarm = "FRAMECTL_SCALE_ALARM"
+	// envScaleBlob: the bytes of each actor's one row (default: a short
+	// string), for what a larger transaction leaves an idle actor.
+	envScaleBlob = "FRAMECTL_SCALE_BLOB"
 	// envScaleWarmup: how long BenchmarkHostScaleOthers lets the host run
 	// before it counts (default 0): the scans read the own.json of an
 	// entry left to a live holder less and less often, so the first
@@ -73,10 +76,13 @@ func writeHeapProfile(b *testing.B) {
 type scaleMode struct {
 	kept  bool // a connection pool made in Hooks.Opened, kept open
 	alarm bool // the write sets the actor's alarm
+	blob  int  // bytes of the row written (0: a short string)
 }
 
 func scaleModeOf() scaleMode {
-	return scaleMode{kept: os.Getenv(envScaleConn) == "kept", alarm: os.Getenv(envScaleAlarm) == "1"}
+	m := scaleMode{kept: os.Getenv(envScaleConn) == "kept", alarm: os.Getenv(envScaleAlarm) == "1"}
+	m.blob, _ = strconv.Atoi(os.Getenv(envScaleBlob))
+	return m
 }
 
 const scaleNS = "ns"
@@ -372,7 +378,10 @@ func writeOnce(ctx context.Context, h *Host, id string, mode scaleMode) error {
 		return err
 	}
 	defer hd.Release()
-	const stmt = `CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v TEXT); INSERT INTO t(v) VALUES('hello')`
+	stmt := `CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t(v) VALUES('hello')`
+	if mode.blob > 0 {
+		stmt = fmt.Sprintf(`CREATE TABLE IF NOT EXISTS t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t(v) VALUES(randomblob(%d))`, mode.blob)
+	}
 	switch {
 	case mode.kept || mode.alarm:
 		pool, _ := hd.Value().(*sql.DB)
