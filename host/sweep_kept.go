@@ -22,11 +22,11 @@ type sweptKept struct {
 	keys map[string]struct{} // nil: no complete sweep yet
 }
 
-// sweep runs one sweep of b's leases at now, unless every stale lease is one the last
-// complete sweep kept: one listing of the leases then, and the own.json
-// of no actor. A lease that turns stale since (a node that died or
-// stopped more than SweepAge ago) makes the sweep a full one again, which
-// also deletes what became unnamed meanwhile. A kept lease that an
+// sweep runs one sweep of b's leases at now, unless every stale lease is
+// one the last complete sweep kept: one listing of the leases then, and
+// the own.json of no actor. A lease that turns stale since (a node that
+// died or was fenced more than olderThan ago) makes the sweep a full one
+// again, which also deletes what became unnamed meanwhile. A kept lease that an
 // own.json no longer names (its actor was claimed since) waits for that
 // sweep: a leftover lease is a few bytes, and no claimant is slower for
 // it.
