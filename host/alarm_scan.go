@@ -18,8 +18,11 @@ import (
 // entries, and alarms of actors nobody holds.
 const alarmSlack = time.Second
 
-// alarmScanPage is the page size of a scan's listing. Entries are in due
-// order, so a scan reads only the overdue ones and the next one.
+// alarmScanPage is the page size of a scan's first listing. Entries are
+// in due order, so a scan reads only the overdue ones and the next one;
+// a first page that is all overdue is followed by pages of the bucket's
+// largest (bucket.DefaultPageSize), so that a backlog of overdue entries
+// left to other live holders costs a listing per thousand of them.
 const alarmScanPage = 100
 
 // maxWarnedKeys bounds the bad index keys remembered as logged already,
@@ -36,6 +39,7 @@ func (h *Host) alarmScanLoop() {
 	}
 	every := h.cfg.AlarmScanEvery
 	wait := rand.N(every + 1)
+	holders := newScanHolders()
 	for {
 		select {
 		case <-h.ctx.Done():
@@ -43,7 +47,7 @@ func (h *Host) alarmScanLoop() {
 		case <-h.clock.After(wait):
 		}
 		for ns := range h.cfg.Alarms {
-			if err := h.scanAlarms(h.ctx, ns); err != nil && h.ctx.Err() == nil {
+			if err := h.scanAlarms(h.ctx, ns, holders); err != nil && h.ctx.Err() == nil {
 				h.log.Warn("scanning alarms", logNamespace, ns, logErr, err)
 			}
 		}
@@ -54,25 +58,29 @@ func (h *Host) alarmScanLoop() {
 // scanAlarms looks at each entry of a namespace's index overdue by
 // alarmSlack: one listing from the start of the index, in due order, and
 // more pages only while they are overdue.
-func (h *Host) scanAlarms(ctx context.Context, ns string) error {
+func (h *Host) scanAlarms(ctx context.Context, ns string, holders *scanHolders) error {
 	cutoff := h.clock.Now().Add(-alarmSlack)
 	after := ""
+	pass := holders.pass()
+	limit := alarmScanPage
 	for {
-		page, err := h.ListAlarms(ctx, ns, after, alarmScanPage)
+		page, err := h.ListAlarms(ctx, ns, after, limit)
 		if err != nil {
 			return err
 		}
 		h.warnBadKeys(ns, page.Bad)
 		for _, e := range page.Entries {
 			if e.Due.After(cutoff) {
+				pass.done(ns)
 				return nil
 			}
-			h.overdueAlarm(ctx, ns, e)
+			h.overdueAlarm(ctx, pass, ns, e)
 		}
 		if !page.More {
+			pass.done(ns)
 			return nil
 		}
-		after = page.Last
+		after, limit = page.Last, bucket.DefaultPageSize
 	}
 }
 
@@ -82,13 +90,14 @@ func (h *Host) scanAlarms(ctx context.Context, ns string) error {
 //     if the database no longer holds that alarm) and the alarm looked at
 //     now (a commit the schedule did not see, a set inside a transaction
 //     that committed late);
-//   - held by a live node elsewhere: that node's scan does the same;
+//   - held by a live node elsewhere: that node's scan does the same
+//     (and this one reads own.json again only now and then: scanHolders);
 //   - held by nobody alive (released, no own.json, or a holder whose lease
 //     this node's observer has seen unchanged for Lease+Grace): claimed
 //     here (Acquire), which runs the alarm, or deletes the entry if it is
 //     stale; not while this host drains (StopClaiming), when it is left
 //     to the other nodes.
-func (h *Host) overdueAlarm(ctx context.Context, ns string, e AlarmEntry) {
+func (h *Host) overdueAlarm(ctx context.Context, pass *scanPass, ns string, e AlarmEntry) {
 	key := actorKey{ns, string(e.Actor)}
 	h.mu.Lock()
 	if h.stopErr != nil {
@@ -114,7 +123,7 @@ func (h *Host) overdueAlarm(ctx context.Context, ns string, e AlarmEntry) {
 	failed, hasFailed := h.claimFailed[key]
 	node := h.node
 	h.mu.Unlock()
-	if claiming || hasFailed && h.clock.Now().Before(failed.next) || !h.heldByNobody(ctx, node, key) {
+	if claiming || hasFailed && h.clock.Now().Before(failed.next) || h.leftToHolder(ctx, pass, node, key) || !h.heldByNobody(ctx, pass, node, key) {
 		return
 	}
 	h.mu.Lock()
@@ -131,12 +140,13 @@ func (h *Host) overdueAlarm(ctx context.Context, ns string, e AlarmEntry) {
 // absent or released, or names a node (not this one) that this node's
 // observer finds expired, fenced or gone. The observer remembers what it
 // saw, so a holder that died is found dead Lease+Grace after a scan first
-// looked at its lease.
-func (h *Host) heldByNobody(ctx context.Context, node *fence.Node, key actorKey) bool {
+// looked at its lease. A live holder elsewhere is remembered (heldBy).
+func (h *Host) heldByNobody(ctx context.Context, pass *scanPass, node *fence.Node, key actorKey) bool {
 	actor := frames.Actor{Namespace: h.namespaceID(key.ns), Actor: frames.ActorKey([]byte(key.id))}
 	rec, _, err := fence.ReadRecord(ctx, h.cfg.Bucket, actor)
 	switch {
 	case errors.Is(err, bucket.ErrNotFound):
+		h.heldBy(pass, key, "")
 		return true
 	case err != nil:
 		if ctx.Err() == nil {
@@ -144,17 +154,24 @@ func (h *Host) heldByNobody(ctx context.Context, node *fence.Node, key actorKey)
 		}
 		return false
 	case rec.Released():
+		h.heldBy(pass, key, "")
 		return true
 	case rec.Node == node.ID():
+		h.heldBy(pass, key, "")
 		return false // opening or closing here
 	}
-	live, _, err := node.Observer.Judge(ctx, rec.Node)
+	live, err := pass.judge(ctx, node, rec.Node)
 	if err != nil {
 		if ctx.Err() == nil {
 			h.log.Warn("alarm scan: reading a holder's lease", logHolder, rec.Node, logErr, err)
 		}
 		return false
 	}
+	holder := ""
+	if live == fence.Alive {
+		holder = rec.Node
+	}
+	h.heldBy(pass, key, holder)
 	return live == fence.Expired || live == fence.Fenced || live == fence.Gone
 }
 

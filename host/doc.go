@@ -177,6 +177,14 @@
 //     (or finds the entry stale). An actor whose claim or open fails is
 //     left alone twice as long after each failure (from the scan interval
 //     up to 5 minutes), so a broken one is not opened anew on every scan.
+//     An entry left to a live holder elsewhere costs a scan no request of
+//     its own: the holder's lease is read once per scan, whatever the
+//     number of its entries, and the actor's own.json again only after
+//     lease + grace, then twice as long each time up to 5 minutes, while
+//     the same live node holds it. So an actor that a live holder releases
+//     without running its overdue alarm (a holder without the namespace's
+//     handler) is claimed that much later at most; one whose holder dies,
+//     drains or closes changes that holder's lease, and is looked at anew.
 //
 // Delivery is at least once: an alarm is cleared only after its handler
 // returned nil, and the clear is a commit like any other; a node that

@@ -1,0 +1,137 @@
+package host
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
+)
+
+// Overdue entries of actors a live node elsewhere holds (and does not
+// run: here a bare fence node) cost a scan nothing per entry once they
+// were looked at: ten scans of twenty such entries read each own.json
+// once and the holder's lease once per scan, not both for every entry on
+// every scan (200 and 200 before), and claim nothing.
+func TestAlarmScanReadsLiveHoldersOncePerScan(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			raw := be.New(t)
+			other, err := fence.Register(ctx, raw, "127.0.0.1:2", fence.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { other.Close(t.Context()) })
+			const entries, scans = 20, 10
+			for i := range entries {
+				id := fmt.Sprintf("held-%d", i)
+				_, err := other.Claim(ctx, actorOf("ns", id), fence.ClaimOptions{})
+				require.NoError(t, err)
+				_, err = raw.Put(ctx, alarmKeyOf("ns", id, time.Now().Add(-time.Minute), 1), bytesReader(nil), 0, bucket.Condition{})
+				require.NoError(t, err)
+			}
+			cb := newCountingBucket(raw)
+			// The default lease: Lease+Grace (15 s) outlasts the scans
+			// below many times over, so no own.json is due again.
+			rec := &alarmRecorder{}
+			h := alarmHost(t, cb, rec, Config{Lease: fence.DefaultLease, Grace: fence.DefaultGrace, AlarmScanEvery: -1})
+			holders := newScanHolders()
+			before := cb.counts()
+			for range scans {
+				require.NoError(t, h.scanAlarms(ctx, "ns", holders))
+			}
+			got := cb.counts().since(before)
+			t.Logf("%d scans of %d entries: %s", scans, entries, got)
+			assert.Equal(t, int64(entries), got.get("get", "own"), "own.json reads")
+			assert.Equal(t, int64(scans), got.get("get", "node"), "lease reads")
+			assert.Equal(t, int64(scans), got.get("list", "alarm"), "listings")
+			assert.Empty(t, h.Actors(), "actors claimed from a live holder")
+			assert.Empty(t, rec.list(), "alarms run")
+			assert.Len(t, holders.seen, entries, "holders remembered")
+
+			// Entries no longer overdue are forgotten by the next scan.
+			for _, k := range alarmIndex(t, raw, "ns") {
+				require.NoError(t, raw.Delete(ctx, k))
+			}
+			require.NoError(t, h.scanAlarms(ctx, "ns", holders))
+			assert.Empty(t, holders.seen, "holders remembered once the entries are gone")
+		})
+	}
+}
+
+// A backlog of overdue entries left to a live holder is listed a
+// thousand at a time after the first page: 250 of them are two listings
+// (100, then the rest), not three pages of 100.
+func TestAlarmScanListsABacklogInLargePages(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			raw := be.New(t)
+			other, err := fence.Register(ctx, raw, "127.0.0.1:2", fence.Options{})
+			require.NoError(t, err)
+			t.Cleanup(func() { other.Close(t.Context()) })
+			const entries = 250
+			for i := range entries {
+				id := fmt.Sprintf("held-%d", i)
+				_, err := other.Claim(ctx, actorOf("ns", id), fence.ClaimOptions{})
+				require.NoError(t, err)
+				_, err = raw.Put(ctx, alarmKeyOf("ns", id, time.Now().Add(-time.Minute), 1), bytesReader(nil), 0, bucket.Condition{})
+				require.NoError(t, err)
+			}
+			cb := newCountingBucket(raw)
+			h := alarmHost(t, cb, &alarmRecorder{}, Config{Lease: fence.DefaultLease, Grace: fence.DefaultGrace, AlarmScanEvery: -1})
+			holders := newScanHolders()
+			before := cb.counts()
+			require.NoError(t, h.scanAlarms(ctx, "ns", holders))
+			got := cb.counts().since(before)
+			assert.Equal(t, int64(2), got.get("list", "alarm"), "listings of one scan: %s", got)
+			assert.Len(t, holders.seen, entries, "entries left to their holder")
+		})
+	}
+}
+
+// A live holder without a handler for the namespace releases (hibernates)
+// an actor whose alarm is overdue, and keeps no wake-up for it: a host
+// with the handler, whose scan left the entry to that holder while it
+// held the actor, reads own.json again within Lease+Grace, claims the
+// actor and runs its alarm.
+func TestAlarmScanClaimsActorReleasedByLiveHolder(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	holder := newHost(t, b, Config{Hooks: (&notesHooks{}).hooks(), Lease: alarmLease, Grace: alarmGrace})
+	a, err := holder.Acquire(ctx, "ns", []byte("x"))
+	require.NoError(t, err)
+	set, err := a.SetAlarm(ctx, pool(a), time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, a.DB().Durable(ctx))
+	a.Release()
+
+	rec := &alarmRecorder{}
+	h := alarmHost(t, b, rec, Config{AlarmScanEvery: -1})
+	holders := newScanHolders()
+	require.NoError(t, h.scanAlarms(ctx, "ns", holders))
+	require.Contains(t, holders.seen, actorKey{"ns", "x"}, "the scan did not leave the entry to its live holder")
+	assert.Empty(t, h.Actors(), "actors claimed from a live holder")
+
+	// Idle is negative: as if it had passed, once the settle of the
+	// release (which holds a use) is done.
+	require.True(t, waitFor(func() bool {
+		holder.hibernate(time.Now())
+		return len(holder.Actors()) == 0
+	}), "the holder did not release the actor")
+	require.True(t, ownRecord(t, b, "ns", "x").Released())
+	require.True(t, waitFor(func() bool {
+		if err := h.scanAlarms(ctx, "ns", holders); err != nil {
+			t.Log(err)
+		}
+		return len(rec.list()) > 0
+	}), "the released actor's alarm never ran")
+	runs := rec.waitRuns(t, 1)
+	assert.Equal(t, "x", runs[0].actor)
+	assert.True(t, sameAlarm(set, runs[0].run.Alarm), "ran %+v, set %+v", runs[0].run.Alarm, set)
+	assert.Equal(t, h.Node().ID(), ownRecord(t, b, "ns", "x").Node, "own.json after the run")
+}
