@@ -33,6 +33,9 @@ type Written struct {
 	// Unread counts the skipped references named by their fingerprint
 	// (Options.Prior), whose pages Write never read.
 	Unread int
+	// Put lists the chunks uploaded (Chunks of them), in no order: the
+	// writer of a session remembers them as its own (compact.Owner).
+	Put []frames.ChunkHash
 }
 
 // Uploaded is every byte Write uploaded: the chunks and the manifest.
@@ -252,6 +255,7 @@ func (w *writer) store(ctx context.Context, j writeJob, content *[]byte, enc *by
 		ref.StoredSize = up.size
 		w.res.Chunks++
 		w.res.ChunkBytes += int64(up.size)
+		w.res.Put = append(w.res.Put, h)
 	}
 	w.mu.Unlock()
 	close(up.done)

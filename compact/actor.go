@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 )
@@ -58,12 +59,20 @@ func Actor(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options) (
 		log.Info("compacted", logEpoch, res.Epoch, logKey, res.Snapshot, logSeq, res.Seq,
 			"logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes, "read", res.BytesRead, "written", res.BytesWritten,
 			"deleted", len(res.Deleted), "retained", res.Retained, "chunksDeleted", res.ChunksDeleted,
-			"chunksKept", res.ChunksKeptByGrace, "duration", res.Duration)
+			"chunksKept", res.ChunksKeptByGrace, "chunksOwned", res.ChunksOwned, "duration", res.Duration)
 	default:
 		log.Debug("nothing to compact", logEpoch, res.Epoch, "logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes,
 			"retained", res.Retained)
 	}
 	return res, err
+}
+
+// ownState describes own.json for SnapshotSkipped.
+func ownState(own *fence.Record) string {
+	if own.Released() {
+		return "own.json released without its end"
+	}
+	return fmt.Sprintf("own.json held by node %s", own.Node)
 }
 
 // pass is one attempt: one own.json read, one listing, and what follows
@@ -99,6 +108,10 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 		return nil
 	}
 	res.Epoch = current
+	owner := ownerOf(opts, own)
+	if owner != nil {
+		owner.listed(inv)
+	}
 	sess, ok := inv.Session(current)
 	if !ok || len(sess.Snapshots) == 0 {
 		log.Debug("the current session has no snapshot yet: nothing is covered", logEpoch, current)
@@ -107,7 +120,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 
 	base := sess.Snapshots[len(sess.Snapshots)-1]
 	batches, logBytes := sessionLog(sess, base)
-	hdr, baseManifest, err := snapshotHeader(ctx, b, a, base.Key, opts.Limits, &res.BytesRead)
+	hdr, baseManifest, err := owner.snapshotHeader(ctx, b, a, base.Key, opts.Limits, &res.BytesRead)
 	if err != nil {
 		return err
 	}
@@ -115,8 +128,14 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 	res.RuleLogBytes, res.RuleDBBytes = logBytes, dbBytes(hdr)
 	res.Due = Due(res.RuleLogBytes, res.RuleDBBytes)
 	res.LeftLogBytes, res.LeftDBBytes = res.RuleLogBytes, res.RuleDBBytes
-	if res.Due || (opts.Force && len(batches) > 0) {
-		nb, ok, err := build(ctx, b, inv, current, opts, res)
+	wanted := res.Due || (opts.Force && len(batches) > 0)
+	if wanted && owner == nil && !opts.Live && mayBeLive(own) {
+		res.SnapshotSkipped = fmt.Sprintf("session %d may still have a writer (%s): only its owner writes its snapshots", current, ownState(own))
+		log.Info("writing no snapshot", "why", res.SnapshotSkipped)
+		wanted = false
+	}
+	if wanted {
+		nb, ok, err := build(ctx, b, inv, current, owner, opts, res)
 		if err != nil {
 			return err
 		}
@@ -138,19 +157,22 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 		if baseManifest != nil {
 			pred = baseManifest.Predecessor
 		}
-		if lin, err = walkLineage(ctx, b, inv, current, pred, baseManifest != nil, opts.Limits, &res.BytesRead); err != nil {
+		if lin, err = walkLineage(ctx, b, owner, inv, current, pred, baseManifest != nil, opts.Limits, &res.BytesRead); err != nil {
 			return err
 		}
 	}
 	del, retained := plan(inv, current, lin, opts)
 	res.Retained = retained
-	refs, err := references(ctx, b, inv, known, opts, res)
+	refs, err := references(ctx, b, owner, inv, known, opts, res)
 	if err != nil {
 		return err
 	}
 	if err := deleteAll(ctx, b, a, del); err != nil {
 		return err
 	}
+	if owner != nil {
+		owner.deleted(del.snapshots)
+	}
 	res.Deleted = append(del.snapshots, del.batches...)
-	return collect(ctx, b, a, refs, own, listedAt, opts, log, res)
+	return collect(ctx, b, a, refs, owner, own, listedAt, opts, log, res)
 }

@@ -81,7 +81,7 @@ type built struct {
 // build replays the current session as inv lists it and uploads a snapshot
 // of the state reached. It returns ok false, and uploads nothing, when the
 // batches add no frame to the session's newest snapshot.
-func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch uint64, opts Options, res *Result) (built, bool, error) {
+func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch uint64, owner *Owner, opts Options, res *Result) (built, bool, error) {
 	a := inv.Actor
 	plan, err := restore.PlanSession(ctx, b, inv, epoch, restore.Latest(), opts.Limits)
 	if err != nil {
@@ -100,7 +100,7 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch u
 
 	key := a.SnapshotKey(epoch, rep.Seq)
 	if rep.Manifest != nil {
-		return buildManifest(ctx, b, a, epoch, rep, opts, res)
+		return buildManifest(ctx, b, a, epoch, rep, owner, opts, res)
 	}
 	f, err := os.CreateTemp(opts.ScratchDir, ".framectl-compact-*.snapshot")
 	if err != nil {
@@ -140,7 +140,7 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch u
 
 // buildManifest uploads the replayed state as a manifest sharing the base
 // manifest's chunks and lineage.
-func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64, rep *restore.Replayed, opts Options, res *Result) (built, bool, error) {
+func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64, rep *restore.Replayed, owner *Owner, opts Options, res *Result) (built, bool, error) {
 	key := a.SnapshotKey(epoch, rep.Seq)
 	srcs, err := rep.Set.Sources()
 	if err != nil {
@@ -153,6 +153,9 @@ func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch u
 		return built{}, false, &Error{Op: "upload", Actor: a, Key: key, Err: err}
 	}
 	res.BytesWritten += w.Uploaded()
+	if owner != nil {
+		owner.built(key, &w.Manifest, w.Put)
+	}
 	obj := restore.Object{Key: key, Kind: frames.KeySnapshot, Epoch: epoch, Seq: rep.Seq, Size: w.ManifestBytes, ModTime: opts.Now()}
 	return built{obj: obj, dbBytes: dbBytes(w.Manifest.Header()), manifest: &w.Manifest}, true, nil
 }

@@ -88,11 +88,18 @@ type collection struct {
 // keyed by snapshot key, so that they are
 // not read again; when they name every chunk listed, nothing else is read.
 // (The manifest the pass wrote is among inv's snapshots, appended.)
-func references(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, known map[string]*frames.Manifest,
+//
+// An owner's pass (owner non-nil) counts as named the chunks of the
+// manifests the owner wrote that the listing does not show yet, and reads
+// through what the owner holds (owner.go).
+func references(ctx context.Context, b bucket.Bucket, owner *Owner, inv *restore.Inventory, known map[string]*frames.Manifest,
 	opts Options, res *Result) (collection, error) {
 	named := chunkSet{}
 	for _, m := range known {
 		named.add(m)
+	}
+	if owner != nil {
+		owner.unlisted(named)
 	}
 	var unnamed []restore.Chunk
 	for _, c := range inv.Chunks {
@@ -111,7 +118,7 @@ func references(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, kn
 			}
 		}
 	}
-	ms, skip, err := readManifests(ctx, b, inv.Actor, todo, opts.Limits, &res.BytesRead)
+	ms, skip, err := readManifests(ctx, b, owner, inv.Actor, todo, opts.Limits, &res.BytesRead)
 	if err != nil || skip != "" {
 		return collection{skip: skip}, err
 	}
@@ -126,10 +133,11 @@ func references(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, kn
 }
 
 // collect deletes the chunks of c that were modified at least opts.Grace
-// before listedAt (the time taken before the listing), once the pass has
-// deleted what it deletes. own is own.json as the pass read it before the
-// listing (nil: absent).
-func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection, own *fence.Record,
+// before listedAt (the time taken before the listing), and in an owner's
+// pass the chunks of c the owner put itself whatever their age (owner.go),
+// once the pass has deleted what it deletes. own is own.json as the pass
+// read it before the listing (nil: absent).
+func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection, owner *Owner, own *fence.Record,
 	listedAt time.Time, opts Options, log *slog.Logger, res *Result) error {
 	if c.skip != "" {
 		res.CollectSkipped = c.skip
@@ -139,7 +147,13 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 	// Rule 3: old enough, as listed.
 	cutoff := listedAt.Add(-opts.Grace)
 	var old []restore.Chunk
+	owned := chunkSet{}
 	for _, ch := range c.unnamed {
+		if owner != nil && owner.collectable(ch.Hash) {
+			old = append(old, ch)
+			owned[ch.Hash] = true
+			continue
+		}
 		if ch.ModTime.IsZero() || ch.ModTime.After(cutoff) {
 			// A zero time is a backend that did not say: not known to be
 			// old, so kept.
@@ -161,12 +175,18 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 		log.Info("collecting no chunks", "why", res.CollectSkipped)
 		return nil
 	}
-	return deleteChunks(ctx, b, a, old, res)
+	err = deleteChunks(ctx, b, a, old, owned, res)
+	if owner != nil {
+		// Deleted, gone, or put again since the listing (by someone else,
+		// so no longer the owner's alone): none is the owner's to collect.
+		owner.collected(old)
+	}
+	return err
 }
 
 // readManifests reads the snapshots objs, returning the manifests among
 // them. skip is why nothing may be collected, when one cannot be read.
-func readManifests(ctx context.Context, b bucket.Bucket, a frames.Actor, objs []restore.Object, lim frames.Limits, read *int64) ([]*frames.Manifest, string, error) {
+func readManifests(ctx context.Context, b bucket.Bucket, owner *Owner, a frames.Actor, objs []restore.Object, lim frames.Limits, read *int64) ([]*frames.Manifest, string, error) {
 	var (
 		mu    sync.Mutex
 		out   []*frames.Manifest
@@ -182,7 +202,7 @@ func readManifests(ctx context.Context, b bucket.Bucket, a frames.Actor, objs []
 		wg.Go(func() {
 			for o := range work {
 				var n int64
-				m, err := readManifest(ctx, b, o.Key, lim, &n)
+				m, err := owner.read(ctx, b, o.Key, lim, &n)
 				mu.Lock()
 				bytes += n
 				switch {
@@ -249,7 +269,10 @@ func isDamage(err error) bool {
 // deleteChunks deletes each chunk of cs that a Stat shows unchanged since
 // the listing, one Stat and one delete at a time per worker, so that the
 // time between the two stays one round trip.
-func deleteChunks(ctx context.Context, b bucket.Bucket, a frames.Actor, cs []restore.Chunk, res *Result) error {
+//
+// owned are the chunks of cs an owner collects without the grace
+// (counted in Result.ChunksOwned).
+func deleteChunks(ctx context.Context, b bucket.Bucket, a frames.Actor, cs []restore.Chunk, owned chunkSet, res *Result) error {
 	var mu sync.Mutex
 	err := workers.Run(ctx, cs, min(collectWorkers, len(cs)), func(ctx context.Context, _ *struct{}, c restore.Chunk) error {
 		outcome, err := deleteChunk(ctx, b, c)
@@ -262,6 +285,9 @@ func deleteChunks(ctx context.Context, b bucket.Bucket, a frames.Actor, cs []res
 		case chunkDeleted:
 			res.ChunksDeleted++
 			res.ChunkBytesDeleted += c.Size
+			if owned[c.Hash] {
+				res.ChunksOwned++
+			}
 		case chunkChanged:
 			res.ChunksKeptByGrace++ // uploaded again since the listing: young
 		}

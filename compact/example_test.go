@@ -48,7 +48,10 @@ func Example_replicator() {
 	// bounds a writer's Trigger otherwise applies (a minimum log of
 	// compact.DefaultMinLogBytes, a pass a second at most).
 	trigger := compact.Rule{MinLogBytes: -1, MinInterval: -1}.Trigger(0)
-	opts := compact.Options{ScratchDir: tmp} // beside the database, not a tmpfs
+	// The writer's passes are its session's owner's: one Owner for all of
+	// them (epoch 1, the session's), told of the session's first snapshot
+	// when the writer uploads it (Owner.Wrote; package vfs does).
+	opts := compact.Options{ScratchDir: tmp, Owner: compact.NewOwner(1)} // scratch beside the database, not a tmpfs
 	var passes sync.WaitGroup
 	var snapshots int
 	var mu sync.Mutex

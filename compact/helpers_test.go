@@ -311,8 +311,13 @@ func stateErr(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64
 
 // testOptions are the options of a pass in tests: scratch space in the
 // test's directory, a logger into the test log.
+//
+// Live: the writers of these tests write sessions without ending them and
+// never compact them themselves (DisableCompaction), so nobody collects
+// the chunks a pass's snapshot names; TestSnapshotOnlyByOwner covers the
+// default.
 func testOptions(t testing.TB) compact.Options {
-	return compact.Options{ScratchDir: t.TempDir()}
+	return compact.Options{ScratchDir: t.TempDir(), Live: true}
 }
 
 // scratchEmpty checks that a pass left nothing in its scratch directory.

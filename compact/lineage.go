@@ -69,7 +69,7 @@ func (l *lineage) noHistory(epoch uint64) bool {
 // walkLineage follows the lineage of the current session from lin, the
 // lineage its newest manifest records (known false: its snapshot is a full
 // snapshot, which records none), counting what it reads into read.
-func walkLineage(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, current uint64, lin frames.Lineage, known bool,
+func walkLineage(ctx context.Context, b bucket.Bucket, owner *Owner, inv *restore.Inventory, current uint64, lin frames.Lineage, known bool,
 	lim frames.Limits, read *int64) (*lineage, error) {
 	l := &lineage{links: []link{{epoch: current}}}
 	for known {
@@ -84,7 +84,7 @@ func walkLineage(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, c
 		}
 		l.links = append(l.links, link{epoch: lin.Epoch, ceiling: lin.Seq, capped: true})
 		var err error
-		if lin, known, err = sessionLineage(ctx, b, s, lim, read); err != nil {
+		if lin, known, err = sessionLineage(ctx, b, owner, s, lim, read); err != nil {
 			return nil, &Error{Op: "read snapshot", Actor: inv.Actor, Key: inv.Actor.SnapshotSessionPrefix(s.Epoch), Err: err}
 		}
 	}
@@ -96,9 +96,9 @@ func walkLineage(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, c
 // Only a vanished object (the pass starts over) or the context is an
 // error: a damaged manifest leaves the lineage unknown, which only keeps
 // more.
-func sessionLineage(ctx context.Context, b bucket.Bucket, s *restore.Session, lim frames.Limits, read *int64) (frames.Lineage, bool, error) {
+func sessionLineage(ctx context.Context, b bucket.Bucket, owner *Owner, s *restore.Session, lim frames.Limits, read *int64) (frames.Lineage, bool, error) {
 	for _, o := range s.Snapshots {
-		m, err := readManifest(ctx, b, o.Key, lim, read)
+		m, err := owner.read(ctx, b, o.Key, lim, read)
 		switch {
 		case errors.Is(err, bucket.ErrNotFound) || ctx.Err() != nil:
 			return frames.Lineage{}, false, err

@@ -55,6 +55,20 @@ type Options struct {
 	// so it must exceed the longest such upload plus the skew between our
 	// clock (Now) and the bucket's.
 	Grace time.Duration
+	// Owner, set by the writer of the session own.json names (package
+	// vfs), makes the pass its owner's: it collects the chunks the owner
+	// put itself once nothing names them, without the grace, and reads
+	// each manifest once across the owner's passes (owner.go). The same
+	// Owner goes to every pass of the session.
+	Owner *Owner
+	// Live lets a pass that is not the owner's write a snapshot of a
+	// session that may still have a writer (own.json held, or released
+	// without its end). Without it such a pass deletes and collects but
+	// writes no snapshot (Result.SnapshotSkipped): the owner collects the
+	// chunks its own manifests no longer name at once, and a snapshot
+	// built beside it on its older manifest may name them (owner.go). Set
+	// it only when the writer is known dead.
+	Live bool
 	// Force writes a snapshot whenever the current session has batches
 	// after its newest snapshot, even if the size rule does not ask for one
 	// (framectl compact --force, benchmarks).
@@ -127,10 +141,17 @@ type Result struct {
 	// CollectSkipped says why the pass collected nothing although it
 	// might have ("" otherwise): a snapshot it could not read, or a claim
 	// that began during the pass.
+	// ChunksOwned counts the chunks among ChunksDeleted that the owner
+	// put itself and collected without the grace (Options.Owner).
 	ChunksDeleted     int
 	ChunkBytesDeleted int64
 	ChunksKeptByGrace int
+	ChunksOwned       int
 	CollectSkipped    string
+	// SnapshotSkipped says why a snapshot the rule asked for was not
+	// written: the session may still have a writer and the pass is not
+	// its owner's (see Options.Live).
+	SnapshotSkipped string
 	// Retention is the window the pass applied: Options.Retention, or the
 	// longer one own.json records (RetentionRecorded).
 	Retention         time.Duration

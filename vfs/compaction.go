@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/compact"
 )
 
@@ -28,7 +29,10 @@ import (
 // mid-pass leaves files there.
 const compactScratch = "compact"
 
-func (r *replicator) startCompaction(dbBytes int64) error {
+// first is the session's first snapshot, which the session's compact.Owner
+// starts from: a pass collects the chunks the owner put once nothing names
+// them, without waiting out the grace.
+func (r *replicator) startCompaction(dbBytes int64, first chunks.Written) error {
 	if r.cfg.DisableCompaction {
 		return nil
 	}
@@ -40,7 +44,10 @@ func (r *replicator) startCompaction(dbBytes int64) error {
 		return err
 	}
 	r.trigger = r.cfg.Compaction.Trigger(dbBytes)
+	owner := compact.NewOwner(r.cfg.Epoch)
+	owner.Wrote(first.Key, &first.Manifest, first.Put)
 	r.compactOpts = compact.Options{
+		Owner:       owner,
 		ScratchDir:  scratch,
 		Retention:   r.cfg.Retention,
 		Compression: r.cfg.Compression,

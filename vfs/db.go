@@ -221,7 +221,7 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own 
 	}
 	rep.state = state
 	db := &DB{cfg: cfg, actor: actor, path: path, rep: rep}
-	if err := rep.startCompaction(int64(track.Pages()) * int64(track.PageSize())); err != nil {
+	if err := rep.startCompaction(int64(track.Pages())*int64(track.PageSize()), w); err != nil {
 		state.close()
 		return nil, fmt.Errorf("vfs: %w", err)
 	}

@@ -1,10 +1,14 @@
 package vfs
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
@@ -103,4 +107,82 @@ func TestBackgroundCompactionBounded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// snapshotPuts counts the PUTs of snapshot keys.
+type snapshotPuts struct {
+	bucket.Bucket
+	n atomic.Int64
+}
+
+func (p *snapshotPuts) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
+	if k, err := frames.ParseKey(key); err == nil && k.Kind == frames.KeySnapshot {
+		p.n.Add(1)
+	}
+	return p.Bucket.Put(ctx, key, body, size, cond)
+}
+
+// A database rewritten whole between passes replaces every chunk at each
+// pass. The writer's passes are its session's owner's (compact.Owner,
+// told of the session's first manifest): the chunks it put that no
+// manifest names any more go at the next pass, not after the hour's grace,
+// so the bucket holds the newest manifest's chunks and at most one
+// manifest's worth more, however many passes ran.
+func TestBackgroundCompactionCollectsReplacedChunks(t *testing.T) {
+	b := buckettest.Dir(t)
+	puts := &snapshotPuts{Bucket: b}
+	cfg := replTestConfig(t, puts)
+	cfg.DisableCompaction = false
+	cfg.KeptBytes = -1 // the bucket alone: what is collected shows there
+	cfg.Compaction = compact.Rule{MinLogBytes: -1, MinInterval: -1}
+	db := replOpen(t, cfg)
+	c := replConn(t, db)
+	// About 600 KB: three chunks of 256 KiB.
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(900) FROM generate_series(1, 600)")
+	require.NoError(t, db.Durable(t.Context()))
+	for i := 0; puts.n.Load() < 6; i++ {
+		execSQL(t, c, "UPDATE t SET v = randomblob(900)")
+		require.NoError(t, db.Durable(t.Context()))
+		if i > 2000 {
+			t.Fatalf("only %d snapshots after %d rewrites; stats %+v", puts.n.Load(), i, db.Stats())
+		}
+	}
+	want := checkpointed(t, c, db.Path())
+	c.Close()
+	require.NoError(t, db.Close(t.Context())) // waits for the pass running
+
+	inv, err := restore.Take(t.Context(), b, db.actor)
+	require.NoError(t, err)
+	named := map[frames.ChunkHash]bool{}
+	perManifest := 0
+	for _, s := range inv.Sessions {
+		for _, o := range s.Snapshots {
+			rc, _, err := b.Get(t.Context(), o.Key)
+			require.NoError(t, err)
+			_, m, err := frames.OpenSnapshot(rc, o.Key, frames.Limits{})
+			rc.Close()
+			require.NoError(t, err)
+			require.NotNil(t, m)
+			for _, l := range m.Lanes {
+				perManifest = max(perManifest, len(l.Chunks))
+				for _, ch := range l.Chunks {
+					named[ch.Hash] = true
+				}
+			}
+		}
+	}
+	unnamed := 0
+	for _, ch := range inv.Chunks {
+		if !named[ch.Hash] {
+			unnamed++
+		}
+	}
+	t.Logf("%d snapshots written, %d passes; %d chunks listed, %d named, %d per manifest",
+		puts.n.Load(), db.Stats().Compactions, len(inv.Chunks), len(named), perManifest)
+	require.LessOrEqual(t, unnamed, perManifest, "chunks no manifest names after %d snapshots", puts.n.Load())
+
+	out := t.TempDir() + "/restored.db"
+	_, err = restore.Restore(t.Context(), b, db.actor, out, restore.Options{})
+	require.NoError(t, err)
+	dbtest.SameBytes(t, "restored vs database", fileBytes(t, out), want)
 }

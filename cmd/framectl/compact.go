@@ -14,7 +14,7 @@ import (
 )
 
 const compactHelp = `
-Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION [--shorten-retention]] [--force] [--grace DURATION] [--sweep-leases AGE] [--json]
+Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION [--shorten-retention]] [--force] [--live] [--grace DURATION] [--sweep-leases AGE] [--json]
 
 Runs one compaction pass over an actor, or over every actor of a namespace:
   - the size rule: once the log of the current session since its newest
@@ -35,6 +35,12 @@ Runs one compaction pass over an actor, or over every actor of a namespace:
     chunksKeptByGrace).
 Nothing is deleted before what replaces it is in the bucket, and a pass is
 safe beside the live writer and beside another compactor.
+
+A session that may still have a writer (own.json held by a node, or
+released without its end recorded) gets no snapshot from compact: its owner
+writes them, and deletes at once the chunks its own manifests stop naming,
+which a snapshot built beside it may still name (snapshotSkipped says so).
+--live writes one anyway: use it only when that writer is known dead.
 
 --sweep-leases AGE also deletes node leases (nodes/*.json) the bucket last
 wrote more than AGE ago: every crashed or fenced node leaves one behind. A
@@ -67,6 +73,9 @@ type compactResult struct {
 	ChunkBytesDeleted int64  `json:"chunkBytesDeleted"`
 	ChunksKeptByGrace int    `json:"chunksKeptByGrace"`
 	CollectSkipped    string `json:"collectSkipped,omitempty"`
+	// SnapshotSkipped says why no snapshot was written although one was
+	// due: the session may still have a writer (see --live).
+	SnapshotSkipped string `json:"snapshotSkipped,omitempty"`
 	// RetentionNs is the window applied; RetentionRecorded says it is the
 	// longer one own.json records, not --retention.
 	RetentionNs       int64  `json:"retentionNs"`
@@ -95,7 +104,7 @@ func newCompactResult(r compact.Result) compactResult {
 	return compactResult{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Epoch: r.Epoch,
 		RuleLogBytes: r.RuleLogBytes, RuleDBBytes: r.RuleDBBytes, Due: r.Due, Snapshot: r.Snapshot, Seq: r.Seq,
 		Deleted: deleted, Retained: r.Retained,
-		ChunksDeleted: r.ChunksDeleted, ChunkBytesDeleted: r.ChunkBytesDeleted, ChunksKeptByGrace: r.ChunksKeptByGrace, CollectSkipped: r.CollectSkipped, RetentionNs: r.Retention.Nanoseconds(), RetentionRecorded: r.RetentionRecorded,
+		ChunksDeleted: r.ChunksDeleted, ChunkBytesDeleted: r.ChunkBytesDeleted, ChunksKeptByGrace: r.ChunksKeptByGrace, CollectSkipped: r.CollectSkipped, SnapshotSkipped: r.SnapshotSkipped, RetentionNs: r.Retention.Nanoseconds(), RetentionRecorded: r.RetentionRecorded,
 		BytesRead: r.BytesRead, BytesWritten: r.BytesWritten,
 		Attempts: r.Attempts, DurationNs: r.Duration.Nanoseconds()}
 }
@@ -108,6 +117,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	retention := c.fs.Duration("retention", 0, "keep covered objects needed to restore to any time less than `DURATION` ago (e.g. 168h)")
 	shorten := c.fs.Bool("shorten-retention", false, "apply --retention even where own.json records a longer retention")
 	force := c.fs.Bool("force", false, "write a snapshot whenever batches follow the newest one, due or not")
+	live := c.fs.Bool("live", false, "write snapshots of sessions that may still have a writer (only when it is known dead)")
 	grace := c.fs.Duration("grace", compact.DefaultGrace, "delete chunks no snapshot names once older than `DURATION` (a minute or more)")
 	scratch := c.fs.String("scratch", "", "`DIR` to rebuild the database in before upload (default the system's temporary directory)")
 	sweep := c.fs.Duration("sweep-leases", 0, "also delete node leases last written more than `AGE` ago (an hour or more)")
@@ -133,7 +143,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return code
 	}
 
-	opts := compact.Options{Retention: *retention, ShortenRetention: *shorten, Force: *force, ScratchDir: *scratch, Grace: *grace}
+	opts := compact.Options{Retention: *retention, ShortenRetention: *shorten, Force: *force, Live: *live, ScratchDir: *scratch, Grace: *grace}
 	var (
 		results []compact.Result
 		errs    []error // each failed pass (a *compact.Error naming its actor), then the sweep's
@@ -226,6 +236,9 @@ func printCompact(w io.Writer, r compactResult) {
 		}
 		fmt.Fprintf(w, "  session %d: log %s since the newest snapshot, database %s: %s\n",
 			r.Epoch, fmtBytes(r.RuleLogBytes), fmtBytes(r.RuleDBBytes), due)
+		if r.SnapshotSkipped != "" {
+			fmt.Fprintf(w, "  wrote no snapshot: %s\n", r.SnapshotSkipped)
+		}
 		if r.Snapshot != "" {
 			fmt.Fprintf(w, "  wrote snapshot %s through seq %d (%s read, %s written)\n",
 				r.Snapshot, r.Seq, fmtBytes(r.BytesRead), fmtBytes(r.BytesWritten))
