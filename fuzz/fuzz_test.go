@@ -57,8 +57,19 @@ func checkErr(t *testing.T, err error, key string) {
 	if !errors.As(err, &fe) || fe.Key != key {
 		t.Fatalf("error %v (%T) does not name the object %q", err, err, key)
 	}
+	oneSentinel(t, err, frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind, frames.ErrInvalid)
+}
+
+// damageSentinels are the sentinels of damaged bytes: a decoder's error
+// matches exactly one of them.
+var damageSentinels = []error{frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind}
+
+// oneSentinel fails the test unless err matches exactly one of sentinels:
+// an error says what is wrong with the bytes, and says one thing.
+func oneSentinel(t *testing.T, err error, sentinels ...error) {
+	t.Helper()
 	n := 0
-	for _, s := range []error{frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind, frames.ErrInvalid} {
+	for _, s := range sentinels {
 		if errors.Is(err, s) {
 			n++
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/conntap"
 	"github.com/framectl/framectl/peer"
 )
 
@@ -57,28 +58,6 @@ func honestTranscript(t testing.TB) *honestPeer {
 	return &honest.p
 }
 
-// recorder is a net.Conn that keeps what is written through it.
-type recorder struct {
-	net.Conn
-	mu    sync.Mutex
-	wrote bytes.Buffer
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	r.mu.Lock()
-	r.wrote.Write(b)
-	r.mu.Unlock()
-	return r.Conn.Write(b)
-}
-
-func (r *recorder) take() []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	b := bytes.Clone(r.wrote.Bytes())
-	r.wrote.Reset()
-	return b
-}
-
 func recordHonest(t testing.TB) (honestPeer, error) {
 	var h honestPeer
 	for _, s := range followSeeds(t) {
@@ -91,7 +70,7 @@ func recordHonest(t testing.TB) (honestPeer, error) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	ra, rb := &recorder{Conn: a}, &recorder{Conn: b}
+	ra, rb := &conntap.Conn{Conn: a}, &conntap.Conn{Conn: b}
 	errc := make(chan error, 1)
 	var lc *peer.Conn
 	go func() {
@@ -106,7 +85,7 @@ func recordHonest(t testing.TB) (honestPeer, error) {
 	if err := <-errc; err != nil {
 		return h, err
 	}
-	h.dialerHandshake, h.listenerHandshake = ra.take(), rb.take()
+	h.dialerHandshake, h.listenerHandshake = ra.Take(), rb.Take()
 	go func() {
 		for range h.messages {
 			if _, err := lc.Receive(); err != nil {
@@ -120,7 +99,7 @@ func recordHonest(t testing.TB) (honestPeer, error) {
 		if err := dc.Send(m); err != nil {
 			return h, err
 		}
-		h.frames = append(h.frames, ra.take())
+		h.frames = append(h.frames, ra.Take())
 	}
 	return h, <-errc
 }
@@ -153,15 +132,7 @@ func checkPeerErr(t *testing.T, err error, op string, want follow.NodeID) {
 	if !errors.As(err, &ce) || ce.Op != op || ce.Addr != "fuzz-wire" || ce.Peer != want {
 		t.Fatalf("error %v (%T) is not a %s *peer.ConnError at fuzz-wire naming %q", err, err, op, want)
 	}
-	n := 0
-	for _, s := range []error{peer.ErrAuth, peer.ErrWrongPeer, frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind} {
-		if errors.Is(err, s) {
-			n++
-		}
-	}
-	if n != 1 {
-		t.Fatalf("error %v matches %d sentinels, want 1", err, n)
-	}
+	oneSentinel(t, err, peer.ErrAuth, peer.ErrWrongPeer, frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind)
 }
 
 // allocatedWithin is allocatedBy, and leastAllocatedBy when that is past

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -23,17 +24,8 @@ func TestAlarmScanReadsLiveHoldersOncePerScan(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := t.Context()
 			raw := be.New(t)
-			other, err := fence.Register(ctx, raw, "127.0.0.1:2", fence.Options{})
-			require.NoError(t, err)
-			t.Cleanup(func() { other.Close(t.Context()) })
 			const entries, scans = 20, 10
-			for i := range entries {
-				id := fmt.Sprintf("held-%d", i)
-				_, err := other.Claim(ctx, actorOf("ns", id), fence.ClaimOptions{})
-				require.NoError(t, err)
-				_, err = raw.Put(ctx, alarmKeyOf("ns", id, time.Now().Add(-time.Minute), 1), bytesReader(nil), 0, bucket.Condition{})
-				require.NoError(t, err)
-			}
+			overdueAtLiveHolder(t, raw, entries)
 			cb := newCountingBucket(raw)
 			// The default lease: Lease+Grace (15 s) outlasts the scans
 			// below many times over, so no own.json is due again.
@@ -71,17 +63,8 @@ func TestAlarmScanListsABacklogInLargePages(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := t.Context()
 			raw := be.New(t)
-			other, err := fence.Register(ctx, raw, "127.0.0.1:2", fence.Options{})
-			require.NoError(t, err)
-			t.Cleanup(func() { other.Close(t.Context()) })
 			const entries = 250
-			for i := range entries {
-				id := fmt.Sprintf("held-%d", i)
-				_, err := other.Claim(ctx, actorOf("ns", id), fence.ClaimOptions{})
-				require.NoError(t, err)
-				_, err = raw.Put(ctx, alarmKeyOf("ns", id, time.Now().Add(-time.Minute), 1), bytesReader(nil), 0, bucket.Condition{})
-				require.NoError(t, err)
-			}
+			overdueAtLiveHolder(t, raw, entries)
 			cb := newCountingBucket(raw)
 			h := alarmHost(t, cb, &alarmRecorder{}, Config{Lease: fence.DefaultLease, Grace: fence.DefaultGrace, AlarmScanEvery: -1})
 			holders := newScanHolders()
@@ -134,4 +117,23 @@ func TestAlarmScanClaimsActorReleasedByLiveHolder(t *testing.T) {
 	assert.Equal(t, "x", runs[0].actor)
 	assert.True(t, sameAlarm(set, runs[0].run.Alarm), "ran %+v, set %+v", runs[0].run.Alarm, set)
 	assert.Equal(t, h.Node().ID(), ownRecord(t, b, "ns", "x").Node, "own.json after the run")
+}
+
+// overdueAtLiveHolder registers a live node on raw that runs nothing (a
+// bare fence node, renewing its lease), has it claim the actors held-0 …
+// held-<n-1> of namespace ns, and puts an alarm entry for each that is
+// overdue by a minute.
+func overdueAtLiveHolder(t *testing.T, raw bucket.Bucket, n int) {
+	t.Helper()
+	ctx := t.Context()
+	other, err := fence.Register(ctx, raw, "127.0.0.1:2", fence.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { other.Close(context.Background()) })
+	for i := range n {
+		id := fmt.Sprintf("held-%d", i)
+		_, err := other.Claim(ctx, actorOf("ns", id), fence.ClaimOptions{})
+		require.NoError(t, err)
+		_, err = raw.Put(ctx, alarmKeyOf("ns", id, time.Now().Add(-time.Minute), 1), bytesReader(nil), 0, bucket.Condition{})
+		require.NoError(t, err)
+	}
 }

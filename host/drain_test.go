@@ -438,17 +438,17 @@ func TestStopClaimingKeepsServingOwnActors(t *testing.T) {
 // too: it claims nothing from anyone either.
 func TestDrainingHostRecoversDraining(t *testing.T) {
 	ctx := t.Context()
-	b := &outage{Bucket: buckettest.Dir(t)}
+	b := buckettest.NewOutage(buckettest.Dir(t))
 	h := newHost(t, b, Config{Lease: recoveryLease, Grace: recoveryGrace, Hooks: (&notesHooks{}).hooks()})
 	h.StopClaiming()
 	lost := h.Node()
-	b.down.Store(true)
+	b.SetDown(true)
 	select {
 	case <-lost.Done():
 	case <-time.After(hangGuard):
 		t.Fatal("the node outlived an outage longer than its lease")
 	}
-	b.down.Store(false)
+	b.SetDown(false)
 	require.True(t, waitFor(func() bool { return h.Node() != lost }), "no node registered after the outage")
 	a, err := h.Acquire(ctx, "ns", []byte("nobody"))
 	if err == nil {

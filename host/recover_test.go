@@ -2,77 +2,16 @@ package host
 
 import (
 	"context"
-	"errors"
-	"io"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/vfs"
 )
-
-// outage fails every operation while down: the bucket is unreachable.
-type outage struct {
-	bucket.Bucket
-	down atomic.Bool
-}
-
-var errOutage = errors.New("bucket unreachable")
-
-func (o *outage) check() error {
-	if o.down.Load() {
-		return errOutage
-	}
-	return nil
-}
-
-func (o *outage) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
-	if err := o.check(); err != nil {
-		return nil, bucket.Info{}, err
-	}
-	return o.Bucket.Get(ctx, key)
-}
-
-func (o *outage) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
-	if err := o.check(); err != nil {
-		return bucket.Info{}, err
-	}
-	return o.Bucket.Put(ctx, key, body, size, cond)
-}
-
-func (o *outage) Stat(ctx context.Context, key string) (bucket.Info, error) {
-	if err := o.check(); err != nil {
-		return bucket.Info{}, err
-	}
-	return o.Bucket.Stat(ctx, key)
-}
-
-func (o *outage) List(ctx context.Context, prefix, after string, limit int) (bucket.Page, error) {
-	if err := o.check(); err != nil {
-		return bucket.Page{}, err
-	}
-	return o.Bucket.List(ctx, prefix, after, limit)
-}
-
-func (o *outage) Delete(ctx context.Context, key string) error {
-	if err := o.check(); err != nil {
-		return err
-	}
-	return o.Bucket.Delete(ctx, key)
-}
-
-func (o *outage) DeleteMany(ctx context.Context, keys []string) error {
-	if err := o.check(); err != nil {
-		return err
-	}
-	return o.Bucket.DeleteMany(ctx, keys)
-}
 
 // recoveryLease is long enough that a loaded machine renews it while the
 // bucket answers: only the outage may end it. At 2 s, under a load
@@ -94,7 +33,7 @@ func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := t.Context()
-			b := &outage{Bucket: be.New(t)}
+			b := buckettest.NewOutage(be.New(t))
 			h := newHost(t, b, Config{Lease: recoveryLease, Grace: recoveryGrace, Hooks: (&notesHooks{}).hooks()})
 			x, err := h.Acquire(ctx, "ns", []byte("x"))
 			require.NoError(t, err)
@@ -106,7 +45,7 @@ func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
 			require.NoError(t, err) // held through the outage
 
 			lost := h.Node()
-			b.down.Store(true)
+			b.SetDown(true)
 			select {
 			case <-lost.Done():
 			case <-time.After(hangGuard):
@@ -114,7 +53,7 @@ func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
 			}
 			require.ErrorIs(t, y.DB().Durable(ctx), vfs.ErrFenced, "Durable of a Handle held through the outage")
 			y.Release()
-			b.down.Store(false)
+			b.SetDown(false)
 
 			actx, cancel := context.WithTimeout(ctx, hangGuard)
 			defer cancel()
@@ -149,12 +88,12 @@ func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
 // and Acquire say why.
 func TestStopOnNodeLoss(t *testing.T) {
 	ctx := t.Context()
-	b := &outage{Bucket: buckettest.Dir(t)}
+	b := buckettest.NewOutage(buckettest.Dir(t))
 	h := newHost(t, b, Config{Lease: recoveryLease, Grace: recoveryGrace, StopOnNodeLoss: true, Hooks: (&notesHooks{}).hooks()})
 	x, err := h.Acquire(ctx, "ns", []byte("x"))
 	require.NoError(t, err)
 	x.Release()
-	b.down.Store(true)
+	b.SetDown(true)
 	select {
 	case <-h.Done():
 	case <-time.After(hangGuard):
@@ -162,7 +101,7 @@ func TestStopOnNodeLoss(t *testing.T) {
 	}
 	require.ErrorIs(t, h.Err(), ErrStopped)
 	require.ErrorIs(t, h.Err(), fence.ErrLeaseLost)
-	b.down.Store(false)
+	b.SetDown(false)
 	_, err = h.Acquire(ctx, "ns", []byte("x"))
 	require.ErrorIs(t, err, ErrStopped)
 	cctx, cancel := context.WithTimeout(ctx, hangGuard)

@@ -20,69 +20,11 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/host"
+	"github.com/framectl/framectl/metrics/metricstest"
 )
 
-// scrape gathers what m exposes, by metric name.
-type scrape map[string]*dto.MetricFamily
-
-func gather(t *testing.T, m *Metrics) scrape {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m))
-	fams, err := reg.Gather()
-	require.NoError(t, err)
-	s := scrape{}
-	for _, f := range fams {
-		s[f.GetName()] = f
-	}
-	return s
-}
-
-// value is the value of the series of name with exactly labels (name,
-// value pairs): a counter's or gauge's value, a histogram's or summary's
-// count. It fails the test if there is no such series.
-func (s scrape) value(t *testing.T, name string, labels ...string) float64 {
-	t.Helper()
-	f, ok := s[name]
-	if !ok {
-		t.Fatalf("no metric %s", name)
-	}
-	for _, m := range f.GetMetric() {
-		if !hasLabels(m, labels) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue()
-		case m.Gauge != nil:
-			return m.Gauge.GetValue()
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
-		case m.Summary != nil:
-			return float64(m.Summary.GetSampleCount())
-		}
-	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
-}
-
-func hasLabels(m *dto.Metric, labels []string) bool {
-	if len(m.GetLabel()) != len(labels)/2 {
-		return false
-	}
-	for i := 0; i < len(labels); i += 2 {
-		found := false
-		for _, l := range m.GetLabel() {
-			if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
+// gather is what m exposes, by metric name.
+func gather(t *testing.T, m *Metrics) metricstest.Scrape { return metricstest.Gather(t, m) }
 
 // The wrapper counts each request by operation and result and times it,
 // and answers what the bucket beneath answers. Every series exists from
@@ -97,9 +39,9 @@ func TestBucketCountsAndTimes(t *testing.T) {
 	s := gather(t, m)
 	for _, op := range opNames {
 		for _, res := range resultNames {
-			assert.Zero(t, s.value(t, "framectl_bucket_requests_total", "op", op, "result", res), "%s %s", op, res)
+			assert.Zero(t, s.Value(t, "framectl_bucket_requests_total", "op", op, "result", res), "%s %s", op, res)
 		}
-		assert.Zero(t, s.value(t, "framectl_bucket_request_duration_seconds", "op", op))
+		assert.Zero(t, s.Value(t, "framectl_bucket_request_duration_seconds", "op", op))
 	}
 
 	body := []byte("hello")
@@ -144,9 +86,9 @@ func TestBucketCountsAndTimes(t *testing.T) {
 		for _, res := range resultNames {
 			w := want[[2]string{op, res}]
 			perOp[op] += w
-			assert.Equal(t, w, s.value(t, "framectl_bucket_requests_total", "op", op, "result", res), "%s %s", op, res)
+			assert.Equal(t, w, s.Value(t, "framectl_bucket_requests_total", "op", op, "result", res), "%s %s", op, res)
 		}
-		assert.Equal(t, perOp[op], s.value(t, "framectl_bucket_request_duration_seconds", "op", op), "timed %s", op)
+		assert.Equal(t, perOp[op], s.Value(t, "framectl_bucket_request_duration_seconds", "op", op), "timed %s", op)
 	}
 }
 
@@ -294,9 +236,9 @@ func TestHostMetrics(t *testing.T) {
 	h := startHost(t, g, m)
 	m.Watch(h)
 	s := gather(t, m)
-	assert.Zero(t, s.value(t, "framectl_host_actors", "state", "open"))
-	assert.Zero(t, s.value(t, "framectl_vfs_durable_wait_seconds"))
-	putsBefore := s.value(t, "framectl_bucket_requests_total", "op", "put", "result", "ok")
+	assert.Zero(t, s.Value(t, "framectl_host_actors", "state", "open"))
+	assert.Zero(t, s.Value(t, "framectl_vfs_durable_wait_seconds"))
+	putsBefore := s.Value(t, "framectl_bucket_requests_total", "op", "put", "result", "ok")
 	assert.Positive(t, putsBefore, "the node's lease is a put")
 
 	a, err := h.Acquire(ctx, "ns", []byte("a"))
@@ -305,40 +247,40 @@ func TestHostMetrics(t *testing.T) {
 	write(t, a)
 	require.NoError(t, a.DB().Durable(ctx))
 	s = gather(t, m)
-	assert.Equal(t, 1.0, s.value(t, "framectl_host_actors", "state", "open"), "held actors")
-	assert.Equal(t, 1.0, s.value(t, "framectl_host_claims_total", "result", "ok"))
-	assert.Equal(t, 1.0, s.value(t, "framectl_vfs_durable_wait_seconds"), "durable waits")
-	assert.Zero(t, s.value(t, "framectl_vfs_durable_errors_total"))
+	assert.Equal(t, 1.0, s.Value(t, "framectl_host_actors", "state", "open"), "held actors")
+	assert.Equal(t, 1.0, s.Value(t, "framectl_host_claims_total", "result", "ok"))
+	assert.Equal(t, 1.0, s.Value(t, "framectl_vfs_durable_wait_seconds"), "durable waits")
+	assert.Zero(t, s.Value(t, "framectl_vfs_durable_errors_total"))
 	// own.json, the first snapshot, the batch: puts.
-	assert.GreaterOrEqual(t, s.value(t, "framectl_bucket_requests_total", "op", "put", "result", "ok"), putsBefore+3)
-	assert.Zero(t, s.value(t, "framectl_vfs_pending_bytes"))
+	assert.GreaterOrEqual(t, s.Value(t, "framectl_bucket_requests_total", "op", "put", "result", "ok"), putsBefore+3)
+	assert.Zero(t, s.Value(t, "framectl_vfs_pending_bytes"))
 
 	g.Hold()
 	write(t, a)
 	<-g.Waiting()
 	s = gather(t, m)
-	assert.GreaterOrEqual(t, s.value(t, "framectl_vfs_pending_bytes"), 10000.0, "pending bytes of a 10 kB row held at the gate")
-	assert.Equal(t, s.value(t, "framectl_vfs_pending_bytes"), s.value(t, "framectl_vfs_pending_max_bytes"))
-	assert.Equal(t, 1.0, s.value(t, "framectl_vfs_lagging_actors"))
-	assert.Positive(t, s.value(t, "framectl_vfs_lag_max_seconds"))
+	assert.GreaterOrEqual(t, s.Value(t, "framectl_vfs_pending_bytes"), 10000.0, "pending bytes of a 10 kB row held at the gate")
+	assert.Equal(t, s.Value(t, "framectl_vfs_pending_bytes"), s.Value(t, "framectl_vfs_pending_max_bytes"))
+	assert.Equal(t, 1.0, s.Value(t, "framectl_vfs_lagging_actors"))
+	assert.Positive(t, s.Value(t, "framectl_vfs_lag_max_seconds"))
 	g.Release()
 	require.NoError(t, a.DB().Durable(ctx))
 	s = gather(t, m)
-	assert.Zero(t, s.value(t, "framectl_vfs_pending_bytes"), "pending once durable")
-	assert.Zero(t, s.value(t, "framectl_vfs_lagging_actors"))
-	assert.Equal(t, 2.0, s.value(t, "framectl_vfs_durable_wait_seconds"), "durable waits")
+	assert.Zero(t, s.Value(t, "framectl_vfs_pending_bytes"), "pending once durable")
+	assert.Zero(t, s.Value(t, "framectl_vfs_lagging_actors"))
+	assert.Equal(t, 2.0, s.Value(t, "framectl_vfs_durable_wait_seconds"), "durable waits")
 
 	// The session's first compaction pass runs in the background.
 	deadline := time.Now().Add(30 * time.Second)
-	for gather(t, m).value(t, "framectl_vfs_compactions_total", "result", "ok") < 1 {
+	for gather(t, m).Value(t, "framectl_vfs_compactions_total", "result", "ok") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("no compaction pass counted within 30 s of the actor's open")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	s = gather(t, m)
-	assert.Equal(t, s.value(t, "framectl_vfs_compactions_total", "result", "ok"), s.value(t, "framectl_vfs_compaction_duration_seconds"))
-	assert.Zero(t, s.value(t, "framectl_vfs_restores_total", "result", "ok"), "a new actor restores nothing")
+	assert.Equal(t, s.Value(t, "framectl_vfs_compactions_total", "result", "ok"), s.Value(t, "framectl_vfs_compaction_duration_seconds"))
+	assert.Zero(t, s.Value(t, "framectl_vfs_restores_total", "result", "ok"), "a new actor restores nothing")
 
 	// Released by Close, the actor opens on another host, from the bucket.
 	a.Release()
@@ -352,8 +294,8 @@ func TestHostMetrics(t *testing.T) {
 	require.NoError(t, err)
 	defer a2.Release()
 	s = gather(t, m2)
-	assert.Equal(t, 1.0, s.value(t, "framectl_vfs_restores_total", "result", "ok"), "restores")
-	assert.Zero(t, s.value(t, "framectl_vfs_restores_total", "result", "error"))
-	assert.Equal(t, 1.0, s.value(t, "framectl_vfs_restore_duration_seconds"), "restores timed")
-	assert.Equal(t, 1.0, s.value(t, "framectl_host_actors", "state", "open"))
+	assert.Equal(t, 1.0, s.Value(t, "framectl_vfs_restores_total", "result", "ok"), "restores")
+	assert.Zero(t, s.Value(t, "framectl_vfs_restores_total", "result", "error"))
+	assert.Equal(t, 1.0, s.Value(t, "framectl_vfs_restore_duration_seconds"), "restores timed")
+	assert.Equal(t, 1.0, s.Value(t, "framectl_host_actors", "state", "open"))
 }

@@ -41,7 +41,7 @@ func TestHandshakeWrongKey(t *testing.T) {
 	if ce := connErr(t, lerr, "handshake", frames.ErrTruncated); ce.Peer != "" {
 		t.Errorf("the listener names the unauthenticated dialer %q", ce.Peer)
 	}
-	if n := len(dtap.bytes()); n != helloFixed+1 {
+	if n := len(dtap.Written()); n != helloFixed+1 {
 		t.Errorf("the dialer wrote %d bytes, its hello is %d: it sent a proof for a key it was not shown", n, helloFixed+1)
 	}
 }
@@ -76,7 +76,7 @@ func TestHandshakeReplay(t *testing.T) {
 	if derr != nil || lerr != nil {
 		t.Fatal(derr, lerr)
 	}
-	recorded := dtap.bytes()
+	recorded := dtap.Written()
 	// The same nonce replays, as it should: that is what a fresh one
 	// changes.
 	if _, err := Server(context.Background(), newWire(recorded), testConfig("b", key, 2)); err != nil {
@@ -93,7 +93,7 @@ func TestHandshakeWrongPeer(t *testing.T) {
 		t.Errorf("error names %q, want the peer dialed, b", ce.Peer)
 	}
 	connErr(t, lerr, "handshake", frames.ErrTruncated)
-	if n := len(dtap.bytes()); n != helloFixed+1 {
+	if n := len(dtap.Written()); n != helloFixed+1 {
 		t.Errorf("the dialer wrote %d bytes: it proved itself to the wrong node", n)
 	}
 }

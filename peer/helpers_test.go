@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/follow"
+	"github.com/framectl/framectl/internal/conntap"
 )
 
 // testKey is a cluster key for tests: 32 bytes drawn from seed.
@@ -30,33 +31,13 @@ func testConfig(id follow.NodeID, key []byte, seed byte) Config {
 	return Config{ID: id, Key: key, Rand: seeded(seed), HandshakeTimeout: 30 * time.Second}
 }
 
-// tap is a net.Conn that keeps a copy of what is written to it.
-type tap struct {
-	net.Conn
-	mu    sync.Mutex
-	wrote bytes.Buffer
-}
-
-func (t *tap) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	t.wrote.Write(b)
-	t.mu.Unlock()
-	return t.Conn.Write(b)
-}
-
-func (t *tap) bytes() []byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return bytes.Clone(t.wrote.Bytes())
-}
-
 // handshakePair runs Client (dialer cfg, expecting want) and Server
 // (listener cfg) against each other over a pipe, each end tapped.
-func handshakePair(t *testing.T, dialer, listener Config, want follow.NodeID) (dc, lc *Conn, derr, lerr error, dtap, ltap *tap) {
+func handshakePair(t *testing.T, dialer, listener Config, want follow.NodeID) (dc, lc *Conn, derr, lerr error, dtap, ltap *conntap.Conn) {
 	t.Helper()
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
-	dtap, ltap = &tap{Conn: a}, &tap{Conn: b}
+	dtap, ltap = &conntap.Conn{Conn: a}, &conntap.Conn{Conn: b}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

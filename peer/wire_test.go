@@ -32,7 +32,7 @@ func TestWireGolden(t *testing.T) {
 	if _, err := dc.Receive(); err != nil {
 		t.Fatal(err)
 	}
-	for name, got := range map[string][]byte{"dialer.bin": dtap.bytes(), "listener.bin": ltap.bytes()} {
+	for name, got := range map[string][]byte{"dialer.bin": dtap.Written(), "listener.bin": ltap.Written()} {
 		path := filepath.Join("testdata", "golden", name)
 		if *update {
 			if err := os.WriteFile(path, got, 0o644); err != nil {
@@ -100,7 +100,7 @@ func TestWireLayout(t *testing.T) {
 			length, hmacOf(kdl, []byte{1}, seq, length)[:16], payload, hmacOf(kdl, []byte{2}, seq, length, payload)}, nil),
 		"listener": append(lh, hmacOf(p, []byte("listener"), th[:])...),
 	}
-	for name, got := range map[string][]byte{"dialer": dtap.bytes(), "listener": ltap.bytes()} {
+	for name, got := range map[string][]byte{"dialer": dtap.Written(), "listener": ltap.Written()} {
 		if !bytes.Equal(got, want[name]) {
 			t.Errorf("%s wrote\n%x\nthe drawing gives\n%x", name, got, want[name])
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/killtest"
 )
 
 // The kill test's child: TestMain runs killChild instead of the tests
@@ -32,16 +32,7 @@ const (
 
 var killLimits = follow.Limits{MaxTailBytes: 256 << 10}
 
-func TestMain(m *testing.M) {
-	if dir := os.Getenv(envKillDir); dir != "" {
-		if err := killChild(dir); err != nil {
-			fmt.Fprintln(os.Stderr, "kill child:", err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { killtest.Main(m, envKillDir, killChild) }
 
 // killChild opens the store, takes over the actor's log as a new owner
 // would (a reset of the next epoch carrying what the store holds), then
@@ -125,66 +116,30 @@ func TestAcknowledgedSurvivesSIGKILL(t *testing.T) {
 	inRewrite := 0 // kills that left a rewrite unfinished
 	totalRewrites := 0
 	for k := range kills {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envKillDir+"="+dir, envKillSeed+"="+strconv.Itoa(k))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
 		var lastEpoch, lastEnd uint64
 		rewrites := 0
-		var deadline <-chan time.Time
 		checkedLock := false
-	watch:
-		for {
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					t.Fatalf("kill %d: child exited: %v; stderr:\n%s", k, cmd.Wait(), stderr.String())
-				}
-				f := strings.Fields(line)
-				if len(f) != 4 || f[0] != "ACK" {
+		child := killtest.Start(t, fmt.Sprintf("kill %d", k), envKillDir+"="+dir, envKillSeed+"="+strconv.Itoa(k))
+		child.Kill(nil, func(line string, killed bool) <-chan time.Time {
+			f := strings.Fields(line)
+			if len(f) != 4 || f[0] != "ACK" {
+				if !killed {
 					t.Fatalf("kill %d: child printed %q", k, line)
 				}
-				lastEpoch, _ = strconv.ParseUint(f[1], 10, 64)
-				lastEnd, _ = strconv.ParseUint(f[2], 10, 64)
-				rewrites, _ = strconv.Atoi(f[3])
-				if !checkedLock {
-					checkedLock = true
-					if _, err := Open(dir, Config{}); !errors.Is(err, ErrLocked) {
-						t.Fatalf("kill %d: Open while the child runs: %v, want ErrLocked", k, err)
-					}
-					deadline = time.After(time.Duration(20+rng.IntN(400)) * time.Millisecond)
-				}
-			case <-deadline:
-				break watch
-			case <-time.After(60 * time.Second):
-				cmd.Process.Kill()
-				t.Fatalf("kill %d: child silent for 60 s; stderr:\n%s", k, stderr.String())
+				return nil // cut off by the kill
 			}
-		}
-		cmd.Process.Kill()
-		for line := range lines {
-			if f := strings.Fields(line); len(f) == 4 && f[0] == "ACK" {
-				lastEpoch, _ = strconv.ParseUint(f[1], 10, 64)
-				lastEnd, _ = strconv.ParseUint(f[2], 10, 64)
-				rewrites, _ = strconv.Atoi(f[3])
+			lastEpoch, _ = strconv.ParseUint(f[1], 10, 64)
+			lastEnd, _ = strconv.ParseUint(f[2], 10, 64)
+			rewrites, _ = strconv.Atoi(f[3])
+			if checkedLock {
+				return nil
 			}
-		}
-		cmd.Wait()
+			checkedLock = true
+			if _, err := Open(dir, Config{}); !errors.Is(err, ErrLocked) {
+				t.Fatalf("kill %d: Open while the child runs: %v, want ErrLocked", k, err)
+			}
+			return time.After(time.Duration(20+rng.IntN(400)) * time.Millisecond)
+		})
 		totalRewrites += rewrites
 		if _, err := os.Stat(filepath.Join(dir, fileName(killActor)+tmpSuffix)); err == nil {
 			inRewrite++

@@ -4,60 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// outage fails every operation while down: the bucket is unreachable.
-type outage struct {
-	bucket.Bucket
-	down atomic.Bool
-}
-
-var errOutage = errors.New("bucket unreachable")
-
-func (o *outage) check() error {
-	if o.down.Load() {
-		return errOutage
-	}
-	return nil
-}
-
-func (o *outage) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
-	if err := o.check(); err != nil {
-		return nil, bucket.Info{}, err
-	}
-	return o.Bucket.Get(ctx, key)
-}
-
-func (o *outage) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
-	if err := o.check(); err != nil {
-		return bucket.Info{}, err
-	}
-	return o.Bucket.Put(ctx, key, body, size, cond)
-}
-
-func (o *outage) Stat(ctx context.Context, key string) (bucket.Info, error) {
-	if err := o.check(); err != nil {
-		return bucket.Info{}, err
-	}
-	return o.Bucket.Stat(ctx, key)
-}
-
-func (o *outage) List(ctx context.Context, prefix, after string, limit int) (bucket.Page, error) {
-	if err := o.check(); err != nil {
-		return bucket.Page{}, err
-	}
-	return o.Bucket.List(ctx, prefix, after, limit)
-}
 
 // An outage longer than the lease stops the node and its database; once
 // the bucket answers again, a new node and Reopen bring the database back
@@ -67,7 +21,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 	for _, policy := range []Unacknowledged{DiscardUnacknowledged, KeepUnacknowledged} {
 		t.Run(policy.String(), func(t *testing.T) {
 			ctx := t.Context()
-			b := &outage{Bucket: buckettest.Dir(t)}
+			b := buckettest.NewOutage(buckettest.Dir(t))
 			// A lease long enough that a slow machine renews it while the
 			// bucket answers: only the outage may end it.
 			node, err := fence.Register(ctx, b, "127.0.0.1:7300", fence.Options{Lease: 2 * time.Second, Grace: time.Second})
@@ -80,7 +34,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 			insertRows(t, c, 1, 20)
 			require.NoError(t, db.Durable(ctx))
-			b.down.Store(true)
+			b.SetDown(true)
 			insertRows(t, c, 21, 23) // captured, never uploaded
 			select {
 			case <-node.Done():
@@ -89,7 +43,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 			}
 			require.ErrorIs(t, db.Durable(ctx), ErrFenced, "Durable after the lease ran out")
 			c.Close()
-			b.down.Store(false)
+			b.SetDown(false)
 
 			var db2 *DB
 			deadline := time.Now().Add(30 * time.Second)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/killtest"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -42,16 +42,7 @@ const (
 	envKills = "FRAMECTL_KILLS"
 )
 
-func TestMain(m *testing.M) {
-	if url := os.Getenv(envKillBucket); url != "" {
-		if err := killChild(url); err != nil {
-			fmt.Fprintln(os.Stderr, "kill child:", err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { killtest.Main(m, envKillBucket, killChild) }
 
 // killLease is the node lease of the node-mode child: short, so that a
 // restarted child's claim waits about a second for its killed
@@ -267,28 +258,6 @@ func killActor(t *testing.T, b bucket.Bucket, mode string, seed uint64, kills in
 		if mode != "node" {
 			epoch = strconv.Itoa(k + 1)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(),
-			envKillBucket+"="+b.String(), envKillDir+"="+dir, envKillActor+"="+hex.EncodeToString(id),
-			envKillSeed+"="+strconv.FormatUint(seed*1000+uint64(k), 10), envKillEpoch+"="+epoch,
-			envKillNext+"="+strconv.Itoa(txn))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 4096)
-		go func() {
-			defer close(lines)
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-		}()
 		// Where to kill: a quarter of the kills during Open, the rest at a
 		// random moment of the workload.
 		whileOpening := rng.IntN(4) == 0
@@ -297,54 +266,30 @@ func killActor(t *testing.T, b bucket.Bucket, mode string, seed uint64, kills in
 			deadline = time.After(time.Duration(rng.IntN(150)) * time.Millisecond)
 		}
 		opened, diverged, lastAck, lastCommit := false, false, 0, 0
-		exited := false
-	watch:
-		for {
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					exited = true
-					break watch
-				}
-				switch f := strings.Fields(line); {
-				case len(f) >= 4 && f[0] == "OPENED":
-					opened = true
-					diverged = diverged || len(f) >= 5 && f[4] != `""`
-					stats.record(f, allDurable)
-					if !whileOpening {
-						deadline = time.After(time.Duration(50+rng.IntN(700)) * time.Millisecond)
-					}
-				case len(f) == 2 && f[0] == "ACK":
-					lastAck, _ = strconv.Atoi(f[1])
-				case len(f) == 2 && f[0] == "C":
-					lastCommit, _ = strconv.Atoi(f[1])
-				}
-			case <-deadline:
-				break watch
-			case <-time.After(60 * time.Second):
-				cmd.Process.Kill()
-				t.Fatalf("kill %d: child silent for 60 s; stderr:\n%s", k, stderr.String())
-			}
-		}
-		cmd.Process.Kill() // SIGKILL
-		for line := range lines {
+		child := killtest.Start(t, fmt.Sprintf("kill %d", k),
+			envKillBucket+"="+b.String(), envKillDir+"="+dir, envKillActor+"="+hex.EncodeToString(id),
+			envKillSeed+"="+strconv.FormatUint(seed*1000+uint64(k), 10), envKillEpoch+"="+epoch,
+			envKillNext+"="+strconv.Itoa(txn))
+		// SIGKILL at the deadline; the lines after it were printed before
+		// the kill landed (an ACK among them was acknowledged).
+		child.Kill(deadline, func(line string, killed bool) <-chan time.Time {
 			switch f := strings.Fields(line); {
-			case len(f) == 2 && f[0] == "ACK":
-				lastAck, _ = strconv.Atoi(f[1]) // acknowledged before the kill landed
-			case len(f) == 2 && f[0] == "C":
-				lastCommit, _ = strconv.Atoi(f[1])
 			case len(f) >= 4 && f[0] == "OPENED":
 				opened = true
 				diverged = diverged || len(f) >= 5 && f[4] != `""`
 				stats.record(f, allDurable)
+				if !whileOpening && !killed {
+					return time.After(time.Duration(50+rng.IntN(700)) * time.Millisecond)
+				}
+			case len(f) == 2 && f[0] == "ACK":
+				lastAck, _ = strconv.Atoi(f[1])
+			case len(f) == 2 && f[0] == "C":
+				lastCommit, _ = strconv.Atoi(f[1])
 			}
-		}
-		werr := cmd.Wait()
-		if exited {
-			t.Fatalf("kill %d: child exited on its own (%v):\n%s", k, werr, stderr.String())
-		}
+			return nil
+		})
 		if diverged {
-			t.Logf("kill %d: the child moved the local copy aside; it said:\n%s", k, stderr.String())
+			t.Logf("kill %d: the child moved the local copy aside; it said:\n%s", k, child.Stderr())
 		}
 		if lastAck != 0 {
 			acked = append(acked, lastAck)

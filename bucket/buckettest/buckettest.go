@@ -2,11 +2,12 @@
 // server the test script starts, versitygw, and directory buckets on
 // temporary directories; each call returns a fresh, empty bucket), Faulty,
 // which injects errors, lost responses, latency and stale listings into
-// one, Gate, which holds chosen uploads until the test lets them go, and
-// Clock, which moves only when a test says so.
+// one, Outage, which fails every call while the test keeps it down, Gate,
+// which holds chosen uploads until the test lets them go, and Clock, which
+// moves only when a test says so.
 //
 // It is for tests only (nothing outside a _test.go file imports it), and it
-// must never fake a bucket: Faulty and Gate wrap a real one.
+// must never fake a bucket: Faulty, Outage and Gate wrap a real one.
 package buckettest
 
 import (
