@@ -180,7 +180,7 @@ func TestPlan(t *testing.T) {
 	}
 }
 
-// TestCurrentSession: own.json decides; without it, the newest session that
+// TestCurrentEpoch: own.json decides; without it, the newest session that
 // has a snapshot.
 func TestCurrentEpoch(t *testing.T) {
 	now := time.Now()

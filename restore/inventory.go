@@ -67,7 +67,8 @@ func (s *Session) LastSeq() frames.Seq {
 type Inventory struct {
 	Actor frames.Actor
 	// Own is own.json's listing entry, nil if absent. Its content is read
-	// and parsed by the caller (ReadOwn, which calls fence.ReadRecord): the
+	// and parsed where it is used, through fence.ReadRecord (readOwn in
+	// plan.go for a restore, checkOwn in verify_own.go for verify): the
 	// listing does not prove it is readable.
 	Own *bucket.Info
 	// Sessions in descending epoch order: newest first.

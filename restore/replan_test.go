@@ -196,8 +196,8 @@ func TestRestoreSkipsBatchCoveredLater(t *testing.T) {
 	}
 }
 
-// mergeFrames merges consecutive sqlitePages frames of a growing database
-// into one, as the replicator merges a run of commits.
+// mergeFrames merges consecutive frames.KindSQLitePages frames of a
+// growing database into one, as the replicator merges a run of commits.
 func mergeFrames(fs []frames.Frame) frames.Frame {
 	m := fs[0]
 	pages := map[uint32][]byte{}
