@@ -22,6 +22,9 @@ package compact
 //     flight, stays.
 //  4. A snapshot the collector cannot read (vanished since the listing, or
 //     damaged) might name any chunk: then nothing is collected.
+//  5. In an owner's pass (Options.Owner, owner.go), a chunk the owner put
+//     itself needs no grace for rule 3, and the manifests the owner wrote
+//     count as references even before a listing shows them.
 
 import (
 	"context"
@@ -48,10 +51,10 @@ import (
 // a slow link. Clock skew shifts the grace by as much; S3 refuses requests
 // signed more than 15 minutes off its own clock (RequestTimeTooSkewed), so
 // a collector it answers is at most that far off. An hour covers both, as
-// the sweep of node leases asks of its age (fence.SweepLeases); what it
-// costs is that the chunks compaction replaces stay an hour after the
-// manifests naming them go: on a hot 1 MB database, 24 MB of them after
-// 25 compactions, against 1 MB once collected.
+// the sweep of node leases asks of its age (fence.SweepLeases). The
+// writer's own passes do not wait it out for the chunks they put
+// (owner.go): on a database rewritten at random each pass replaces every
+// chunk, and an hour of them is a hundred times the database.
 const DefaultGrace = time.Hour
 
 // collectWorkers is how many snapshots the collector reads, and chunks it

@@ -121,6 +121,18 @@
 //     (its base was deleted with its session): it is unusable, and nothing
 //     uses it. TestCollectBesideZombie.
 //
+//   - The owner of the session (Options.Owner: the writer, package vfs)
+//     collects the chunks it put itself without the grace, as soon as no
+//     snapshot listed and no manifest it wrote names them: the manifests
+//     in flight that could name them are its own, and it has none while
+//     its pass runs. A compaction by anyone else would be a manifest in
+//     flight it does not know of, built on its newest manifest and naming
+//     its chunks without putting them: so no one else writes a snapshot
+//     of a session that may still have a writer (own.json held, or
+//     released without its end) unless told the writer is dead
+//     (Options.Live). TestOwnerCollectsItsChunksAtOnce,
+//     TestSnapshotOnlyByOwner.
+//
 // A snapshot the collector cannot read (vanished since the listing, or
 // damaged) might name any chunk: the pass collects nothing then and says
 // why (Result.CollectSkipped). Bounds: a collecting pass holds one bit per
@@ -142,7 +154,9 @@
 //     its scratch files on the way out;
 //   - Options: ScratchDir on the database's own disk (a directory beside
 //     the database, emptied at Open: a crash mid-pass leaves files there),
-//     Compression and Logger as the replicator's, Retention as configured.
+//     Compression and Logger as the replicator's, Retention as configured,
+//     and Owner: one NewOwner(epoch) for every pass of the session, told
+//     of the session's first manifest (Owner.Wrote).
 //
 // Example_replicator shows the calls. A pass never blocks a commit: it
 // reads and writes only the bucket and its scratch directory.
