@@ -120,7 +120,6 @@
 //     manifest names. A zombie's manifest may name chunks collected since
 //     (its base was deleted with its session): it is unusable, and nothing
 //     uses it. TestCollectBesideZombie.
-//
 //   - The owner of the session (Options.Owner: the writer, package vfs)
 //     collects the chunks it put itself without the grace, as soon as no
 //     snapshot listed and no manifest it wrote names them: the manifests
