@@ -126,8 +126,11 @@ func (p *snapshotPuts) Put(ctx context.Context, key string, body io.Reader, size
 // pass. The writer's passes are its session's owner's (compact.Owner,
 // told of the session's first manifest): the chunks it put that no
 // manifest names any more go at the next pass, not after the hour's grace,
-// so the bucket holds the newest manifest's chunks and at most one
-// manifest's worth more, however many passes ran.
+// so the bucket holds the newest manifest's chunks and at most two
+// manifests' worth more, however many passes ran: the chunks of the
+// manifest the last pass deleted (the next pass collects them) and those a
+// pass cut short by Close had put (nothing names them; the grace keeps
+// them).
 func TestBackgroundCompactionCollectsReplacedChunks(t *testing.T) {
 	b := buckettest.Dir(t)
 	puts := &snapshotPuts{Bucket: b}
@@ -140,7 +143,7 @@ func TestBackgroundCompactionCollectsReplacedChunks(t *testing.T) {
 	// About 600 KB: three chunks of 256 KiB.
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(900) FROM generate_series(1, 600)")
 	require.NoError(t, db.Durable(t.Context()))
-	for i := 0; puts.n.Load() < 6; i++ {
+	for i := 0; puts.n.Load() < 8; i++ {
 		execSQL(t, c, "UPDATE t SET v = randomblob(900)")
 		require.NoError(t, db.Durable(t.Context()))
 		if i > 2000 {
@@ -179,7 +182,7 @@ func TestBackgroundCompactionCollectsReplacedChunks(t *testing.T) {
 	}
 	t.Logf("%d snapshots written, %d passes; %d chunks listed, %d named, %d per manifest",
 		puts.n.Load(), db.Stats().Compactions, len(inv.Chunks), len(named), perManifest)
-	require.LessOrEqual(t, unnamed, perManifest, "chunks no manifest names after %d snapshots", puts.n.Load())
+	require.LessOrEqual(t, unnamed, 2*perManifest, "chunks no manifest names after %d snapshots", puts.n.Load())
 
 	out := t.TempDir() + "/restored.db"
 	_, err = restore.Restore(t.Context(), b, db.actor, out, restore.Options{})
