@@ -88,7 +88,7 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch u
 		return built{}, false, &Error{Op: "replay", Actor: a, Key: a.SnapshotSessionPrefix(epoch), Err: err}
 	}
 	rep, err := restore.Replay(ctx, b, plan, opts.ScratchDir, restore.Options{
-		Limits: opts.Limits, MaxInflightBytes: opts.MaxInflightBytes, SkipIntegrityCheck: true, Logger: opts.baseLogger})
+		Limits: opts.Limits, MaxInflightBytes: opts.MaxInflightBytes, SkipIntegrityCheck: true, LazyChunks: !opts.fullReplay, Logger: opts.baseLogger})
 	if err != nil {
 		return built{}, false, &Error{Op: "replay", Actor: a, Key: plan.Snapshot.Key, Err: err}
 	}
