@@ -44,8 +44,10 @@ type Options struct {
 	// then hold only those chunks and the pages written (Replayed.Lazy):
 	// it can be written out only as a manifest by chunks.Write with
 	// Replayed.Manifest as Options.Prior, which names the others unread.
-	// For compaction. A full snapshot, or a manifest a lazy Set cannot
-	// start from (lanes.ErrNotLazy), is loaded whole.
+	// For compaction. The chunks a frame touches are fetched before it is
+	// applied, within MaxInflightBytes beside the batches fetched ahead. A
+	// full snapshot, or a manifest a lazy Set cannot start from
+	// (lanes.ErrNotLazy), is loaded whole.
 	LazyChunks bool
 	// Logger receives progress and re-plans (nil: discard).
 	Logger *slog.Logger
