@@ -130,6 +130,11 @@ func (z *lazyLane) touched(p *frames.SQLitePages, n uint32) []int {
 func NewLazySet(dir string, m *frames.Manifest, key string) (*Set, error) {
 	fail := func(err error) (*Set, error) { return nil, &Error{Op: "load lazily", Key: key, Err: err} }
 	for _, l := range m.Lanes {
+		// What frames.ReadManifest checks and the chunk arithmetic below
+		// relies on: a manifest built by hand gets an error, not a panic.
+		if l.ChunkPages == 0 || uint64(len(l.Chunks)) != (uint64(l.Pages)+uint64(l.ChunkPages)-1)/uint64(l.ChunkPages) {
+			return fail(corrupt("lane %d: %d chunks of %d pages for %d pages", l.Lane, len(l.Chunks), l.ChunkPages, l.Pages))
+		}
 		var fp uint64
 		for _, c := range l.Chunks {
 			if c.Fingerprint == 0 {

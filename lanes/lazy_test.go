@@ -191,6 +191,16 @@ func TestLazyRefuses(t *testing.T) {
 	_, ok := lazy.Tracker(0)
 	require.False(t, ok, "a lane with chunks not loaded has no tracker to give")
 
+	// Chunks that do not cover the lane are corrupt.
+	short := *m
+	short.Lanes = []frames.ManifestLane{m.Lanes[0]}
+	short.Lanes[0].Chunks = short.Lanes[0].Chunks[1:]
+	_, err = NewLazySet(t.TempDir(), &short, "snapshot/test")
+	wantErr(t, err, ErrCorrupt)
+	short.Lanes[0].Chunks, short.Lanes[0].ChunkPages = m.Lanes[0].Chunks, 0
+	_, err = NewLazySet(t.TempDir(), &short, "snapshot/test")
+	wantErr(t, err, ErrCorrupt)
+
 	// A manifest without fingerprints, or whose fingerprints do not XOR
 	// to the checksum, cannot back a lazy Set.
 	m.Lanes[0].Chunks[1].Fingerprint ^= 1
