@@ -37,6 +37,14 @@
 // local copy current; a 64-bit fingerprint matching other pages is as
 // unlikely as that checksum matching them.
 //
+// # Loading on first touch
+//
+// OpenLazy makes a Set at a manifest's state without fetching a chunk
+// (lanes.NewLazySet); Touch fetches, verifies as Load does and fills in
+// the chunks a frame is about to touch. A compaction that applies a log
+// to a large database so fetches the chunks the log touches, and Write,
+// given the manifest as its prior, names the others unread (lazy.go).
+//
 // # Memory
 //
 // Both directions hold at most Options.MaxInflightBytes of chunks at once

@@ -116,8 +116,43 @@ func (l *loader) run(ctx context.Context, jobs []*loadJob, n int) error {
 // fetch reads one chunk into buf (grown to hold it) and hands its pages
 // to the Loader, at every place they go.
 func (l *loader) fetch(ctx context.Context, j *loadJob, buf *[]byte) error {
-	key := l.a.ChunkKey(j.use.hash)
-	fail := func(err error) error { return &Error{Op: "load", Manifest: l.key, Chunk: key, Err: err} }
+	content, err := l.get(ctx, j.use, buf)
+	if err != nil {
+		return err
+	}
+	for _, at := range j.at {
+		if err := l.ld.WritePages(at.lane, at.first, content); err != nil {
+			return &Error{Op: "load", Manifest: l.key, Chunk: l.a.ChunkKey(j.use.hash), Err: err}
+		}
+	}
+	return nil
+}
+
+// runEach fetches the chunk of every touch job on n workers and hands its
+// content to fill, which must not keep it.
+func (l *loader) runEach(ctx context.Context, jobs []*touchJob, n int, fill func(*touchJob, []byte) error) error {
+	err := workers.Run(ctx, jobs, n, func(ctx context.Context, buf *[]byte, j *touchJob) error {
+		content, err := l.get(ctx, j.use, buf)
+		if err != nil {
+			return err
+		}
+		if err := fill(j, content); err != nil {
+			return &Error{Op: "load", Manifest: l.key, Chunk: l.a.ChunkKey(j.use.hash), Err: err}
+		}
+		return nil
+	})
+	var ce *Error
+	if err != nil && !errors.As(err, &ce) {
+		return &Error{Op: "load", Manifest: l.key, Err: err}
+	}
+	return err
+}
+
+// get reads one chunk object into buf (grown to hold it), verified, and
+// returns its content.
+func (l *loader) get(ctx context.Context, u loadUse, buf *[]byte) ([]byte, error) {
+	key := l.a.ChunkKey(u.hash)
+	fail := func(err error) ([]byte, error) { return nil, &Error{Op: "load", Manifest: l.key, Chunk: key, Err: err} }
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
@@ -131,17 +166,12 @@ func (l *loader) fetch(ctx context.Context, j *loadJob, buf *[]byte) error {
 	defer rc.Close()
 	l.chunks.Add(1)
 	cr := &countingReader{r: rc, n: &l.bytes}
-	_, content, err := frames.ReadChunk(cr, key, j.use.size, *buf, l.lim)
+	_, content, err := frames.ReadChunk(cr, key, u.size, *buf, l.lim)
 	if err != nil {
 		return fail(err)
 	}
 	*buf = content
-	for _, at := range j.at {
-		if err := l.ld.WritePages(at.lane, at.first, content); err != nil {
-			return fail(err)
-		}
-	}
-	return nil
+	return content, nil
 }
 
 // countingReader counts the bytes read through it.

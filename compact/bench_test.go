@@ -123,3 +123,90 @@ func sampleHeap(peak *uint64) (stop func()) {
 	}()
 	return func() { close(done); wg.Wait() }
 }
+
+// BenchmarkIncremental measures a pass over a large database of which
+// little changed since its snapshot, a manifest: 256 MiB (4 KiB pages,
+// one random 3,000-byte row per page, 1,024 chunks of 256 KiB) with 1 MiB
+// of pages rewritten, either contiguous (a few chunks touched) or spread
+// evenly over the database (every fourth chunk touched). path=full loads
+// the base manifest whole, as passes did before they loaded chunks on
+// first touch (compact.FullReplay); path=incremental is the default.
+// Both build the same manifest (TestIncrementalMatchesFullReplay).
+//
+// Reported per pass: time, the bytes read (readMB: the manifest, the
+// chunks fetched and the log), the chunk objects read (chunkGETs), and
+// the bytes written.
+//
+//	go test ./compact -run '^$' -bench Incremental -benchtime 3x
+//	scripts/with-s3.sh go test ./compact -run '^$' -bench Incremental -benchtime 3x
+func BenchmarkIncremental(b *testing.B) {
+	const size, changed = 256 << 20, 1 << 20
+	for _, be := range buckettest.Backends() {
+		b.Run(fmt.Sprintf("size=%dMiB/changed=%dMiB/%s", size>>20, changed>>20, be.Name), func(b *testing.B) {
+			benchIncremental(b, be.New(b), size, changed)
+		})
+	}
+}
+
+func benchIncremental(b *testing.B, bk bucket.Bucket, size, changed int) {
+	const rowBytes, perTx = 3000, 1000
+	rows := size / 4096
+	dir, id := b.TempDir(), newActorID()
+	d := openDBPage(b, bk, dir, id, 1, 4096)
+	a := d.actor
+	d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
+	for n := 0; n < rows; n += perTx {
+		d.exec(fmt.Sprintf("INSERT INTO t(b) SELECT randomblob(%d) FROM generate_series(1, %d)", rowBytes, min(perTx, rows-n)))
+	}
+	d.durable()
+	d.close()
+	d = openDBPage(b, bk, dir, id, 2, 4096) // its first snapshot is a manifest of every chunk
+	g := &getCounter{Bucket: bk, prefix: a.ChunkPrefix()}
+	pages := changed / 4096
+	for _, shape := range []struct {
+		name  string
+		where string
+	}{
+		{"contiguous", fmt.Sprintf("id > %d AND id <= %d", rows/2, rows/2+pages)},
+		{"spread", fmt.Sprintf("id %% %d = 0", rows/pages)},
+	} {
+		d.exec(fmt.Sprintf("UPDATE t SET b = randomblob(%d) WHERE %s", rowBytes, shape.where))
+		d.durable()
+		for _, path := range []string{"full", "incremental"} {
+			b.Run(shape.name+"/path="+path, func(b *testing.B) {
+				opts := testOptions(b)
+				opts.Retention = 1000 * time.Hour
+				opts.Force = true
+				if path == "full" {
+					opts = compact.FullReplay(opts)
+				}
+				var res compact.Result
+				var gets int
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					var err error
+					res, err = compact.Actor(b.Context(), g, a, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					gets = len(g.take())
+					if err := bk.Delete(b.Context(), res.Snapshot); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(res.RuleDBBytes)/1e6, "dbMB")
+				b.ReportMetric(float64(res.BytesRead)/1e6, "readMB")
+				b.ReportMetric(float64(gets), "chunkGETs")
+				b.ReportMetric(float64(res.BytesWritten)/1e6, "writtenMB")
+			})
+		}
+		// The next shape's log starts from a snapshot of this one's state.
+		opts := testOptions(b)
+		opts.Force = true
+		if _, err := compact.Actor(b.Context(), bk, a, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -15,12 +15,31 @@ package compact
 // Restore and verify still run it.
 //
 // When the session's snapshot is a manifest, the new snapshot is one too
-// (chunks.Write): the chunks the base manifest names are not uploaded
-// again, so a pass uploads the chunks the log changed and the manifest,
-// and the new manifest carries the base's lineage (the session's). A
-// session whose snapshot is a full snapshot (written before manifests)
-// gets a full snapshot, so that no manifest claims a lineage nothing
-// recorded.
+// (chunks.Write), and it is built from what the log touches
+// (restore.Options.LazyChunks): the base manifest is read, no chunk of it
+// yet; the batches after it are read in order with every check above;
+// before each frame is applied, the chunks it writes a page into, the
+// last chunk when it grows the lane from a partial one, and the chunk a
+// truncation ends inside are fetched, each checked against its hash and
+// its reference's size and its pages against the fingerprint the manifest
+// records, and written into a sparse scratch file. The chunks no frame
+// touches are never read: the lane's tracker holds their fingerprints as
+// their terms of the rolling checksum (lanes.NewLazySet), so the chain
+// and the checksum after each frame are checked as for a database loaded
+// whole, and chunks.Write, given the base as its prior, names them with
+// their hash, stored size and fingerprint unread. The touched chunks are
+// read back, hashed and uploaded unless the base names the same content.
+// The manifest is the one loading the base whole gives, byte for byte
+// (TestIncrementalMatchesFullReplay). A pass over a database of which a
+// few pages changed reads the manifest, the log and those pages' chunks.
+//
+// The base is loaded whole instead when it cannot be used so: a chunk
+// with no fingerprint recorded, fingerprints that do not XOR to the
+// lane's checksum, chunks of another size than chunks.Write cuts (all
+// lanes.ErrNotLazy). A session whose snapshot is a full snapshot (written
+// before manifests) gets a full snapshot, so that no manifest claims a
+// lineage nothing recorded. The new manifest carries the base's lineage
+// (the session's).
 //
 // A full snapshot is written to a file in the scratch directory, then
 // uploaded with its exact size: the bytes written are known exactly, and S3
@@ -88,7 +107,7 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch u
 		return built{}, false, &Error{Op: "replay", Actor: a, Key: a.SnapshotSessionPrefix(epoch), Err: err}
 	}
 	rep, err := restore.Replay(ctx, b, plan, opts.ScratchDir, restore.Options{
-		Limits: opts.Limits, MaxInflightBytes: opts.MaxInflightBytes, SkipIntegrityCheck: true, Logger: opts.baseLogger})
+		Limits: opts.Limits, MaxInflightBytes: opts.MaxInflightBytes, SkipIntegrityCheck: true, LazyChunks: !opts.fullReplay, Logger: opts.baseLogger})
 	if err != nil {
 		return built{}, false, &Error{Op: "replay", Actor: a, Key: plan.Snapshot.Key, Err: err}
 	}

@@ -44,22 +44,30 @@
 // # Memory and disk
 //
 // The replay is package restore's (restore.Replay): batches are fetched
-// ahead within a byte budget (Options.MaxInflightBytes; about twice it is
-// the most a pass holds), and nothing else is held in memory in proportion
-// to the database but the lanes package's page hash table (8 bytes per
-// page). The database is rebuilt in a scratch directory
-// (Options.ScratchDir). A manifest's changed chunks are encoded in memory
+// ahead within a byte budget (Options.MaxInflightBytes), and nothing else
+// is held in memory in proportion to the database but the lanes package's
+// page hash table (8 bytes per page) and, over a manifest, one byte per
+// chunk. The chunks a frame touches are fetched within the same budget
+// before it is applied, so about three times the budget is the most a
+// pass holds. The state is rebuilt in a scratch directory
+// (Options.ScratchDir): over a manifest, in sparse files holding only the
+// chunks the log touched and the pages it wrote; from a full snapshot,
+// the whole database. A manifest's changed chunks are encoded in memory
 // within the chunks package's budget and uploaded one by one; a full
 // snapshot is written to a file there before it is uploaded. So a pass
-// needs about the database's size on that disk (plus its compressed size
-// for a full snapshot), and removes it all when it ends.
+// over a manifest needs about the touched chunks on that disk (all of
+// the database where files cannot be sparse), one from a full snapshot
+// about the database's size plus its compressed size, and a pass removes
+// it all when it ends.
 //
 // # Chunks
 //
 // When the session's snapshot is a manifest, so is the new one (build.go):
 // it names the base manifest's chunks wherever the pages did not change
 // and carries the session's lineage, so a pass uploads the chunks the log
-// changed and the manifest. Chunks belong to no session: the tier pass and
+// changed and the manifest; and it is built from the chunks the log
+// touches, so a pass reads the manifest, the log and those chunks, not
+// the database. Chunks belong to no session: the tier pass and
 // retention delete manifests and batches, never a chunk.
 //
 // # Collecting chunks

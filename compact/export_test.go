@@ -9,3 +9,10 @@ var (
 )
 
 const MaxAttempts = maxAttempts
+
+// FullReplay returns o with the incremental build off: a manifest base is
+// loaded whole, as before the build loaded chunks on first touch.
+func FullReplay(o Options) Options {
+	o.fullReplay = true
+	return o
+}

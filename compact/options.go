@@ -75,6 +75,7 @@ type Options struct {
 	Force bool
 
 	baseLogger *slog.Logger // Logger without the subsystem, for restore
+	fullReplay bool         // load a manifest base whole (tests compare the two builds)
 }
 
 // DefaultMaxInflightBytes keeps a background pass light beside the

@@ -174,6 +174,9 @@ func (s *Set) applyFirstPart(f *frames.Frame, overlap bool) (changed bool, err e
 	if err != nil {
 		return false, err
 	}
+	if err := notLoaded(f, l); err != nil {
+		return false, err
+	}
 	if l.t.Pages() == 0 {
 		l.t.pageSize = p.PageSize // an empty lane takes the frame's page size
 	}
@@ -192,6 +195,9 @@ func (s *Set) applyNextPart(f *frames.Frame) error {
 	l := s.lanes[f.Lane] // exists: parts keep the lane, and nothing else ran since the first
 	unwritten, err := s.checkGrowth(f, l, q.lastPage, q.unwritten)
 	if err != nil {
+		return err
+	}
+	if err := notLoaded(f, l); err != nil {
 		return err
 	}
 	return s.writePart(f, l, q.unwritten, unwritten)

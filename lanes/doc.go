@@ -14,7 +14,9 @@
 //     (NewSet), from a snapshot (LoadSnapshot) or from pieces of one that
 //     arrive in any order (Loader: the chunks of a manifest), written out
 //     as a snapshot (WriteSnapshot, or page by page through ReadPages and
-//     Sources) and cross-checked against its files (VerifyFiles).
+//     Sources) and cross-checked against its files (VerifyFiles). A lazy
+//     Set (NewLazySet) starts from a manifest with no page loaded and takes
+//     each chunk as a frame is about to touch it (Needs, Fill).
 //   - Apply and ReplayBatch move a Set forward frame by frame: frames already
 //     covered are skipped, a frame past the next sequence is a gap (ErrGap,
 //     naming the missing range), every frame's checksum before must equal the
@@ -31,8 +33,9 @@
 //
 // A lane costs 8 bytes of memory per page for its page hashes: 2 MiB per GiB
 // of database with 4 KiB pages (16 MiB per GiB with 512-byte pages, 128 KiB
-// per GiB with 64 KiB pages). Nothing else grows with the database; copies go
-// through one bounded buffer.
+// per GiB with 64 KiB pages), and a lazy Set one byte per chunk besides.
+// Nothing else grows with the database; copies go through one bounded
+// buffer.
 //
 // # Lane creation
 //

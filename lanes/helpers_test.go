@@ -88,6 +88,7 @@ type gen struct {
 	pageSizes []uint32
 	maxPages  uint32
 	span      int // frames cover 1..span sequence numbers
+	overwrite int // a frame overwrites one existing page in overwrite
 	written   []uint32
 }
 
@@ -99,6 +100,7 @@ func newGen(seed uint64) *gen {
 		pageSizes: []uint32{512, 1024, 4096},
 		maxPages:  24,
 		span:      3,
+		overwrite: 3,
 	}
 }
 
@@ -154,7 +156,7 @@ func (g *gen) pagesFrame(lane uint32) frames.Frame {
 	g.written = g.written[:0]
 	for pgno := uint32(1); pgno <= size; pgno++ {
 		grown := pgno > cur
-		if (grown && g.rng.IntN(8) != 0) || (!grown && g.rng.IntN(3) == 0) {
+		if (grown && g.rng.IntN(8) != 0) || (!grown && g.rng.IntN(g.overwrite) == 0) {
 			p.Pages = append(p.Pages, frames.Page{Number: pgno, Data: g.page(p.PageSize)})
 			g.written = append(g.written, pgno)
 		}

@@ -17,6 +17,7 @@ type laneFile struct {
 	path string
 	f    *os.File
 	t    Tracker
+	lazy *lazyLane // chunks not loaded yet (lazy.go); nil for a lane loaded whole
 }
 
 // laneFileName is the name of a lane's file in a Set's directory.
@@ -65,6 +66,9 @@ func (l *laneFile) resize(pages uint32) error {
 	}
 	if err := l.t.Resize(pages); err != nil {
 		return err
+	}
+	if l.lazy != nil && pages < l.lazy.basePages {
+		l.lazy.cut(pages)
 	}
 	if err := l.f.Truncate(int64(pages) * int64(l.t.pageSize)); err != nil {
 		return fmt.Errorf("truncate %s: %w", l.path, err)

@@ -99,10 +99,12 @@ func (s *Set) Lane(n uint32) (Lane, bool) {
 }
 
 // Tracker returns a copy of lane n's tracker, for a replicator that goes on
-// from the state the Set restored without reading the file again.
+// from the state the Set restored without reading the file again. A lane
+// of a lazy Set with chunks not loaded has no tracker to give (its table
+// holds one term per such chunk, not page hashes): ok is false.
 func (s *Set) Tracker(n uint32) (*Tracker, bool) {
 	l, ok := s.lanes[n]
-	if !ok {
+	if !ok || (l.lazy != nil && l.lazy.left > 0) {
 		return nil, false
 	}
 	return l.t.Clone(), true

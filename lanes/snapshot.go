@@ -220,6 +220,9 @@ func (s *Set) WriteSnapshot(ctx context.Context, w io.Writer, epoch uint64, opts
 	if err := s.idle("write snapshot"); err != nil {
 		return frames.Snapshot{}, err
 	}
+	if n := s.Pending(); n > 0 {
+		return frames.Snapshot{}, &Error{Op: "write snapshot", Err: fmt.Errorf("%w: %d chunks of a lazy set are not in its files", ErrNotLoaded, n)}
+	}
 	sources, err := s.Sources()
 	if err != nil {
 		return frames.Snapshot{}, err

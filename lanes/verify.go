@@ -11,7 +11,9 @@ import (
 
 // VerifyFiles reads every lane's file and checks it against what the Set
 // tracked: its size, every page's hash, and the checksum recomputed from the
-// file against the rolling one. It catches a file changed behind the Set's
+// file against the rolling one. In a lazy Set (NewLazySet) the pages of a
+// chunk not loaded are not in the file: their terms are taken from the
+// tracker. It catches a file changed behind the Set's
 // back, a lost write, and a bug in the rolling checksum. A mismatch matches
 // ErrChecksum and names the lane and the first page that differs.
 func (s *Set) VerifyFiles(ctx context.Context) error {
@@ -27,7 +29,11 @@ func (s *Set) VerifyFiles(ctx context.Context) error {
 		if err := checkFileSize(l.f, &l.t); err != nil {
 			return &Error{Op: "verify", Err: fmt.Errorf("lane %d (%s): %w", n, l.path, err)}
 		}
-		if err := scanLane(ctx, l.f, &l.t, buf, nil); err != nil {
+		scan := scanLane
+		if l.lazy != nil && l.lazy.left > 0 {
+			scan = l.scanLazy
+		}
+		if err := scan(ctx, l.f, &l.t, buf, nil); err != nil {
 			return &Error{Op: "verify", Err: fmt.Errorf("lane %d (%s): %w", n, l.path, err)}
 		}
 	}

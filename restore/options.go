@@ -37,6 +37,18 @@ type Options struct {
 	// wrong pages). For benchmarks that measure it apart, and for callers
 	// that run it themselves; restore by an operator keeps it.
 	SkipIntegrityCheck bool
+	// LazyChunks, for Replay with SkipIntegrityCheck, loads a manifest's
+	// chunks on first touch (chunks.OpenLazy, chunks.Touch): only the
+	// chunks the frames write into, or a truncation or growth changes, are
+	// fetched, each verified as a whole load verifies it. The Set's files
+	// then hold only those chunks and the pages written (Replayed.Lazy):
+	// it can be written out only as a manifest by chunks.Write with
+	// Replayed.Manifest as Options.Prior, which names the others unread.
+	// For compaction. The chunks a frame touches are fetched before it is
+	// applied, within MaxInflightBytes beside the batches fetched ahead. A
+	// full snapshot, or a manifest a lazy Set cannot start from
+	// (lanes.ErrNotLazy), is loaded whole.
+	LazyChunks bool
 	// Logger receives progress and re-plans (nil: discard).
 	Logger *slog.Logger
 	// Progress, if set, is called after each object applied and at each

@@ -29,8 +29,12 @@ type Replayed struct {
 	Dir  string
 	Plan Plan
 	// Manifest is the plan's snapshot when it is a manifest (its chunks
-	// loaded and verified), nil when it is a full snapshot.
+	// loaded and verified, or with Lazy the ones touched), nil when it is
+	// a full snapshot.
 	Manifest *frames.Manifest
+	// Lazy is set when the Set was loaded lazily (Options.LazyChunks): its
+	// files hold the manifest's chunks the frames touched, not the others.
+	Lazy bool
 	// Seq and CommitTime (Unix nanoseconds; 0 when the snapshot carried
 	// none and no frame was applied) describe the state reached.
 	Seq        frames.Seq
@@ -287,6 +291,19 @@ func (r *replayer) loadSnapshot(ctx context.Context, dir string) error {
 	if err != nil {
 		return r.fail(key, err)
 	}
+	if m != nil && r.opts.LazyChunks && r.opts.SkipIntegrityCheck {
+		closeBody()
+		set, err := chunks.OpenLazy(key, m, dir)
+		switch {
+		case err == nil:
+			r.set, r.res.Manifest, r.res.Lazy = set, m, true
+			r.fetch = newFetcher(ctx, r.b, r.plan.Batches, r.opts)
+			return nil
+		case !errors.Is(err, lanes.ErrNotLazy):
+			return r.fail(key, err)
+		}
+		r.opts.Logger.Debug("manifest loaded whole", logKey, key, logErr, err)
+	}
 	if m != nil {
 		closeBody() // read whole: nothing more to come
 		set, loaded, err := chunks.Load(ctx, r.b, r.plan.Actor, key, m, dir,
@@ -363,6 +380,15 @@ func (r *replayer) batch(ctx context.Context, i int, o Object) error {
 			r.stopped = true
 			r.fetch.release(s, it)
 			continue
+		}
+		if r.res.Lazy {
+			loaded, err := chunks.Touch(ctx, r.b, r.plan.Actor, r.plan.Snapshot.Key, r.res.Manifest, r.set, f,
+				chunks.Options{MaxInflightBytes: r.opts.MaxInflightBytes, Limits: r.opts.Limits})
+			r.extra.objects += loaded.Chunks
+			r.extra.bytes += loaded.Bytes
+			if err != nil {
+				return r.fail(r.plan.Snapshot.Key, err)
+			}
 		}
 		if err := r.set.Apply(f); err != nil {
 			return r.fail(o.Key, err)
