@@ -240,8 +240,10 @@ func TestAlarmScanDeletesStaleEntryOfActorHeldHere(t *testing.T) {
 	a.Release()
 	current := alarmKeyOf("ns", "a", later, 2)
 	waitIndex(t, b, "ns", current)
-	// Left by a session that died: generation 1 at another time, overdue.
-	stale := alarmKeyOf("ns", "a", time.Now().Add(-time.Minute), 1)
+	// Left by a session that died: generation 1 at another time, overdue
+	// (by less than alarmRelist, so that a scan after the write lists
+	// it; one due before that is listed by the next full scan).
+	stale := alarmKeyOf("ns", "a", time.Now().Add(-alarmRelist/2), 1)
 	_, err = b.Put(ctx, stale, bytesReader(nil), 0, bucket.Condition{})
 	require.NoError(t, err)
 	waitIndex(t, b, "ns", current)

@@ -43,14 +43,16 @@ func TestAlarmScanReadsLiveHoldersOncePerScan(t *testing.T) {
 			assert.Equal(t, int64(scans), got.get("list", "alarm"), "listings")
 			assert.Empty(t, h.Actors(), "actors claimed from a live holder")
 			assert.Empty(t, rec.list(), "alarms run")
-			assert.Len(t, holders.seen, entries, "holders remembered")
+			assert.Len(t, holders.of("ns").left, entries, "holders remembered")
 
-			// Entries no longer overdue are forgotten by the next scan.
+			// Entries no longer overdue are forgotten by the next full
+			// scan.
 			for _, k := range alarmIndex(t, raw, "ns") {
 				require.NoError(t, raw.Delete(ctx, k))
 			}
+			h.alarmRescans.Add(1)
 			require.NoError(t, h.scanAlarms(ctx, "ns", holders))
-			assert.Empty(t, holders.seen, "holders remembered once the entries are gone")
+			assert.Empty(t, holders.of("ns").left, "holders remembered once the entries are gone")
 		})
 	}
 }
@@ -72,8 +74,49 @@ func TestAlarmScanListsABacklogInLargePages(t *testing.T) {
 			require.NoError(t, h.scanAlarms(ctx, "ns", holders))
 			got := cb.counts().since(before)
 			assert.Equal(t, int64(2), got.get("list", "alarm"), "listings of one scan: %s", got)
-			assert.Len(t, holders.seen, entries, "entries left to their holder")
+			assert.Len(t, holders.of("ns").left, entries, "entries left to their holder")
 		})
+	}
+}
+
+// What a scan asks the bucket does not grow with the overdue entries left
+// to a live holder elsewhere: after the first scan, each of 20 or of 250
+// such entries costs one listing (of what came due since) and one read of
+// the holder's lease (250 were two listings on every scan before), and
+// once Lease+Grace has passed a scan rereads at most alarmRechecksPerScan
+// own.json (every one of them before).
+func TestAlarmScanCostIndependentOfBacklog(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		for _, entries := range []int{20, 250} {
+			t.Run(fmt.Sprintf("%s/entries=%d", be.Name, entries), func(t *testing.T) {
+				ctx := t.Context()
+				raw := be.New(t)
+				overdueAtLiveHolderWith(t, raw, entries, fence.Options{Lease: alarmLease, Grace: alarmGrace})
+				cb := newCountingBucket(raw)
+				rec := &alarmRecorder{}
+				h := alarmHost(t, cb, rec, Config{AlarmScanEvery: -1})
+				holders := newScanHolders()
+				scan := func() reqCounts {
+					t.Helper()
+					before := cb.counts()
+					require.NoError(t, h.scanAlarms(ctx, "ns", holders))
+					return cb.counts().since(before)
+				}
+				first := scan()
+				assert.Equal(t, int64(entries), first.get("get", "own"), "own.json reads of the first scan: %s", first)
+				for i := range 3 {
+					got := scan()
+					assert.Equal(t, reqCounts{{"list", "alarm"}: 1, {"get", "node"}: 1}, got, "requests of scan %d", i+2)
+				}
+				time.Sleep(alarmLease + alarmGrace + 100*time.Millisecond)
+				got := scan()
+				assert.LessOrEqual(t, got.get("get", "own"), int64(alarmRechecksPerScan), "own.json reads once Lease+Grace passed: %s", got)
+				assert.Equal(t, int64(1), got.get("list", "alarm"), "listings once Lease+Grace passed: %s", got)
+				assert.Len(t, holders.of("ns").left, entries, "entries left to their holder")
+				assert.Empty(t, h.Actors(), "actors claimed from a live holder")
+				assert.Empty(t, rec.list(), "alarms run")
+			})
+		}
 	}
 }
 
@@ -97,7 +140,7 @@ func TestAlarmScanClaimsActorReleasedByLiveHolder(t *testing.T) {
 	h := alarmHost(t, b, rec, Config{AlarmScanEvery: -1})
 	holders := newScanHolders()
 	require.NoError(t, h.scanAlarms(ctx, "ns", holders))
-	require.Contains(t, holders.seen, actorKey{"ns", "x"}, "the scan did not leave the entry to its live holder")
+	require.Len(t, holders.of("ns").left, 1, "the scan did not leave the entry to its live holder")
 	assert.Empty(t, h.Actors(), "actors claimed from a live holder")
 
 	// Idle is negative: as if it had passed, once the settle of the
@@ -125,8 +168,15 @@ func TestAlarmScanClaimsActorReleasedByLiveHolder(t *testing.T) {
 // overdue by a minute.
 func overdueAtLiveHolder(t *testing.T, raw bucket.Bucket, n int) {
 	t.Helper()
+	overdueAtLiveHolderWith(t, raw, n, fence.Options{})
+}
+
+// overdueAtLiveHolderWith is overdueAtLiveHolder with the live node's
+// lease timings.
+func overdueAtLiveHolderWith(t *testing.T, raw bucket.Bucket, n int, opts fence.Options) {
+	t.Helper()
 	ctx := t.Context()
-	other, err := fence.Register(ctx, raw, "127.0.0.1:2", fence.Options{})
+	other, err := fence.Register(ctx, raw, "127.0.0.1:2", opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { other.Close(context.Background()) })
 	for i := range n {

@@ -56,14 +56,27 @@ func (h *Host) alarmScanLoop() {
 }
 
 // scanAlarms looks at each entry of a namespace's index overdue by
-// alarmSlack: one listing from the start of the index, in due order, and
-// more pages only while they are overdue.
+// alarmSlack. A full scan lists from the start of the index, in due
+// order, and more pages only while they are overdue; an incremental one
+// (nsScan says when) lists only the entries that came due since the
+// previous scan, and looks again at the ones it remembers to revisit.
 func (h *Host) scanAlarms(ctx context.Context, ns string, holders *scanHolders) error {
-	cutoff := h.clock.Now().Add(-alarmSlack)
+	st := holders.of(ns)
+	now := h.clock.Now()
+	cutoff := now.Add(-alarmSlack)
+	pass := st.pass()
+	h.mu.Lock()
+	node := h.node
+	h.mu.Unlock()
+	rescans := h.alarmRescans.Load()
+	full := st.cutoff.IsZero() || now.Sub(st.full) >= alarmRescanEvery || rescans != st.rescans ||
+		st.remembered() >= maxEntriesRemembered || !pass.holdersAlive(ctx, node)
 	after := ""
-	pass := holders.pass()
+	if !full {
+		after = frames.AlarmDueAfter(h.namespaceID(ns), uint64(max(0, st.cutoff.Add(-alarmRelist).UnixMilli())))
+	}
 	limit := alarmScanPage
-	for {
+	for listing := true; listing; {
 		page, err := h.ListAlarms(ctx, ns, after, limit)
 		if err != nil {
 			return err
@@ -71,17 +84,31 @@ func (h *Host) scanAlarms(ctx context.Context, ns string, holders *scanHolders) 
 		h.warnBadKeys(ns, page.Bad)
 		for _, e := range page.Entries {
 			if e.Due.After(cutoff) {
-				pass.done(ns)
-				return nil
+				listing = false
+				break
 			}
-			h.overdueAlarm(ctx, pass, ns, e)
+			if _, ok := pass.looked[e.Key]; !ok {
+				pass.looked[e.Key] = struct{}{}
+				h.overdueAlarm(ctx, pass, ns, e)
+			}
 		}
-		if !page.More {
-			pass.done(ns)
-			return nil
-		}
+		listing = listing && page.More
 		after, limit = page.Last, bucket.DefaultPageSize
 	}
+	if full {
+		pass.done()
+		st.full, st.rescans = now, rescans
+	} else {
+		for k, e := range st.revisit {
+			if _, ok := pass.looked[k]; !ok {
+				pass.looked[k] = struct{}{}
+				h.overdueAlarm(ctx, pass, ns, e)
+			}
+		}
+	}
+	h.recheck(ctx, pass, node)
+	st.cutoff = cutoff
+	return nil
 }
 
 // overdueAlarm acts on an overdue entry. The actor's database says what
@@ -90,13 +117,17 @@ func (h *Host) scanAlarms(ctx context.Context, ns string, holders *scanHolders) 
 //     if the database no longer holds that alarm) and the alarm looked at
 //     now (a commit the schedule did not see, a set inside a transaction
 //     that committed late);
-//   - held by a live node elsewhere: that node's scan does the same
-//     (and this one reads own.json again only now and then: scanHolders);
+//   - held by a live node elsewhere: that node's scan does the same (and
+//     this one leaves the entry to it, reading own.json again only now
+//     and then: nsScan);
 //   - held by nobody alive (released, no own.json, or a holder whose lease
 //     this node's observer has seen unchanged for Lease+Grace): claimed
 //     here (Acquire), which runs the alarm, or deletes the entry if it is
 //     stale; not while this host drains (StopClaiming), when it is left
 //     to the other nodes.
+//
+// Any entry neither held here nor left to a live holder is looked at again
+// by the next scan.
 func (h *Host) overdueAlarm(ctx context.Context, pass *scanPass, ns string, e AlarmEntry) {
 	key := actorKey{ns, string(e.Actor)}
 	h.mu.Lock()
@@ -110,6 +141,9 @@ func (h *Host) overdueAlarm(ctx context.Context, pass *scanPass, ns string, e Al
 			a.noteEntry(e.Key)
 			h.scheduleActorLocked(a, h.clock.Now())
 			h.settleSoonLocked(a)
+			pass.handedOver(e)
+		} else {
+			pass.revisit(e)
 		}
 		h.mu.Unlock()
 		return
@@ -117,15 +151,21 @@ func (h *Host) overdueAlarm(ctx context.Context, pass *scanPass, ns string, e Al
 	if draining {
 		// Not claiming: left to the nodes that are not draining.
 		h.mu.Unlock()
+		pass.revisit(e)
 		return
 	}
 	_, claiming := h.claiming[key]
 	failed, hasFailed := h.claimFailed[key]
 	node := h.node
 	h.mu.Unlock()
-	if claiming || hasFailed && h.clock.Now().Before(failed.next) || h.leftToHolder(ctx, pass, node, key) || !h.heldByNobody(ctx, pass, node, key) {
+	if claiming || hasFailed && h.clock.Now().Before(failed.next) {
+		pass.revisit(e)
 		return
 	}
+	if h.leftToHolder(ctx, pass, node, e) || !h.heldByNobody(ctx, pass, node, key, e) {
+		return
+	}
+	pass.revisit(e) // until the claim has opened it here
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.claiming[key]; ok || h.actors[key] != nil || h.stopErr != nil {
@@ -140,24 +180,25 @@ func (h *Host) overdueAlarm(ctx context.Context, pass *scanPass, ns string, e Al
 // absent or released, or names a node (not this one) that this node's
 // observer finds expired, fenced or gone. The observer remembers what it
 // saw, so a holder that died is found dead Lease+Grace after a scan first
-// looked at its lease. A live holder elsewhere is remembered (heldBy).
-func (h *Host) heldByNobody(ctx context.Context, pass *scanPass, node *fence.Node, key actorKey) bool {
+// looked at its lease. An entry whose actor a live holder elsewhere holds
+// is left to it (leave); one whose holder cannot be judged yet is looked
+// at again (revisit).
+func (h *Host) heldByNobody(ctx context.Context, pass *scanPass, node *fence.Node, key actorKey, e AlarmEntry) bool {
 	actor := frames.Actor{Namespace: h.namespaceID(key.ns), Actor: frames.ActorKey([]byte(key.id))}
 	rec, _, err := fence.ReadRecord(ctx, h.cfg.Bucket, actor)
 	switch {
 	case errors.Is(err, bucket.ErrNotFound):
-		h.heldBy(pass, key, "")
 		return true
 	case err != nil:
 		if ctx.Err() == nil {
 			h.log.Warn("alarm scan: reading an actor's owner", logNamespace, key.ns, logActor, actor.Actor, logErr, err)
 		}
+		pass.revisit(e)
 		return false
 	case rec.Released():
-		h.heldBy(pass, key, "")
 		return true
 	case rec.Node == node.ID():
-		h.heldBy(pass, key, "")
+		pass.revisit(e)
 		return false // opening or closing here
 	}
 	live, err := pass.judge(ctx, node, rec.Node)
@@ -165,14 +206,18 @@ func (h *Host) heldByNobody(ctx context.Context, pass *scanPass, node *fence.Nod
 		if ctx.Err() == nil {
 			h.log.Warn("alarm scan: reading a holder's lease", logHolder, rec.Node, logErr, err)
 		}
+		pass.revisit(e)
 		return false
 	}
-	holder := ""
-	if live == fence.Alive {
-		holder = rec.Node
+	switch live {
+	case fence.Alive:
+		h.leave(pass, key, e, rec.Node)
+		return false
+	case fence.Unseen:
+		pass.revisit(e)
+		return false
 	}
-	h.heldBy(pass, key, holder)
-	return live == fence.Expired || live == fence.Fenced || live == fence.Gone
+	return true
 }
 
 // claimForAlarm acquires an actor nobody alive holds, for an overdue

@@ -173,7 +173,8 @@ func (h *Host) keepWakeupLocked(key actorKey, due time.Time) {
 // wakeForAlarm acquires a hibernated actor whose alarm is due: its open
 // reads the alarm and runs it. Held elsewhere meanwhile, its holder runs
 // it; any other failure leaves it to the scans, which claim an actor
-// nobody holds once its alarm is overdue.
+// nobody holds once its alarm is overdue (the next ones list the whole
+// overdue backlog).
 func (h *Host) wakeForAlarm(key actorKey) {
 	defer h.bg.Done()
 	ctx, cancel := context.WithTimeout(h.ctx, openTimeout)
@@ -181,6 +182,9 @@ func (h *Host) wakeForAlarm(key actorKey) {
 	hd, err := h.Acquire(ctx, key.ns, []byte(key.id))
 	if err != nil {
 		if !errors.Is(err, fence.ErrHeld) && !errors.Is(err, ErrDraining) && h.ctx.Err() == nil {
+			// The scans may have listed past the entry already: the next
+			// ones list the whole backlog again.
+			h.alarmRescans.Add(1)
 			h.log.Warn("cannot wake a hibernated actor for its alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)), logErr, err)
 		}
 		return

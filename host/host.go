@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
@@ -198,6 +199,9 @@ type Host struct {
 	claiming    map[actorKey]struct{}
 	claimFailed map[actorKey]claimFailure
 	warned      map[string]struct{} // bad index keys logged already
+	// alarmRescans counts the requests for a full alarm scan of every
+	// namespace (a wake-up that could not acquire its actor).
+	alarmRescans atomic.Uint64
 
 	stats counters // for Stats (stats.go)
 }
