@@ -165,26 +165,57 @@
 //     sessions are deleted when they come due, not at the open: finding
 //     them would list the namespace's whole index, which is ordered by
 //     time, not by actor.
-//   - Every Config.AlarmScanEvery (2 s by default) each host lists the
-//     index of each namespace in Config.Alarms from its start: one listing
-//     of one page while few alarms are overdue. An entry overdue by a
-//     second is acted on by whoever holds its actor: a host holding it
-//     notes the entry (deleted once the database's durable alarm makes it
-//     stale) and looks at the alarm; a live holder elsewhere is left to do
-//     the same; an actor that nobody alive holds (released, or held by a
-//     node whose lease this host's observer has seen unchanged for lease +
-//     grace) is claimed here through Acquire, and its open runs the alarm
-//     (or finds the entry stale). An actor whose claim or open fails is
-//     left alone twice as long after each failure (from the scan interval
-//     up to 5 minutes), so a broken one is not opened anew on every scan.
-//     An entry left to a live holder elsewhere costs a scan no request of
-//     its own: the holder's lease is read once per scan, whatever the
-//     number of its entries, and the actor's own.json again only after
-//     lease + grace, then twice as long each time up to 5 minutes, while
-//     the same live node holds it. So an actor that a live holder releases
-//     without running its overdue alarm (a holder without the namespace's
-//     handler) is claimed that much later at most; one whose holder dies,
-//     drains or closes changes that holder's lease, and is looked at anew.
+//   - Every Config.AlarmScanEvery (2 s by default) each host looks at the
+//     overdue entries of each namespace in Config.Alarms. An entry
+//     overdue by a second is acted on by whoever holds its actor: a host
+//     holding it notes the entry (deleted once the database's durable
+//     alarm makes it stale) and looks at the alarm; a live holder
+//     elsewhere is left to do the same; an actor that nobody alive holds
+//     (released, or held by a node whose lease this host's observer has
+//     seen unchanged for lease + grace) is claimed here through Acquire,
+//     and its open runs the alarm (or finds the entry stale). An actor
+//     whose claim or open fails is left alone twice as long after each
+//     failure (from the scan interval up to 5 minutes), so a broken one is
+//     not opened anew on every scan.
+//
+// # Alarms: what a scan costs
+//
+// A scan's requests do not grow with the overdue entries that live
+// holders elsewhere keep (a handler that runs long or retries, a holder
+// without the namespace's handler): a live holder runs its own actors'
+// alarms, and a host need act on one only once its holder is dead. So
+// the scans of a namespace remember each entry they left to a live holder
+// elsewhere, with that holder, and the entries they must look at again
+// (an actor being claimed, one whose claim failed, a holder not yet
+// judged dead), and a scan is one of two kinds:
+//
+//   - A full scan lists the index from its start, in due order: one
+//     listing of 100 entries, then of a thousand while they are overdue,
+//     and the actor's own.json of each entry it remembers nothing of.
+//     Entries it does not list are forgotten (deleted, or no longer
+//     overdue).
+//   - An incremental scan lists only the entries due since 10 s before
+//     the previous scan's cutoff (one listing, while few come due), and
+//     looks again at the entries to look at again.
+//
+// Either kind reads the lease of each holder it remembers once, whatever
+// the number of its entries. The scan is a full one when one of them is
+// no longer alive (it died, drained or closed: its entries are looked at
+// anew, through own.json, and the actor is claimed once nobody alive
+// holds it, as before), the first time, after a wake-up of a hibernated
+// actor failed, and every 5 minutes. A scan also rereads the own.json of
+// at most 4 entries left to a live holder, each at most once per lease +
+// grace, longest unread first, to catch an actor that a live holder
+// released without running its overdue alarm (a holder without the
+// namespace's handler that hibernated it): that actor is claimed, by the
+// scan after the one that found it released, once its turn comes: with n
+// such entries, after up to about n/4 scans or lease + grace, whichever
+// is longer. An entry written due more than 10 s before a scan that
+// already ran (a set for a time long past, an open that indexes an old
+// alarm) is found by the next full scan if its holder dies, or releases
+// the actor, before it runs: up to 5 minutes later than otherwise.
+// Memory is bounded: past 65,536 remembered entries a namespace is
+// scanned in full every time.
 //
 // Delivery is at least once: an alarm is cleared only after its handler
 // returned nil, and the clear is a commit like any other; a node that
