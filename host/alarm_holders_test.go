@@ -173,7 +173,7 @@ func overdueAtLiveHolder(t *testing.T, raw bucket.Bucket, n int) {
 
 // overdueAtLiveHolderWith is overdueAtLiveHolder with the live node's
 // lease timings.
-func overdueAtLiveHolderWith(t *testing.T, raw bucket.Bucket, n int, opts fence.Options) {
+func overdueAtLiveHolderWith(t *testing.T, raw bucket.Bucket, n int, opts fence.Options) *fence.Node {
 	t.Helper()
 	ctx := t.Context()
 	other, err := fence.Register(ctx, raw, "127.0.0.1:2", opts)
@@ -185,5 +185,48 @@ func overdueAtLiveHolderWith(t *testing.T, raw bucket.Bucket, n int, opts fence.
 		require.NoError(t, err)
 		_, err = raw.Put(ctx, alarmKeyOf("ns", id, time.Now().Add(-time.Minute), 1), bytesReader(nil), 0, bucket.Condition{})
 		require.NoError(t, err)
+	}
+	return other
+}
+
+// Entries that incremental scans left to a live holder are looked at anew
+// once that holder is no longer alive (here its lease is deleted, as a
+// node that closes leaves it): the next scan is a full one, which finds
+// them all, and once the holder has been gone for Lease+Grace the host
+// claims their actors.
+func TestAlarmScanClaimsRememberedEntriesOfAGoneHolder(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			raw := be.New(t)
+			const entries = 3
+			other := overdueAtLiveHolderWith(t, raw, entries, fence.Options{Lease: alarmLease, Grace: alarmGrace})
+			h := alarmHost(t, raw, &alarmRecorder{}, Config{AlarmScanEvery: -1})
+			holders := newScanHolders()
+			for range 3 {
+				require.NoError(t, h.scanAlarms(ctx, "ns", holders))
+			}
+			require.Len(t, holders.of("ns").left, entries, "entries left to the live holder")
+			require.NoError(t, other.Close(ctx))
+			// The next scan looks at all of them (a recheck would take
+			// Lease+Grace, and alarmRechecksPerScan at a time).
+			require.NoError(t, h.scanAlarms(ctx, "ns", holders))
+			assert.Empty(t, holders.of("ns").left, "entries left to a holder without a lease")
+			assert.Len(t, holders.of("ns").revisit, entries, "entries to look at again until the holder is gone")
+			claimed := func() bool {
+				for i := range entries {
+					if ownRecord(t, raw, "ns", fmt.Sprintf("held-%d", i)).Node != h.Node().ID() {
+						return false
+					}
+				}
+				return true
+			}
+			require.True(t, waitFor(func() bool {
+				if err := h.scanAlarms(ctx, "ns", holders); err != nil {
+					t.Log(err)
+				}
+				return claimed()
+			}), "the actors of a gone holder were not claimed for their overdue alarms")
+		})
 	}
 }
