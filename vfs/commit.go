@@ -95,6 +95,25 @@ func (pp *pagePool) putCommit(c *capturedCommit) {
 	pp.mu.Unlock()
 }
 
+// trim drops all but keep free page buffers, and the released commits'
+// page lists: what a large transaction left behind, once the database is
+// idle.
+func (pp *pagePool) trim(keep int) {
+	pp.mu.Lock()
+	if len(pp.free) > keep {
+		pp.free = append([][]byte(nil), pp.free[:keep]...)
+	}
+	pp.commits = nil
+	pp.mu.Unlock()
+}
+
+// freeBytes is the bytes of the free page buffers.
+func (pp *pagePool) freeBytes() int {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return len(pp.free) * pp.size
+}
+
 func (pp *pagePool) put(b []byte) {
 	if cap(b) < pp.size {
 		return

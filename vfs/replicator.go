@@ -337,6 +337,17 @@ func (r *replicator) phaseTwo() error {
 	return nil
 }
 
+// Once the uploader has waited idleTrimAfter with nothing to upload, it
+// drops what the largest batch so far left it (its encoding buffer, its
+// page list, the spare batch's map) and all but idleKeepPages of the page
+// pool's free buffers (up to poolBytes after a large transaction): a host
+// keeps many idle databases open.
+const (
+	idleTrimAfter = 2 * time.Second
+	idleKeepPages = 4
+	idleKeepBuf   = 64 << 10
+)
+
 // uploadLoop ships batches in order until replication stops, or until it
 // is closing and nothing is left.
 func (r *replicator) uploadLoop() {
@@ -344,6 +355,9 @@ func (r *replicator) uploadLoop() {
 	var buf bytes.Buffer
 	var scratch []frames.Page
 	var lastStart time.Time // of the previous upload
+	idle := time.NewTimer(idleTrimAfter)
+	defer idle.Stop()
+	trimmed := true // nothing held yet
 	for {
 		r.mu.Lock()
 		var b *pendingBatch
@@ -369,9 +383,24 @@ func (r *replicator) uploadLoop() {
 		r.inflight = b
 		r.mu.Unlock()
 		if b == nil {
-			<-r.wake
+			if trimmed {
+				<-r.wake
+				continue
+			}
+			idle.Reset(idleTrimAfter)
+			select {
+			case <-r.wake:
+			case <-idle.C:
+				if buf.Cap() > idleKeepBuf {
+					buf = bytes.Buffer{}
+				}
+				scratch = nil
+				r.trimIdle()
+				trimmed = true
+			}
 			continue
 		}
+		trimmed = false
 		lastStart = time.Now()
 		select { // a hurry meant for an earlier wait is answered by this upload
 		case <-r.hurry:
@@ -413,6 +442,18 @@ func (r *replicator) uploadLoop() {
 		r.spaceCh = make(chan struct{})
 		r.mu.Unlock()
 		r.uploaded(int64(buf.Len()))
+	}
+}
+
+// trimIdle drops the spare batch and trims the page pool, on the
+// uploader while nothing is pending.
+func (r *replicator) trimIdle() {
+	r.mu.Lock()
+	r.freeBatch = nil
+	pool := r.pool
+	r.mu.Unlock()
+	if pool != nil {
+		pool.trim(idleKeepPages)
 	}
 }
 

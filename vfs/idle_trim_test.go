@@ -1,0 +1,52 @@
+package vfs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/framectl/framectl/bucket/buckettest"
+)
+
+// An idle database keeps little of what its largest transaction needed:
+// after a 2 MiB transaction (some 500 page buffers, all back in the pool
+// once uploaded) the uploader, once idle for idleTrimAfter, trims the
+// pool to idleKeepPages free buffers and drops the spare batch; before,
+// the pool kept up to poolBytes (4 MiB) for as long as the database was
+// open. A later commit still replicates.
+func TestIdleReplicatorTrimsBuffers(t *testing.T) {
+	b := buckettest.Dir(t)
+	db := replOpen(t, replTestConfig(t, b))
+	c := replConn(t, db)
+	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
+	execSQL(t, c, "INSERT INTO t(b) SELECT randomblob(4000) FROM generate_series(1, 512)")
+	require.NoError(t, db.Durable(t.Context()))
+	r := db.rep
+	r.mu.Lock()
+	pool := r.pool
+	r.mu.Unlock()
+	require.NotNil(t, pool)
+	pool.mu.Lock()
+	made := pool.made
+	pool.mu.Unlock()
+	require.Greater(t, made, 100, "page buffers the transaction took from the pool")
+
+	trimmed := func() bool {
+		r.mu.Lock()
+		spare := r.freeBatch
+		r.mu.Unlock()
+		return spare == nil && pool.freeBytes() <= idleKeepPages*pool.size
+	}
+	// A guard against hanging, not a threshold: the trim is due after
+	// idleTrimAfter.
+	deadline := time.Now().Add(30 * time.Second)
+	for !trimmed() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.True(t, trimmed(), "idle: %d bytes of free page buffers, want at most %d, and no spare batch", pool.freeBytes(), idleKeepPages*pool.size)
+
+	execSQL(t, c, "UPDATE t SET b = randomblob(10) WHERE id = 1")
+	require.NoError(t, db.Durable(t.Context()))
+}
