@@ -178,6 +178,16 @@
 //     failure (from the scan interval up to 5 minutes), so a broken one is
 //     not opened anew on every scan.
 //
+// Delivery is at least once: an alarm is cleared only after its handler
+// returned nil, and the clear is a commit like any other; a node that
+// dies (or loses its lease) before the clear is durable leaves the alarm
+// set, indexed, for the actor's next holder. So an alarm whose holder
+// died runs on another node once the observer there has seen the dead
+// holder's lease unchanged for lease + grace, counted from the first scan
+// that found the alarm overdue: about a second, plus lease + grace, plus
+// up to two scan intervals after its time (17 to 19 s measured with the
+// default 10 s + 5 s; BENCHMARKS.md).
+//
 // # Alarms: what a scan costs
 //
 // A scan's requests do not grow with the overdue entries that live
@@ -202,7 +212,7 @@
 // the number of its entries. The scan is a full one when one of them is
 // no longer alive (it died, drained or closed: its entries are looked at
 // anew, through own.json, and the actor is claimed once nobody alive
-// holds it, as before), the first time, after a wake-up of a hibernated
+// holds it), the first time, after a wake-up of a hibernated
 // actor failed, and every 5 minutes. A scan also rereads the own.json of
 // at most 4 entries left to a live holder, each at most once per lease +
 // grace, longest unread first, to catch an actor that a live holder
@@ -216,16 +226,6 @@
 // the actor, before it runs: up to 5 minutes later than otherwise.
 // Memory is bounded: past 65,536 remembered entries a namespace is
 // scanned in full every time.
-//
-// Delivery is at least once: an alarm is cleared only after its handler
-// returned nil, and the clear is a commit like any other; a node that
-// dies (or loses its lease) before the clear is durable leaves the alarm
-// set, indexed, for the actor's next holder. So an alarm whose holder
-// died runs on another node once the observer there has seen the dead
-// holder's lease unchanged for lease + grace, counted from the first scan
-// that found the alarm overdue: about a second, plus lease + grace, plus
-// up to two scan intervals after its time (17 to 19 s measured with the
-// default 10 s + 5 s; BENCHMARKS.md).
 //
 // # Drain
 //
