@@ -23,8 +23,9 @@ package compact
 //  4. A snapshot the collector cannot read (vanished since the listing, or
 //     damaged) might name any chunk: then nothing is collected.
 //  5. In an owner's pass (Options.Owner, owner.go), a chunk the owner put
-//     itself needs no grace for rule 3, and the manifests the owner wrote
-//     count as references even before a listing shows them.
+//     itself is exempt from rule 3: no grace, no Stat, one DeleteMany for
+//     all of them; and the manifests the owner wrote count as references
+//     even before a listing shows them.
 
 import (
 	"context"
@@ -149,12 +150,10 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 	}
 	// Rule 3: old enough, as listed.
 	cutoff := listedAt.Add(-opts.Grace)
-	var old []restore.Chunk
-	owned := chunkSet{}
+	var old, owned []restore.Chunk
 	for _, ch := range c.unnamed {
 		if owner != nil && owner.collectable(ch.Hash) {
-			old = append(old, ch)
-			owned[ch.Hash] = true
+			owned = append(owned, ch)
 			continue
 		}
 		if ch.ModTime.IsZero() || ch.ModTime.After(cutoff) {
@@ -165,7 +164,7 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 		}
 		old = append(old, ch)
 	}
-	if len(old) == 0 {
+	if len(old) == 0 && len(owned) == 0 {
 		return nil
 	}
 	// Rule 2: no claim began since own.json was read.
@@ -178,13 +177,33 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 		log.Info("collecting no chunks", "why", res.CollectSkipped)
 		return nil
 	}
-	err = deleteChunks(ctx, b, a, old, owned, res)
-	if owner != nil {
-		// Deleted, gone, or put again since the listing (by someone else,
-		// so no longer the owner's alone): none is the owner's to collect.
-		owner.collected(old)
+	if len(owned) > 0 {
+		if err := deleteOwned(ctx, b, a, owned, res); err != nil {
+			return err
+		}
+		owner.collected(owned)
 	}
-	return err
+	return deleteChunks(ctx, b, a, old, res)
+}
+
+// deleteOwned deletes chunks an owner put itself and no manifest names,
+// in one request (rule 5). No Stat first: the only writer that could put
+// one again for a manifest it has in flight is the owner, which has none
+// in flight while its pass runs (a claimant shows in own.json, rule 2),
+// since no one else writes snapshots of its session (Options.Live).
+func deleteOwned(ctx context.Context, b bucket.Bucket, a frames.Actor, cs []restore.Chunk, res *Result) error {
+	keys := make([]string, len(cs))
+	var bytes int64
+	for i, c := range cs {
+		keys[i], bytes = c.Key, bytes+c.Size
+	}
+	if err := b.DeleteMany(ctx, keys); err != nil {
+		return &Error{Op: "collect", Actor: a, Key: a.ChunkPrefix(), Err: err}
+	}
+	res.ChunksDeleted += len(cs)
+	res.ChunkBytesDeleted += bytes
+	res.ChunksOwned += len(cs)
+	return nil
 }
 
 // readManifests reads the snapshots objs, returning the manifests among
@@ -272,10 +291,10 @@ func isDamage(err error) bool {
 // deleteChunks deletes each chunk of cs that a Stat shows unchanged since
 // the listing, one Stat and one delete at a time per worker, so that the
 // time between the two stays one round trip.
-//
-// owned are the chunks of cs an owner collects without the grace
-// (counted in Result.ChunksOwned).
-func deleteChunks(ctx context.Context, b bucket.Bucket, a frames.Actor, cs []restore.Chunk, owned chunkSet, res *Result) error {
+func deleteChunks(ctx context.Context, b bucket.Bucket, a frames.Actor, cs []restore.Chunk, res *Result) error {
+	if len(cs) == 0 {
+		return nil
+	}
 	var mu sync.Mutex
 	err := workers.Run(ctx, cs, min(collectWorkers, len(cs)), func(ctx context.Context, _ *struct{}, c restore.Chunk) error {
 		outcome, err := deleteChunk(ctx, b, c)
@@ -288,9 +307,6 @@ func deleteChunks(ctx context.Context, b bucket.Bucket, a frames.Actor, cs []res
 		case chunkDeleted:
 			res.ChunksDeleted++
 			res.ChunkBytesDeleted += c.Size
-			if owned[c.Hash] {
-				res.ChunksOwned++
-			}
 		case chunkChanged:
 			res.ChunksKeptByGrace++ // uploaded again since the listing: young
 		}

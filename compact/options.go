@@ -143,7 +143,9 @@ type Result struct {
 	// might have ("" otherwise): a snapshot it could not read, or a claim
 	// that began during the pass.
 	// ChunksOwned counts the chunks among ChunksDeleted that the owner
-	// put itself and collected without the grace (Options.Owner).
+	// put itself and collected without the grace (Options.Owner); they
+	// are counted as deleted once their DeleteMany succeeded, gone before
+	// or not.
 	ChunksDeleted     int
 	ChunkBytesDeleted int64
 	ChunksKeptByGrace int
