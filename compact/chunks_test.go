@@ -2,6 +2,7 @@ package compact_test
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,10 +33,17 @@ func openSnapshot(t *testing.T, b bucket.Bucket, key string) *frames.Manifest {
 // every chunk.
 func bigSession(t *testing.T, b bucket.Bucket) *testDB {
 	t.Helper()
+	return rowsSession(t, b, 2000)
+}
+
+// rowsSession replicates a table of rows rows of 900 random bytes (one to
+// a 1 KiB page) in session 1, then opens session 2 on it.
+func rowsSession(t *testing.T, b bucket.Bucket, rows int) *testDB {
+	t.Helper()
 	dir, id := t.TempDir(), newActorID()
 	d := openDB(t, b, dir, id, 1)
 	d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
-	d.exec("INSERT INTO t(b) SELECT randomblob(900) FROM generate_series(1, 2000)")
+	d.exec(fmt.Sprintf("INSERT INTO t(b) SELECT randomblob(900) FROM generate_series(1, %d)", rows))
 	d.durable()
 	d.close()
 	return openDB(t, b, dir, id, 2)

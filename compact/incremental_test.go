@@ -148,13 +148,7 @@ func TestIncrementalMatchesFullReplay(t *testing.T) {
 // first manifest names every chunk.
 func economySession(t *testing.T, b bucket.Bucket) *testDB {
 	t.Helper()
-	dir, id := t.TempDir(), newActorID()
-	d := openDB(t, b, dir, id, 1)
-	d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
-	d.exec("INSERT INTO t(b) SELECT randomblob(900) FROM generate_series(1, 10000)")
-	d.durable()
-	d.close()
-	return openDB(t, b, dir, id, 2)
+	return rowsSession(t, b, 10000)
 }
 
 // TestIncrementalReadsOnlyTouchedChunks: on a database of many chunks,
