@@ -47,6 +47,17 @@ func TestIdleReplicatorTrimsBuffers(t *testing.T) {
 	}
 	assert.True(t, trimmed(), "idle: %d bytes of free page buffers, want at most %d, and no spare batch", pool.freeBytes(), idleKeepPages*pool.size)
 
+	if r.state.captured != nil {
+		// The state file's descriptor is closed while idle (a host holds
+		// thousands of idle databases, each a file against the limit).
+		// The uploader alone writes through it, and it is idle now.
+		assert.Nil(t, r.state.f, "the state file is still open while idle")
+	}
+
 	execSQL(t, c, "UPDATE t SET b = randomblob(10) WHERE id = 1")
 	require.NoError(t, db.Durable(t.Context()))
+	// The next batch opened it again and recorded itself.
+	st, err := readState(db.cfg.Dir)
+	require.NoError(t, err)
+	assert.Equal(t, db.Stats().Durable, st.Durable.Seq, "the state file's durable record after the idle close")
 }

@@ -445,8 +445,8 @@ func (r *replicator) uploadLoop() {
 	}
 }
 
-// trimIdle drops the spare batch and trims the page pool, on the
-// uploader while nothing is pending.
+// trimIdle drops the spare batch, trims the page pool and closes the state
+// file's descriptor, on the uploader while nothing is pending.
 func (r *replicator) trimIdle() {
 	r.mu.Lock()
 	r.freeBatch = nil
@@ -454,6 +454,9 @@ func (r *replicator) trimIdle() {
 	r.mu.Unlock()
 	if pool != nil {
 		pool.trim(idleKeepPages)
+	}
+	if r.state != nil {
+		r.state.closeIdle()
 	}
 }
 

@@ -227,7 +227,8 @@ func encodeHeader(b []byte, pageSize uint32) {
 // uploader); they touch disjoint bytes. A failed write is reported once in
 // the log: the file is a hint, and the database keeps replicating.
 type stateWriter struct {
-	f     *os.File
+	f     *os.File // nil while idle (closeIdle): write opens it again
+	path  string
 	epoch uint64
 	warn  func(error)
 
@@ -263,16 +264,40 @@ func createState(dir string, epoch uint64, start stateRecord, pageSize uint32, w
 		return nil, fmt.Errorf("vfs: writing %s: %w", path, err)
 	}
 	os.Remove(filepath.Join(dir, legacyStateV0))
-	w := &stateWriter{f: f, epoch: epoch, warn: warn}
+	w := &stateWriter{f: f, path: path, epoch: epoch, warn: warn}
 	w.captured, _ = mapCaptured(f) // no mapping: pwrite instead
 	return w, nil
 }
 
 func (w *stateWriter) write(b []byte, off int64) {
-	if _, err := w.f.WriteAt(b, off); err != nil && w.warn != nil {
+	var err error
+	if w.f == nil {
+		w.f, err = os.OpenFile(w.path, os.O_RDWR, 0)
+	}
+	if err == nil {
+		_, err = w.f.WriteAt(b, off)
+	}
+	if err != nil && w.warn != nil {
 		w.warn(err)
 		w.warn = nil
 	}
+}
+
+// closeIdle closes the file while the database is idle, on the uploader
+// (the only caller of write once the captured word is mapped): a host
+// holds thousands of idle databases, and a descriptor each counts against
+// the process's limit on open files. The mapping stays; the next record
+// opens the file again. Without a mapping recordCaptured writes through
+// the file from the commit path, so it stays open.
+func (w *stateWriter) closeIdle() {
+	if w.captured == nil || w.f == nil {
+		return
+	}
+	if err := w.f.Close(); err != nil && w.warn != nil {
+		w.warn(err)
+		w.warn = nil
+	}
+	w.f = nil
 }
 
 // recordCaptured records the last sequence captured. It runs for every
@@ -306,6 +331,9 @@ func (w *stateWriter) recordDurable(r stateRecord) {
 func (w *stateWriter) close() error {
 	if w.captured != nil {
 		w.captured.unmap()
+	}
+	if w.f == nil {
+		return nil
 	}
 	return w.f.Close()
 }
