@@ -100,7 +100,11 @@ func TestAlarmScanCostIndependentOfBacklog(t *testing.T) {
 					t.Helper()
 					before := cb.counts()
 					require.NoError(t, h.scanAlarms(ctx, "ns", holders))
-					return cb.counts().since(before)
+					got := cb.counts().since(before)
+					// The host's own lease renewal runs beside the scan
+					// and may land inside it; a scan never writes a lease.
+					delete(got, reqKind{"put", "node"})
+					return got
 				}
 				first := scan()
 				assert.Equal(t, int64(entries), first.get("get", "own"), "own.json reads of the first scan: %s", first)
