@@ -37,21 +37,10 @@ func BenchmarkActor(b *testing.B) {
 }
 
 func benchActor(b *testing.B, bk bucket.Bucket, size int) {
-	const rowBytes, perTx = 3000, 1000
-	rows := size / 4096
-	dir, id := b.TempDir(), newActorID()
-
 	// Session 1 builds the database; session 2 starts with a snapshot of
 	// it and rewrites every row. Only session 2 is measured.
-	d := openDBPage(b, bk, dir, id, 1, 4096)
+	d, rows := benchSession(b, bk, size)
 	a := d.actor
-	d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
-	for n := 0; n < rows; n += perTx {
-		d.exec(fmt.Sprintf("INSERT INTO t(b) SELECT randomblob(%d) FROM generate_series(1, %d)", rowBytes, min(perTx, rows-n)))
-	}
-	d.durable()
-	d.close()
-	d = openDBPage(b, bk, dir, id, 2, 4096)
 	// Each page is three quarters random bytes and compresses to about
 	// that: rewriting every row and then 40% of them again makes the log
 	// (compressed) about the size of the database (not).
@@ -149,18 +138,8 @@ func BenchmarkIncremental(b *testing.B) {
 }
 
 func benchIncremental(b *testing.B, bk bucket.Bucket, size, changed int) {
-	const rowBytes, perTx = 3000, 1000
-	rows := size / 4096
-	dir, id := b.TempDir(), newActorID()
-	d := openDBPage(b, bk, dir, id, 1, 4096)
+	d, rows := benchSession(b, bk, size) // session 2's first snapshot is a manifest of every chunk
 	a := d.actor
-	d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
-	for n := 0; n < rows; n += perTx {
-		d.exec(fmt.Sprintf("INSERT INTO t(b) SELECT randomblob(%d) FROM generate_series(1, %d)", rowBytes, min(perTx, rows-n)))
-	}
-	d.durable()
-	d.close()
-	d = openDBPage(b, bk, dir, id, 2, 4096) // its first snapshot is a manifest of every chunk
 	g := &getCounter{Bucket: bk, prefix: a.ChunkPrefix()}
 	pages := changed / 4096
 	for _, shape := range []struct {
@@ -209,4 +188,23 @@ func benchIncremental(b *testing.B, bk bucket.Bucket, size, changed int) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// Rows of a bench database: rowBytes random bytes each, one to a 4 KiB
+// page, perTx to a transaction.
+const rowBytes, perTx = 3000, 1000
+
+// benchSession writes about size bytes of rows in session 1 and opens
+// session 2 on them, returning it and the number of rows.
+func benchSession(b *testing.B, bk bucket.Bucket, size int) (*testDB, int) {
+	rows := size / 4096
+	dir, id := b.TempDir(), newActorID()
+	d := openDBPage(b, bk, dir, id, 1, 4096)
+	d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
+	for n := 0; n < rows; n += perTx {
+		d.exec(fmt.Sprintf("INSERT INTO t(b) SELECT randomblob(%d) FROM generate_series(1, %d)", rowBytes, min(perTx, rows-n)))
+	}
+	d.durable()
+	d.close()
+	return openDBPage(b, bk, dir, id, 2, 4096), rows
 }

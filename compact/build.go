@@ -173,7 +173,7 @@ func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch u
 	}
 	res.BytesWritten += w.Uploaded()
 	if owner != nil {
-		owner.built(key, &w.Manifest, w.Put)
+		owner.Wrote(key, &w.Manifest, w.Put)
 	}
 	obj := restore.Object{Key: key, Kind: frames.KeySnapshot, Epoch: epoch, Seq: rep.Seq, Size: w.ManifestBytes, ModTime: opts.Now()}
 	return built{obj: obj, dbBytes: dbBytes(w.Manifest.Header()), manifest: &w.Manifest}, true, nil

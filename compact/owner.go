@@ -83,11 +83,9 @@ func NewOwner(epoch uint64) *Owner {
 	return &Owner{epoch: epoch, uploads: map[frames.ChunkHash]bool{}, manifests: map[string]*heldManifest{}}
 }
 
-// Epoch is the session the Owner owns.
-func (o *Owner) Epoch() uint64 { return o.epoch }
-
-// Wrote records a manifest the owner stored at key outside a pass (the
-// session's first snapshot), with the chunks it put for it.
+// Wrote records a manifest the owner stored at key, with the chunks it put
+// for it: the session's first snapshot (told by the writer) and each
+// manifest an owner's pass writes (told by the pass).
 func (o *Owner) Wrote(key string, m *frames.Manifest, put []frames.ChunkHash) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -173,9 +171,6 @@ func (o *Owner) listed(inv *restore.Inventory) {
 		}
 	}
 }
-
-// built records a manifest a pass wrote and the chunks it put.
-func (o *Owner) built(key string, m *frames.Manifest, put []frames.ChunkHash) { o.Wrote(key, m, put) }
 
 // deleted forgets the manifests a pass deleted.
 func (o *Owner) deleted(keys []string) {

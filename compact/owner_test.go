@@ -1,10 +1,7 @@
 package compact_test
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,19 +115,6 @@ func TestSnapshotOnlyByOwner(t *testing.T) {
 	}
 }
 
-// snapshotGets counts the GETs of snapshot keys.
-type snapshotGets struct {
-	bucket.Bucket
-	n atomic.Int64
-}
-
-func (g *snapshotGets) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
-	if k, err := frames.ParseKey(key); err == nil && k.Kind == frames.KeySnapshot {
-		g.n.Add(1)
-	}
-	return g.Bucket.Get(ctx, key)
-}
-
 // With a retention window every manifest of the hour stays, and a pass
 // must know every chunk they name before it collects any. An owner's
 // passes read each manifest once: a pass reads the base to replay it and
@@ -142,7 +126,7 @@ func TestOwnerReadsEachManifestOnce(t *testing.T) {
 	reads := map[bool][]int64{}
 	for _, owned := range []bool{true, false} {
 		d := bigSession(t, b)
-		g := &snapshotGets{Bucket: b}
+		g := &getCounter{Bucket: b, prefix: d.actor.SnapshotPrefix()}
 		opts := testOptions(t)
 		opts.Force, opts.Retention = true, time.Hour
 		if owned {
@@ -150,12 +134,12 @@ func TestOwnerReadsEachManifestOnce(t *testing.T) {
 		}
 		for r := range rounds {
 			rewriteAll(d, r)
-			before := g.n.Load()
+			g.take()
 			res, err := compact.Actor(t.Context(), g, d.actor, opts)
 			require.NoError(t, err)
 			require.NotEmpty(t, res.Snapshot)
 			require.Zero(t, res.ChunksDeleted, "every manifest is retained, and names its chunks")
-			reads[owned] = append(reads[owned], g.n.Load()-before)
+			reads[owned] = append(reads[owned], int64(len(g.take())))
 		}
 		d.close()
 	}
