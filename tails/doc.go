@@ -52,8 +52,8 @@
 //	<dir>/<hex of actor>.tail      an actor's file
 //	<dir>/<hex of actor>.tail.tmp  a rewrite under way; removed by Open
 //
-// Actor names are 1 to MaxActorBytes bytes, in the file name as lowercase
-// hex. Integers are little-endian.
+// Actor names are 1 to follow.MaxActorBytes bytes, any bytes, in the file
+// name as lowercase hex. Integers are little-endian.
 //
 //	file:
 //	+--------+--------+--------+-----

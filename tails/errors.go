@@ -16,8 +16,9 @@ var (
 	// disk refused it (ENOSPC, EDQUOT: the error wraps the system's too).
 	// Nothing was changed: the actor's state is the one before.
 	ErrFull = errors.New("tails: store full")
-	// ErrInvalid: a caller broke a rule of the API: an actor name empty or
-	// longer than MaxActorBytes, or a State that follow.OpenFollower would
+	// ErrInvalid: a caller broke a rule of the API: an actor name
+	// follow.ValidActor refuses (empty, or longer than
+	// follow.MaxActorBytes), or a State that follow.OpenFollower would
 	// refuse or that takes back what the stored one promised (a lower
 	// Promised or LogEpoch).
 	ErrInvalid = errors.New("tails: invalid")

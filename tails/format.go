@@ -32,10 +32,6 @@ const (
 	sectorBytes = 512
 )
 
-// MaxActorBytes bounds an actor's name: its file is named by the name in
-// hex, and a file name has 255 bytes at most.
-const MaxActorBytes = 120
-
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // fileName is actor's file in the store's directory.
@@ -49,13 +45,11 @@ func actorOf(name string) (string, bool) {
 		return "", false
 	}
 	b, err := hex.DecodeString(h)
-	if err != nil || len(b) > MaxActorBytes {
+	if err != nil || !follow.ValidActor(string(b)) {
 		return "", false
 	}
 	return string(b), true
 }
-
-func validActor(actor string) bool { return actor != "" && len(actor) <= MaxActorBytes }
 
 func appendHeader(dst []byte, actor string) []byte {
 	start := len(dst)

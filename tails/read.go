@@ -78,7 +78,7 @@ func (fr *fileReader) header(actor string) error {
 	if fr.size < int64(len(fileMagic)+2) {
 		return fr.fail(0, frames.ErrTruncated, "%d bytes, shorter than a file header", fr.size)
 	}
-	var b [len(fileMagic) + 2 + MaxActorBytes + 4]byte
+	var b [len(fileMagic) + 2 + follow.MaxActorBytes + 4]byte
 	if err := fr.read(b[:len(fileMagic)+2]); err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (fr *fileReader) header(actor string) error {
 		return fr.fail(int64(len(fileMagic)), frames.ErrUnknownKind, "file format version %d", v)
 	}
 	n := int(b[len(fileMagic)+1])
-	if n == 0 || n > MaxActorBytes {
+	if n == 0 || n > follow.MaxActorBytes {
 		return fr.fail(int64(len(fileMagic)+1), frames.ErrCorrupt, "actor name of %d bytes", n)
 	}
 	total := headerFixedBytes + n

@@ -305,8 +305,8 @@ func clip(st follow.State) follow.State {
 
 // acquire returns actor's entry, in use until release.
 func (s *Store) acquire(actor string) (*tail, error) {
-	if !validActor(actor) {
-		return nil, fmt.Errorf("%w: actor name of %d bytes (1 to %d)", ErrInvalid, len(actor), MaxActorBytes)
+	if !follow.ValidActor(actor) {
+		return nil, fmt.Errorf("%w: actor name of %d bytes (1 to %d)", ErrInvalid, len(actor), follow.MaxActorBytes)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -125,13 +125,13 @@ func TestSaveRefusesInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameState(t, st, good, "after refused saves")
-	for _, name := range []string{"", string(make([]byte, MaxActorBytes+1))} {
+	for _, name := range []string{"", string(make([]byte, follow.MaxActorBytes+1))} {
 		if _, err := s.Load(name); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Load of a name of %d bytes: %v, want ErrInvalid", len(name), err)
 		}
 	}
-	if err := s.Save(string(make([]byte, MaxActorBytes)), good); err != nil {
-		t.Errorf("Save under a name of MaxActorBytes: %v", err)
+	if err := s.Save(string(make([]byte, follow.MaxActorBytes)), good); err != nil {
+		t.Errorf("Save under a name of follow.MaxActorBytes: %v", err)
 	}
 }
 
