@@ -6,13 +6,14 @@
 // FuzzFollower and FuzzFollowerOps, which feed a follower any sequence of
 // them, and mostly well-formed ones), and what a peer sends over package
 // peer's connections (FuzzPeerHandshake, before it is authenticated;
-// FuzzPeerFrames, after), and the files of a follower's store (package
-// tails: FuzzTailsFile, which opens a store over any bytes, its CRCs
-// fixed up or not). Each target checks
-// the decoder's promises on arbitrary input: no panic, no hang, allocation
-// bounded by the configured limits, an error that names the object and
-// matches a sentinel, and, when the input is accepted, that it re-encodes
-// to something that decodes the same.
+// FuzzPeerFrames, after; FuzzPeerPayload, an authenticated frame's actor
+// and message, sealed with the connection's key), and the files of a
+// follower's store (package tails: FuzzTailsFile, which opens a store over
+// any bytes, its CRCs fixed up or not). Each target checks the decoder's
+// promises on arbitrary input: no panic, no hang, allocation bounded by
+// the configured limits, an error that names the object and matches a
+// sentinel, and, when the input is accepted, that it re-encodes to
+// something that decodes the same.
 //
 // FuzzRestore fuzzes restore itself: it damages a small bucket written by
 // the real write path (bytes flipped, objects cut, dropped, copied under

@@ -3,10 +3,16 @@ package fuzz
 import (
 	"bytes"
 	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +29,10 @@ import (
 // matching one sentinel, having delivered nothing that was not sent, and
 // allocated within bounds. The nonces are fixed (Config.Rand), so an
 // honest transcript replays and the fuzzer starts from valid handshakes
-// and frames; it cannot forge a MAC, so the payloads behind one are
+// and frames. It cannot forge a MAC, so what is behind one, an actor's
+// name and a message, is reached by sealing payloads with the frame key
+// the recorded handshake gives (seal, from the drawing in peer's doc.go):
+// FuzzPeerPayload fuzzes the payload whole, its message part being
 // follow.DecodeMessage's input, fuzzed by FuzzFollowMessage.
 
 // peerLimits let a frame claim 16 MiB, so an allocation by what a length
@@ -37,11 +46,19 @@ func peerConfig(id follow.NodeID, seed byte) peer.Config {
 }
 
 // honestPeer is what dialer "a" and listener "b" write in a real handshake
-// with those nonces, then the frames of follow's golden messages a sends.
+// with those nonces, then the frames of follow's golden messages a sends,
+// message i for honestActor(i).
 type honestPeer struct {
 	dialerHandshake, listenerHandshake []byte
 	messages                           []follow.Message
 	frames                             [][]byte // frames[i] is message i's frame
+	frameKey                           []byte   // the MAC key of a's frames to b
+}
+
+// honestActor is the actor the honest peer sends message i for: several,
+// interleaved, the longest and one not UTF-8 among them.
+func honestActor(i int) string {
+	return []string{"db-1", "db-2", strings.Repeat("x", follow.MaxActorBytes), "\x00\xff", "db-1"}[i%5]
 }
 
 var honest struct {
@@ -88,20 +105,77 @@ func recordHonest(t testing.TB) (honestPeer, error) {
 	h.dialerHandshake, h.listenerHandshake = ra.Take(), rb.Take()
 	go func() {
 		for range h.messages {
-			if _, err := lc.Receive(); err != nil {
+			if _, _, err := lc.Receive(); err != nil {
 				errc <- err
 				return
 			}
 		}
 		errc <- nil
 	}()
-	for _, m := range h.messages {
-		if err := dc.Send(m); err != nil {
+	for i, m := range h.messages {
+		if err := dc.Send(honestActor(i), m); err != nil {
 			return h, err
 		}
 		h.frames = append(h.frames, ra.Take())
 	}
-	return h, <-errc
+	if err := <-errc; err != nil {
+		return h, err
+	}
+	if h.frameKey, err = frameKey(h); err != nil {
+		return h, err
+	}
+	for i, fr := range h.frames {
+		if !bytes.Equal(h.seal(uint64(i), payloadOf(fr)), fr) {
+			return h, fmt.Errorf("frame %d sealed again from the drawing differs from the one a sent: the drawing and peer disagree", i)
+		}
+	}
+	return h, nil
+}
+
+// payloadOf is the payload of a frame: past its length and header MAC,
+// before its MAC.
+func payloadOf(frame []byte) []byte { return frame[4+16 : len(frame)-sha256.Size] }
+
+// frameKey is K(D->L) as peer's doc.go draws it, from the recorded hellos.
+func frameKey(h honestPeer) ([]byte, error) {
+	dh := h.dialerHandshake[:len(h.dialerHandshake)-sha256.Size]
+	lh := h.listenerHandshake[:len(h.listenerHandshake)-sha256.Size]
+	t := sha256.Sum256(bytes.Join([][]byte{[]byte("framectl peer handshake v2"), {0}, dh, lh}, nil))
+	return hkdf.Key(sha256.New, peerKey, t[:], "frames dialer to listener", sha256.Size)
+}
+
+// seal is the frame the dialer would send as its frame seq with payload:
+// length, header MAC, payload, MAC, as peer's doc.go draws them.
+func (h *honestPeer) seal(seq uint64, payload []byte) []byte {
+	mac := func(parts ...[]byte) []byte {
+		m := hmac.New(sha256.New, h.frameKey)
+		for _, p := range parts {
+			m.Write(p)
+		}
+		return m.Sum(nil)
+	}
+	length := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
+	s := binary.LittleEndian.AppendUint64(nil, seq)
+	out := append(bytes.Clone(length), mac([]byte{1}, s, length)[:16]...)
+	out = append(out, payload...)
+	return append(out, mac([]byte{2}, s, length, payload)...)
+}
+
+// badActorPayloads are payloads whose actor is refused: its length 0, past
+// follow.MaxActorBytes, past the payload, or missing; each followed by a
+// message follow accepts, where there is room.
+func badActorPayloads(h *honestPeer) [][]byte {
+	message, _ := follow.AppendMessage(nil, h.messages[0], peerLimits)
+	with := func(b ...byte) []byte { return append(b, message...) }
+	return [][]byte{
+		nil,
+		with(0),
+		with(append([]byte{follow.MaxActorBytes + 1}, strings.Repeat("x", follow.MaxActorBytes+1)...)...),
+		with(append([]byte{255}, strings.Repeat("x", 255)...)...),
+		{10, 'd', 'b'},
+		{1},
+		{4, 'd', 'b', '-', '1'}, // the actor whole, and no message after it
+	}
 }
 
 // script is a net.Conn whose other end says the bytes given, then closes;
@@ -200,6 +274,10 @@ func FuzzPeerFrames(f *testing.F) {
 	f.Add(append(bytes.Clone(h.frames[1]), h.frames[0]...))
 	f.Add(append(bytes.Clone(h.frames[0]), h.frames[0]...))
 	f.Add(all[:len(all)-1])
+	for _, p := range badActorPayloads(h) {
+		// An honest frame, then one whose actor is refused.
+		f.Add(append(bytes.Clone(h.frames[0]), h.seal(1, p)...))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// How many honest frames the bytes begin with.
 		whole, rest := 0, data
@@ -208,21 +286,23 @@ func FuzzPeerFrames(f *testing.F) {
 			whole++
 		}
 		var got []follow.Message
+		var actors []string
 		var err error
 		bound := uint64(8*len(data)) + 256<<10
 		alloc := allocatedWithin(bound, func() {
-			got = got[:0]
+			got, actors = got[:0], actors[:0]
 			c, herr := peer.Server(context.Background(), newScript(append(bytes.Clone(h.dialerHandshake), data...)), peerConfig("b", 2))
 			if herr != nil {
 				err = herr
 				return
 			}
 			for {
+				var actor string
 				var m follow.Message
-				if m, err = c.Receive(); err != nil {
+				if actor, m, err = c.Receive(); err != nil {
 					return
 				}
-				got = append(got, m)
+				got, actors = append(got, m), append(actors, actor)
 			}
 		})
 		if alloc > bound {
@@ -237,6 +317,9 @@ func FuzzPeerFrames(f *testing.F) {
 			if aerr != nil || !bytes.Equal(again, want) {
 				t.Fatalf("message %d delivered as %#v, sent as %#v", i, m, h.messages[i])
 			}
+			if actors[i] != honestActor(i) {
+				t.Fatalf("message %d delivered for actor %q, sent for %q", i, actors[i], honestActor(i))
+			}
 		}
 		if err == io.EOF {
 			if len(rest) != 0 {
@@ -245,5 +328,76 @@ func FuzzPeerFrames(f *testing.F) {
 			return
 		}
 		checkPeerErr(t, err, "receive", "a")
+	})
+}
+
+// FuzzPeerPayload plays a dialer after an honest handshake whose first
+// frame authenticates (sealed with the connection's key) and carries the
+// fuzz bytes as its payload: what is behind the MAC. The listener
+// delivers the actor and message exactly when the bytes are an actor's
+// length of 1 to follow.MaxActorBytes, that many bytes and a message
+// follow accepts, which the actor and message encode back to; otherwise
+// it delivers nothing, and an actor length of 0 or past the bound is
+// frames.ErrCorrupt and one past the payload frames.ErrTruncated, both
+// before follow's decoder runs.
+func FuzzPeerPayload(f *testing.F) {
+	h := honestTranscript(f)
+	for _, fr := range h.frames {
+		f.Add(payloadOf(fr))
+	}
+	for _, p := range badActorPayloads(h) {
+		f.Add(p)
+	}
+	f.Add([]byte{1, 'a', 1, 99, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		if int64(len(payload)) > 1+follow.MaxActorBytes+peerLimits.MaxMessageBytes() {
+			return // past the frame bound: FuzzPeerFrames' and peer's own tests'
+		}
+		wire := append(bytes.Clone(h.dialerHandshake), h.seal(0, payload)...)
+		var actor string
+		var m follow.Message
+		var err, next error
+		bound := uint64(8*len(payload)) + 256<<10
+		alloc := allocatedWithin(bound, func() {
+			c, herr := peer.Server(context.Background(), newScript(wire), peerConfig("b", 2))
+			if herr != nil {
+				err = herr
+				return
+			}
+			if actor, m, err = c.Receive(); err == nil {
+				_, _, next = c.Receive()
+			}
+		})
+		if alloc > bound {
+			t.Fatalf("a payload of %d bytes allocated %d, past %d", len(payload), alloc, bound)
+		}
+		var me *follow.MessageError
+		// The length byte is checked against the bound first, then
+		// against the bytes there are.
+		switch {
+		case len(payload) == 0:
+			if !errors.Is(err, frames.ErrTruncated) || errors.As(err, &me) {
+				t.Fatalf("an empty payload gave %v, want frames.ErrTruncated before follow's decoder", err)
+			}
+		case payload[0] == 0 || payload[0] > follow.MaxActorBytes:
+			if !errors.Is(err, frames.ErrCorrupt) || errors.As(err, &me) {
+				t.Fatalf("payload %x: actor length %d gave %v, want frames.ErrCorrupt before follow's decoder", payload, payload[0], err)
+			}
+		case int(payload[0]) >= len(payload):
+			if !errors.Is(err, frames.ErrTruncated) || errors.As(err, &me) {
+				t.Fatalf("payload %x: an actor length past the payload gave %v, want frames.ErrTruncated before follow's decoder", payload, err)
+			}
+		}
+		if err != nil {
+			checkPeerErr(t, err, "receive", "a")
+			return
+		}
+		if herr := next; herr != io.EOF {
+			t.Fatalf("after the one frame: %v, want io.EOF", herr)
+		}
+		again, aerr := follow.AppendMessage(append([]byte{byte(len(actor))}, actor...), m, peerLimits)
+		if aerr != nil || !bytes.Equal(again, payload) {
+			t.Fatalf("payload\n%x\ndelivered for %q as %#v, which encodes as\n%x (%v)", payload, actor, m, again, aerr)
+		}
 	})
 }

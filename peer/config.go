@@ -36,7 +36,8 @@ type Config struct {
 	// at least (ErrWeakKey otherwise).
 	Key []byte
 	// Limits must be the cluster's: a frame longer than
-	// Limits.MaxMessageBytes is refused before it is read.
+	// Limits.MaxMessageBytes and the longest actor name is refused before
+	// it is read.
 	Limits follow.Limits
 	// TLS, when the operator gives certificates, carries every connection
 	// over TLS 1.3 (or newer): Node.Serve uses it as the server's config,
@@ -45,15 +46,16 @@ type Config struct {
 	// wire. The handshake authenticates the cluster key either way.
 	TLS *tls.Config
 	// Handler receives every message that arrives, authenticated and
-	// decoded. Node calls it on the reading goroutine of the connection the
-	// message came on: one at a time per connection, concurrently across
-	// connections. While it runs that connection reads nothing more, which
+	// decoded, with the actor it is for. Node calls it on the reading
+	// goroutine of the connection the message came on: one at a time per
+	// connection, concurrently across connections. While it runs that connection reads nothing more, which
 	// is the back-pressure a sender sees; it must return (Close waits for
 	// it). It may call Send. Required by NewNode.
 	Handler Handler
-	// MaxQueueBytes bounds the messages queued for one peer, in encoded
-	// bytes (ErrBackpressure past it); a single message larger than that
-	// is taken when nothing is queued. Default DefaultMaxQueueBytes.
+	// MaxQueueBytes bounds the messages queued for one peer, in the bytes
+	// of their frames, header, actor and MAC included (ErrBackpressure
+	// past it); a single message larger than that is taken when nothing
+	// is queued. Default DefaultMaxQueueBytes.
 	MaxQueueBytes int64
 	// HandshakeTimeout bounds a dial and a handshake. Default
 	// DefaultHandshakeTimeout.
@@ -74,7 +76,7 @@ type settings struct {
 	id               follow.NodeID
 	keys             *schedule
 	lim              follow.Limits
-	maxMessage       int64
+	maxPayload       int64 // a frame's: an actor and a message of lim
 	tls              *tls.Config
 	handler          Handler
 	maxQueue         int64
@@ -96,14 +98,14 @@ func (c Config) settings() (*settings, error) {
 		return nil, fmt.Errorf("%w: Limits.MaxTailBytes %d", ErrInvalid, c.Limits.MaxTailBytes)
 	}
 	// The frame length is 32 bits.
-	if c.Limits.MaxMessageBytes() > math.MaxUint32 {
-		return nil, fmt.Errorf("%w: a message bound of %d bytes, past a frame's 32-bit length", ErrInvalid, c.Limits.MaxMessageBytes())
+	if c.Limits.MaxMessageBytes() > math.MaxUint32-maxActorPrefix {
+		return nil, fmt.Errorf("%w: a message bound of %d bytes, past a frame's 32-bit length with an actor", ErrInvalid, c.Limits.MaxMessageBytes())
 	}
 	if c.MaxQueueBytes < 0 {
 		return nil, fmt.Errorf("%w: MaxQueueBytes %d", ErrInvalid, c.MaxQueueBytes)
 	}
 	s := &settings{
-		id: c.ID, keys: keys, lim: c.Limits, maxMessage: c.Limits.MaxMessageBytes(), handler: c.Handler,
+		id: c.ID, keys: keys, lim: c.Limits, maxPayload: maxActorPrefix + c.Limits.MaxMessageBytes(), handler: c.Handler,
 		maxQueue: c.MaxQueueBytes, handshakeTimeout: c.HandshakeTimeout, stall: c.StallTimeout, log: c.Logger, rand: c.Rand,
 	}
 	if c.TLS != nil {

@@ -25,6 +25,11 @@ const (
 	macBytes       = sha256.Size
 	macHeader      = 1 // what the header MAC covers starts with this byte
 	macFrame       = 2 // and the frame's MAC with this one
+	// actorLengthBytes is the actor's length in front of a payload: one
+	// byte, as follow.MaxActorBytes allows.
+	actorLengthBytes = 1
+	// maxActorPrefix is the most a payload carries besides its message.
+	maxActorPrefix = actorLengthBytes + follow.MaxActorBytes
 )
 
 // Buffer sizes: tuned for memory, not measured for speed; a frame's bytes
@@ -43,16 +48,16 @@ const (
 )
 
 // Conn is one authenticated connection with a peer, made by Client or
-// Server: a stream of frames each way, each an encoded follow message
-// under a MAC (doc.go, "Frames"). One goroutine may Receive while another
-// Sends; Close may be called from any.
+// Server: a stream of frames each way, each an actor's name and an encoded
+// follow message under a MAC (doc.go, "Frames"). One goroutine may Receive
+// while another Sends; Close may be called from any.
 type Conn struct {
 	c          net.Conn
 	br         *bufio.Reader
 	peer       follow.NodeID
 	addr       string
 	lim        follow.Limits
-	maxMessage int64
+	maxPayload int64
 	stall      time.Duration
 
 	recvMAC hash.Hash
@@ -68,7 +73,7 @@ type Conn struct {
 
 func newConn(c net.Conn, br *bufio.Reader, s *settings, peer follow.NodeID, sendKey, recvKey []byte) *Conn {
 	return &Conn{
-		c: c, br: br, peer: peer, addr: remoteAddr(c), lim: s.lim, maxMessage: s.maxMessage, stall: s.stall,
+		c: c, br: br, peer: peer, addr: remoteAddr(c), lim: s.lim, maxPayload: s.maxPayload, stall: s.stall,
 		recvMAC: hmac.New(sha256.New, recvKey), sendMAC: hmac.New(sha256.New, sendKey),
 	}
 }
@@ -82,69 +87,108 @@ func (c *Conn) RemoteAddr() string { return c.addr }
 // Close closes the connection; a Receive or Send blocked on it returns.
 func (c *Conn) Close() error { return c.c.Close() }
 
-// Receive reads the next frame and returns its message, once its length is
-// within the message bound, its MAC verifies (it is the peer's next frame,
-// unaltered) and its bytes decode as a follow message. A peer that closed
-// between frames is io.EOF; anything else is a *ConnError (see ConnError
-// for what it matches). After an error every call returns it: the stream
-// cannot be trusted past a frame that failed, so close the Conn.
-func (c *Conn) Receive() (follow.Message, error) {
+// Receive reads the next frame and returns the actor it names and its
+// message, once its length is within the frame bound, its MAC verifies (it
+// is the peer's next frame, unaltered), its actor's length is 1 to
+// follow.MaxActorBytes within the payload and the rest decodes as a follow
+// message. A peer that closed between frames is io.EOF; anything else is a
+// *ConnError (see ConnError for what it matches). After an error every
+// call returns it: the stream cannot be trusted past a frame that failed,
+// so close the Conn.
+func (c *Conn) Receive() (actor string, m follow.Message, err error) {
 	if c.rerr != nil {
-		return nil, c.rerr
+		return "", nil, c.rerr
 	}
-	m, err := c.receive()
+	actor, m, err = c.receive()
 	if err != nil {
 		if err != io.EOF {
 			err = &ConnError{Op: "receive", Addr: c.addr, Peer: c.peer, Err: err}
 		}
 		c.rerr = err
-		return nil, err
+		return "", nil, err
 	}
-	return m, nil
+	return actor, m, nil
 }
 
-func (c *Conn) receive() (follow.Message, error) {
+func (c *Conn) receive() (string, follow.Message, error) {
 	seq := c.recvSeq
 	var hdr [headerBytes]byte
 	if n, err := io.ReadFull(c.br, hdr[:]); err != nil {
 		switch {
 		case n == 0 && err == io.EOF:
-			return nil, io.EOF
+			return "", nil, io.EOF
 		case err == io.ErrUnexpectedEOF:
-			return nil, fmt.Errorf("frame %d header: the stream ended after %d of %d bytes: %w", seq, n, headerBytes, frames.ErrTruncated)
+			return "", nil, fmt.Errorf("frame %d header: the stream ended after %d of %d bytes: %w", seq, n, headerBytes, frames.ErrTruncated)
 		}
-		return nil, fmt.Errorf("frame %d header: %w", seq, err)
+		return "", nil, fmt.Errorf("frame %d header: %w", seq, err)
 	}
 	length := hdr[:lengthBytes]
 	// The length is checked before anything is read for it: a length
 	// altered on the wire fails here, not after the bytes it claims.
 	if !hmac.Equal(hdr[lengthBytes:], headerMAC(c.recvMAC, seq, length)) {
-		return nil, fmt.Errorf("frame %d header: MAC does not verify: altered, replayed, reordered or cut on the wire: %w", seq, ErrAuth)
+		return "", nil, fmt.Errorf("frame %d header: MAC does not verify: altered, replayed, reordered or cut on the wire: %w", seq, ErrAuth)
 	}
 	n := int64(binary.LittleEndian.Uint32(length))
-	if n > c.maxMessage {
-		return nil, fmt.Errorf("frame %d: %d bytes, past the message bound of %d: %w", seq, n, c.maxMessage, frames.ErrTooLarge)
+	if n > c.maxPayload {
+		return "", nil, fmt.Errorf("frame %d: %d bytes, past the frame bound of %d: %w", seq, n, c.maxPayload, frames.ErrTooLarge)
 	}
 	payload, err := c.readPayload(int(n), seq)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var tag [macBytes]byte
 	if err := readFull(c.br, tag[:], fmt.Sprintf("frame %d MAC", seq)); err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if !hmac.Equal(tag[:], frameMAC(c.recvMAC, seq, length, payload)) {
-		return nil, fmt.Errorf("frame %d of %d bytes: MAC does not verify: altered on the wire: %w", seq, n, ErrAuth)
+		return "", nil, fmt.Errorf("frame %d of %d bytes: MAC does not verify: altered on the wire: %w", seq, n, ErrAuth)
 	}
 	c.recvSeq++
-	m, err := follow.DecodeMessage(payload, string(c.peer), c.lim)
 	if cap(c.rbuf) > keepBufferBytes {
 		c.rbuf = nil
 	}
+	actor, body, err := splitActor(payload)
 	if err != nil {
-		return nil, fmt.Errorf("frame %d: %w", seq, err)
+		return "", nil, fmt.Errorf("frame %d of %d bytes: %w", seq, n, err)
 	}
-	return m, nil
+	m, err := follow.DecodeMessage(body, string(c.peer), c.lim)
+	if err != nil {
+		return "", nil, fmt.Errorf("frame %d, actor %q: %w", seq, actor, err)
+	}
+	return actor, m, nil
+}
+
+// splitActor reads the actor in front of an authenticated payload: its
+// length byte is checked, against the bound and then against the bytes
+// there are, before the name is copied. The rest is the message.
+func splitActor(payload []byte) (actor string, message []byte, err error) {
+	if len(payload) < actorLengthBytes {
+		return "", nil, fmt.Errorf("an empty payload, without an actor: %w", frames.ErrTruncated)
+	}
+	n := int(payload[0])
+	if n == 0 || n > follow.MaxActorBytes {
+		return "", nil, fmt.Errorf("actor length %d, not 1 to %d: %w", n, follow.MaxActorBytes, frames.ErrCorrupt)
+	}
+	if rest := len(payload) - actorLengthBytes; n > rest {
+		return "", nil, fmt.Errorf("an actor of %d bytes, %d left in the payload: %w", n, rest, frames.ErrTruncated)
+	}
+	return string(payload[actorLengthBytes : actorLengthBytes+n]), payload[actorLengthBytes+n:], nil
+}
+
+// appendPayload appends a frame's payload: actor's length and name, then
+// m as follow encodes it. An actor follow.ValidActor refuses, or a message
+// follow will not encode, is ErrInvalid.
+func appendPayload(dst []byte, actor string, m follow.Message, lim follow.Limits) ([]byte, error) {
+	if !follow.ValidActor(actor) {
+		return dst, fmt.Errorf("%w: an actor name of %d bytes, not 1 to %d", ErrInvalid, len(actor), follow.MaxActorBytes)
+	}
+	start := len(dst)
+	dst = append(append(dst, byte(len(actor))), actor...)
+	dst, err := follow.AppendMessage(dst, m, lim)
+	if err != nil {
+		return dst[:start], fmt.Errorf("%w: actor %q: %w", ErrInvalid, actor, err)
+	}
+	return dst, nil
 }
 
 // readPayload reads n bytes into c.rbuf, growing it with the bytes that
@@ -187,24 +231,29 @@ func macOf(m hash.Hash, label byte, seq uint64, length, payload []byte) []byte {
 	return m.Sum(nil)
 }
 
-// Send writes m as the next frame. Only one goroutine may Send at a time.
-// A message follow refuses to encode is ErrInvalid, and the Conn stays
-// usable; after a write fails every call returns that *ConnError.
-func (c *Conn) Send(m follow.Message) error {
-	payload, err := follow.AppendMessage(nil, m, c.lim)
+// Send writes actor and m as the next frame. Only one goroutine may Send
+// at a time. An actor follow.ValidActor refuses, or a message follow
+// refuses to encode, is ErrInvalid, and the Conn stays usable; after a
+// write fails every call returns that *ConnError.
+func (c *Conn) Send(actor string, m follow.Message) error {
+	payload, err := appendPayload(nil, actor, m, c.lim)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return err
 	}
 	return c.sendPayload(payload)
 }
 
-// sendPayload writes an encoded message as the next frame.
+// frameBytes is what a payload takes on the wire as a frame: what a
+// peer's queue counts against Config.MaxQueueBytes.
+func frameBytes(payload []byte) int64 { return headerBytes + int64(len(payload)) + macBytes }
+
+// sendPayload writes a payload (appendPayload) as the next frame.
 func (c *Conn) sendPayload(payload []byte) error {
 	if c.werr != nil {
 		return c.werr
 	}
-	if int64(len(payload)) > c.maxMessage {
-		return fmt.Errorf("%w: a message of %d bytes, past the message bound of %d", ErrInvalid, len(payload), c.maxMessage)
+	if int64(len(payload)) > c.maxPayload {
+		return fmt.Errorf("%w: a payload of %d bytes, past the frame bound of %d", ErrInvalid, len(payload), c.maxPayload)
 	}
 	var hdr [headerBytes]byte
 	binary.LittleEndian.PutUint32(hdr[:], uint32(len(payload)))

@@ -3,7 +3,8 @@
 // the operator gives certificates, reconnects and back-pressure.
 //
 // What it must never do: interpret a message beyond decoding it with
-// follow's bounds (follow.DecodeMessage); deliver a message from a peer
+// follow's bounds (follow.DecodeMessage) and reading the actor it is for;
+// deliver a message from a peer
 // that did not prove it holds the cluster key, or one altered, replayed,
 // reordered or cut on the wire, or one past the message bound; allocate
 // what a length field claims before the bytes arrived; block a caller on
@@ -15,8 +16,10 @@
 // # Plain TCP, not Cap'n Proto RPC or HTTP/2
 //
 // A connection is a TCP stream (TLS when Config.TLS is set) of
-// length-prefixed frames, each a follow message under a MAC, after a
-// handshake of three messages. The two carriers already at hand were
+// length-prefixed frames, each an actor's name and a follow message under
+// a MAC, after a handshake of three messages. One connection carries the
+// messages of every actor two nodes share: a node owns many actors and
+// follows many, and each frame names the one its message is for. The two carriers already at hand were
 // weighed and not taken:
 //
 //   - Cap'n Proto RPC (capnproto.org/go/capnp/v3, in go.mod) is
@@ -42,7 +45,8 @@
 //
 // With plain streams every byte a peer sends passes through two readers
 // of a hundred lines (readHello, Conn.Receive), both fuzzed
-// (fuzz.FuzzPeerHandshake, fuzz.FuzzPeerFrames), before follow's.
+// (fuzz.FuzzPeerHandshake, fuzz.FuzzPeerFrames, and fuzz.FuzzPeerPayload
+// behind the MAC), before follow's.
 //
 // # Handshake
 //
@@ -64,15 +68,15 @@
 //	| magic   | version | role | nonce   | ID length | ID      |
 //	| 8 bytes | 1       | 1    | 32      | 1         | 1..255  |
 //	+---------+---------+------+---------+-----------+---------+
-//	magic "fctlpeer"; version 1; role 1 dialer, 2 listener; nonce: fresh
+//	magic "fctlpeer"; version 2; role 1 dialer, 2 listener; nonce: fresh
 //	random bytes; ID: the sender's node ID, UTF-8 without control
 //	characters. proof: 32 bytes.
 //
 // The keys (HKDF and HMAC with SHA-256, RFC 5869 and 2104):
 //
-//	T        = SHA-256("framectl peer handshake v1" | len(B) as 1 byte | B | dialer's hello | listener's hello)
+//	T        = SHA-256("framectl peer handshake v2" | len(B) as 1 byte | B | dialer's hello | listener's hello)
 //	           B: 32 bytes of TLS keying material (exporter label "EXPORTER-framectl-peer") under TLS, empty without
-//	P        = HKDF(cluster key, salt "framectl peer v1", info "handshake proof")
+//	P        = HKDF(cluster key, salt "framectl peer v2", info "handshake proof")
 //	proof(L) = HMAC(P, "listener" | T)
 //	proof(D) = HMAC(P, "dialer" | T)
 //	K(D->L)  = HKDF(cluster key, salt T, info "frames dialer to listener")
@@ -90,34 +94,49 @@
 // offline: that is why the key is 32 random bytes at least, never a
 // password (MinKeyBytes). The reader accepts only what the writer writes:
 // the magic and version (frames.ErrUnknownKind otherwise: not this
-// protocol), the role expected, an ID of 1 to 255 bytes of UTF-8 without
+// protocol, or another version of it), the role expected, an ID of 1 to 255 bytes of UTF-8 without
 // control characters (frames.ErrCorrupt), reading 298 bytes of a hello
 // at most. HandshakeTimeout bounds the handshake whole, and a node holds
 // at most 64 connections in handshake.
 //
 // # Frames
 //
-//	+---------+------------+----------------------------------+----------+
-//	| length  | header MAC | payload                          | MAC      |
-//	| 4 bytes | 16         | length bytes: one follow message | 32       |
-//	+---------+------------+----------------------------------+----------+
-//	length:     little-endian, at most follow.Limits.MaxMessageBytes
+//	+---------+------------+-----------------------------------+----------+
+//	| length  | header MAC | payload                           | MAC      |
+//	| 4 bytes | 16         | length bytes                      | 32       |
+//	+---------+------------+-----------------------------------+----------+
+//	length:     little-endian, at most 1 + follow.MaxActorBytes + follow.Limits.MaxMessageBytes
 //	header MAC: HMAC(K(direction), 1 | seq | length), its first 16 bytes
 //	MAC:        HMAC(K(direction), 2 | seq | length | payload)
 //	seq:        the frame's number in its direction on this connection,
 //	            from 0, as 8 bytes little-endian; not sent
 //
-// Receive checks the header MAC and then the length against the message
+//	payload:
+//	+--------------+----------------------+----------------------------+
+//	| actor length | actor                | message                    |
+//	| 1 byte       | actor length bytes   | the rest: one follow       |
+//	|              | (1..MaxActorBytes)   | message (AppendMessage)    |
+//	+--------------+----------------------+----------------------------+
+//	actor: the name of the actor the message is for, any bytes
+//	       (follow.ValidActor)
+//
+// Receive checks the header MAC and then the length against the frame
 // bound (frames.ErrTooLarge) before it reads the payload, so a length
 // altered on the wire fails at once, not once the bytes it claims have
 // come. It reads the payload into a buffer that grows with the bytes that
 // arrive (16 KiB first, then doubling), never to the length at once, then
-// checks the MAC, then decodes the payload with follow.DecodeMessage (its
-// errors, a *follow.MessageError naming the peer, are in the chain).
-// Integers of the handshake and frames are little-endian like follow's.
-// The constants marked as part of the wire format in handshake.go,
-// conn.go and key.go never change; testdata/golden pins their bytes and
-// TestWireLayout recomputes them from this drawing.
+// checks the MAC, then the actor length: 0 or past follow.MaxActorBytes is
+// frames.ErrCorrupt, past the payload (or no byte for it) is
+// frames.ErrTruncated, both before the name is copied; then it decodes
+// the rest with follow.DecodeMessage (its errors, a *follow.MessageError
+// naming the peer, are in the chain). Send refuses an actor
+// follow.ValidActor refuses (ErrInvalid). The frame layout is part of
+// version 2 of the handshake: a node of version 1, whose frames carry no
+// actor, is refused in its hello. Integers of the handshake and frames
+// are little-endian like follow's. The constants marked as part of the
+// wire format in handshake.go, conn.go and key.go change only with a new
+// version (helloVersion, and new key-schedule labels); testdata/golden
+// pins their bytes and TestWireLayout recomputes them from this drawing.
 //
 // # What is authenticated
 //
@@ -140,8 +159,9 @@
 // the frame is delivered, nor anything after it on that connection; the
 // node closes it, counts and logs the *ConnError (Stats.Failed,
 // Stats.LastError) and dials again if it has something to send. The same
-// holds for a frame whose bytes authenticate but are not a follow message
-// (a peer's bug, not the wire's).
+// holds for a frame whose bytes authenticate but do not start with an
+// actor's name or are not a follow message after it (a peer's bug, not
+// the wire's).
 //
 // # Delivery and back-pressure
 //
@@ -155,8 +175,9 @@
 // simulation drops, copies and reorders messages on purpose
 // (peertest adds those faults back, for tests over this transport).
 //
-// Each peer has one queue, bounded by Config.MaxQueueBytes of encoded
-// messages (a single larger one is taken into an empty queue). Send never
+// Each peer has one queue, for all its actors, bounded by
+// Config.MaxQueueBytes of frames, each counted whole: header, actor,
+// message and MAC (a single larger one is taken into an empty queue). Send never
 // waits: it queues, or refuses with ErrBackpressure when the queue is
 // full, so one slow follower never stalls an owner's sends to the others,
 // and what it refused is resent by the protocol like anything lost. The

@@ -34,19 +34,21 @@ var (
 	// ErrClosed: the node is closed.
 	ErrClosed = errors.New("peer: closed")
 	// ErrInvalid: a caller broke a rule of the API (a bad Config, a node ID
-	// out of bounds, a message to itself, a message follow refuses to
-	// encode).
+	// out of bounds, a message to itself, an actor name follow.ValidActor
+	// refuses, a message follow refuses to encode).
 	ErrInvalid = errors.New("peer: invalid")
 )
 
 // ConnError is why a connection, or its handshake, ended. It matches
 // exactly one of: ErrAuth, ErrWrongPeer, frames.ErrCorrupt (a malformed
-// handshake, or a frame whose authenticated bytes are not a follow message:
-// then a *follow.MessageError is in the chain), frames.ErrTruncated (the
-// stream ended inside a handshake message or a frame), frames.ErrTooLarge
-// (a frame longer than the message bound, refused before it is read),
-// frames.ErrUnknownKind (not this protocol, or another version of it); or
-// it wraps the network's own error (a timeout matches
+// handshake, or a frame whose authenticated bytes are not an actor's name
+// and a follow message: an actor length of 0 or past follow.MaxActorBytes,
+// or a message follow refuses, then with a *follow.MessageError in the
+// chain), frames.ErrTruncated (the stream ended inside a handshake message
+// or a frame, or a frame's actor runs past its payload),
+// frames.ErrTooLarge (a frame longer than the frame bound, refused before
+// it is read), frames.ErrUnknownKind (not this protocol, or another
+// version of it); or it wraps the network's own error (a timeout matches
 // os.ErrDeadlineExceeded, a cancelled handshake the context's error).
 type ConnError struct {
 	Op   string        // "dial", "handshake", "receive" or "send"

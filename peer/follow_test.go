@@ -17,48 +17,63 @@ import (
 )
 
 // The follow protocol end to end over real TCP on 127.0.0.1: an owner
-// node fences its followers, recovers, appends commits and sees them
-// acknowledged by quorum. The followers have no address for the owner:
-// their answers go back over its connections.
+// node owns two actors, fences their followers, recovers, appends commits
+// and sees them acknowledged by quorum. The actors' messages share one
+// connection per pair of nodes, each frame naming its actor. The
+// followers have no address for the owner: their answers go back over
+// its connections.
 
-// followerNode is a follower and its node; its store is memory (the
-// fsync before a reply is the wiring's).
+// clusterActors are the actors the owner node owns, each followed by
+// every follower node.
+var clusterActors = []string{"db-1", "db-2"}
+
+// followerNode is a node holding a follower for each actor; its store is
+// memory (the fsync before a reply is the wiring's).
 type followerNode struct {
 	id   follow.NodeID
 	node *peer.Node
 	tr   peer.Transport
 	addr string
 	mu   sync.Mutex
-	f    *follow.Follower
+	f    map[string]*follow.Follower
 }
 
-func (fn *followerNode) handle(from follow.NodeID, m follow.Message) {
+func (fn *followerNode) handle(from follow.NodeID, actor string, m follow.Message) {
 	fn.mu.Lock()
-	reply := fn.f.Handle(m)
+	f := fn.f[actor]
+	if f == nil {
+		f = follow.NewFollower(follow.Limits{})
+		fn.f[actor] = f
+	}
+	reply := f.Handle(m)
 	fn.mu.Unlock()
 	if reply != nil {
 		// Refused under back-pressure or lost: the owner resends.
-		fn.tr.Send(from, reply)
+		fn.tr.Send(from, actor, reply)
 	}
 }
 
-func (fn *followerNode) state() follow.State {
+func (fn *followerNode) state(actor string) follow.State {
 	fn.mu.Lock()
 	defer fn.mu.Unlock()
-	st := fn.f.State()
+	f := fn.f[actor]
+	if f == nil {
+		return follow.State{}
+	}
+	st := f.State()
 	st.Entries = append([]follow.Entry(nil), st.Entries...)
 	return st
 }
 
-// ownerNode runs a takeover, then the owner it recovers, on ticks of real
-// time.
+// ownerNode runs a takeover of one actor, then the owner it recovers, on
+// ticks of real time.
 type ownerNode struct {
-	node *peer.Node
-	tr   peer.Transport
-	mu   sync.Mutex
-	t    *follow.Takeover
-	o    *follow.Owner
-	err  error
+	actor string
+	tr    peer.Transport
+	mu    sync.Mutex
+	t     *follow.Takeover
+	o     *follow.Owner
+	err   error
 }
 
 func (on *ownerNode) handle(from follow.NodeID, m follow.Message) {
@@ -96,7 +111,7 @@ func (on *ownerNode) outbox(now time.Time) []follow.Envelope {
 func (on *ownerNode) send(out []follow.Envelope) {
 	for _, env := range out {
 		// Refused or lost: Retransmit sends it again.
-		on.tr.Send(env.To, env.Msg)
+		on.tr.Send(env.To, on.actor, env.Msg)
 	}
 }
 
@@ -120,7 +135,8 @@ func (on *ownerNode) owner() (*follow.Owner, error) {
 }
 
 type cluster struct {
-	owner     *ownerNode
+	node      *peer.Node            // the owner node's
+	owners    map[string]*ownerNode // by actor
 	followers []*followerNode
 	set       []follow.NodeID
 	net       *peertest.Network // nil: no faults
@@ -128,7 +144,7 @@ type cluster struct {
 
 // startCluster starts an owner node and n follower nodes, all sharing a
 // key, through net when it is not nil, and the owner's takeover of epoch
-// 1 with quorum q.
+// 1 with quorum q of each of clusterActors.
 func startCluster(t *testing.T, n, q int, net *peertest.Network) *cluster {
 	t.Helper()
 	key := make([]byte, 32)
@@ -147,26 +163,37 @@ func startCluster(t *testing.T, n, q int, net *peertest.Network) *cluster {
 		return net.Transport(id, node)
 	}
 	for i := range n {
-		fn := &followerNode{id: follow.NodeID(fmt.Sprintf("f%d", i+1)), f: follow.NewFollower(follow.Limits{})}
+		fn := &followerNode{id: follow.NodeID(fmt.Sprintf("f%d", i+1)), f: map[string]*follow.Follower{}}
 		fn.node, fn.addr = serve(t, peer.Config{ID: fn.id, Key: key, Handler: wrap(fn.id, fn.handle)})
 		fn.tr = transport(fn.id, fn.node)
 		c.followers = append(c.followers, fn)
 		c.set = append(c.set, fn.id)
 	}
-	on := &ownerNode{}
-	on.node, _ = serve(t, peer.Config{ID: "owner", Key: key, Handler: wrap("owner", on.handle)})
-	on.tr = transport("owner", on.node)
+	c.owners = map[string]*ownerNode{}
+	route := func(from follow.NodeID, actor string, m follow.Message) {
+		on := c.owners[actor]
+		if on == nil {
+			t.Errorf("the owner node got %T from %s for actor %q, which it does not own", m, from, actor)
+			return
+		}
+		on.handle(from, m)
+	}
+	c.node, _ = serve(t, peer.Config{ID: "owner", Key: key, Handler: wrap("owner", route)})
+	tr := transport("owner", c.node)
 	for _, fn := range c.followers {
-		if err := on.node.SetAddr(fn.id, fn.addr); err != nil {
+		if err := c.node.SetAddr(fn.id, fn.addr); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tk, err := follow.NewTakeover(follow.TakeoverConfig{Epoch: 1, Quorum: q, Followers: c.set, Retransmit: 50 * time.Millisecond, Wait: time.Minute}, time.Now())
-	if err != nil {
-		t.Fatal(err)
+	// Every owner is in c.owners before the first message goes (the
+	// handler reads the map unlocked).
+	for _, actor := range clusterActors {
+		tk, err := follow.NewTakeover(follow.TakeoverConfig{Epoch: 1, Quorum: q, Followers: c.set, Retransmit: 50 * time.Millisecond, Wait: time.Minute}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.owners[actor] = &ownerNode{actor: actor, tr: tr, t: tk}
 	}
-	on.t = tk
-	c.owner = on
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -176,14 +203,18 @@ func startCluster(t *testing.T, n, q int, net *peertest.Network) *cluster {
 		for {
 			select {
 			case now := <-tick.C:
-				on.tick(now)
+				for _, on := range c.owners {
+					on.tick(now)
+				}
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	on.tick(time.Now())
+	for _, on := range c.owners {
+		on.tick(time.Now())
+	}
 	return c
 }
 
@@ -219,52 +250,65 @@ func chainAt(seq frames.Seq) frames.Checksum {
 	return frames.Checksum(uint64(seq) * 0x9e3779b97f4a7c15)
 }
 
-func body(seq frames.Seq) []byte { return fmt.Appendf(nil, "commit %d", seq) }
+// body is commit seq of actor: the actors' commits differ, so one
+// delivered for the wrong actor shows.
+func body(actor string, seq frames.Seq) []byte { return fmt.Appendf(nil, "%s commit %d", actor, seq) }
 
-// commit appends commits 1..k once the takeover recovered the owner,
-// pausing pace after every tenth (so that they go in many messages).
-func (c *cluster) commit(t *testing.T, k int, pace time.Duration) *follow.Owner {
+// commit appends commits 1..k of every actor, interleaved, once the
+// takeovers recovered the owners, pausing pace after every tenth (so that
+// they go in many messages).
+func (c *cluster) commit(t *testing.T, k int, pace time.Duration) {
 	t.Helper()
-	var o *follow.Owner
-	waitFor(t, "the takeover completes", func() bool {
-		var err error
-		o, err = c.owner.owner()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o != nil
-	})
+	for _, on := range c.owners {
+		waitFor(t, "the takeover of "+on.actor+" completes", func() bool {
+			o, err := on.owner()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return o != nil
+		})
+	}
 	for seq := frames.Seq(1); seq <= frames.Seq(k); seq++ {
-		c.owner.mu.Lock()
-		err := o.Append(follow.Entry{Seq: seq, Before: chainAt(seq - 1), After: chainAt(seq), Body: body(seq)})
-		out := o.Outbox()
-		c.owner.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
+		for _, actor := range clusterActors {
+			on := c.owners[actor]
+			on.mu.Lock()
+			err := on.o.Append(follow.Entry{Seq: seq, Before: chainAt(seq - 1), After: chainAt(seq), Body: body(actor, seq)})
+			out := on.o.Outbox()
+			on.mu.Unlock()
+			if err != nil {
+				t.Fatal(err)
+			}
+			on.send(out)
 		}
-		c.owner.send(out)
 		if seq%10 == 0 {
 			time.Sleep(pace)
 		}
 	}
-	return o
 }
 
-func (c *cluster) acked(o *follow.Owner) frames.Seq {
-	c.owner.mu.Lock()
-	defer c.owner.mu.Unlock()
-	return o.Acked()
-}
-
-// holds checks that fn holds commits 1..k of epoch 1, as sent.
-func holds(t *testing.T, fn *followerNode, k int) bool {
-	st := fn.state()
-	if st.LogEpoch != 1 || st.End().Seq != frames.Seq(k) {
-		return false
+// acked is the lowest seq acknowledged across the actors.
+func (c *cluster) acked() frames.Seq {
+	low := frames.Seq(1<<63 - 1)
+	for _, on := range c.owners {
+		on.mu.Lock()
+		low = min(low, on.o.Acked())
+		on.mu.Unlock()
 	}
-	for _, e := range st.Entries {
-		if e.After != chainAt(e.Seq) || !bytes.Equal(e.Body, body(e.Seq)) {
-			t.Fatalf("%s holds seq %d altered: %q", fn.id, e.Seq, e.Body)
+	return low
+}
+
+// holds checks that fn holds commits 1..k of epoch 1 of every actor, as
+// sent for that actor.
+func holds(t *testing.T, fn *followerNode, k int) bool {
+	for _, actor := range clusterActors {
+		st := fn.state(actor)
+		if st.LogEpoch != 1 || st.End().Seq != frames.Seq(k) {
+			return false
+		}
+		for _, e := range st.Entries {
+			if e.After != chainAt(e.Seq) || !bytes.Equal(e.Body, body(actor, e.Seq)) {
+				t.Fatalf("%s holds seq %d of %s altered: %q", fn.id, e.Seq, actor, e.Body)
+			}
 		}
 	}
 	return true
@@ -275,12 +319,12 @@ func TestFollowOverTCP(t *testing.T) {
 		t.Run(fmt.Sprintf("%d nodes", c.n+1), func(t *testing.T) {
 			cl := startCluster(t, c.n, c.q, nil)
 			const k = 200
-			o := cl.commit(t, k, 0)
-			waitFor(t, "every commit acknowledged", func() bool { return cl.acked(o) == k })
+			cl.commit(t, k, 0)
+			waitFor(t, "every commit acknowledged", func() bool { return cl.acked() == k })
 			for _, fn := range cl.followers {
 				waitFor(t, string(fn.id)+" holds every commit", func() bool { return holds(t, fn, k) })
-				if st := fn.node.Stats(); st.Dials != 0 || st.Failed != 0 {
-					t.Errorf("%s: %+v: want no dial (it answers over the owner's connection), no failure", fn.id, st)
+				if st := fn.node.Stats(); st.Dials != 0 || st.Failed != 0 || st.Accepted != 1 {
+					t.Errorf("%s: %+v: want one connection, the owner's, for both actors (it answers over it), no failure", fn.id, st)
 				}
 			}
 		})
@@ -297,8 +341,8 @@ func TestFollowOverFaultyTCP(t *testing.T) {
 	net.Partition("owner", "f3")
 	cl := startCluster(t, 3, 2, net)
 	const k = 300
-	o := cl.commit(t, k, 5*time.Millisecond)
-	waitFor(t, "every commit acknowledged by f1 and f2", func() bool { return cl.acked(o) == k })
+	cl.commit(t, k, 5*time.Millisecond)
+	waitFor(t, "every commit acknowledged by f1 and f2", func() bool { return cl.acked() == k })
 	if holds(t, cl.followers[2], k) {
 		t.Fatal("f3 holds every commit across the partition")
 	}

@@ -18,14 +18,18 @@ import (
 
 // Part of the wire format (doc.go, "Handshake"): never change these.
 const (
-	helloMagic     = "fctlpeer"
-	helloVersion   = 1
+	helloMagic = "fctlpeer"
+	// helloVersion is the version of the handshake and of the frames
+	// after it: 2 since frames name their actor. A node of another
+	// version is refused in its hello (frames.ErrUnknownKind), so a frame
+	// of one layout is never read as the other.
+	helloVersion   = 2
 	roleDialer     = 1
 	roleListener   = 2
 	nonceBytes     = 32
 	proofBytes     = sha256.Size
 	helloFixed     = len(helloMagic) + 1 + 1 + nonceBytes + 1 // magic, version, role, nonce, ID length
-	transcriptHead = "framectl peer handshake v1"
+	transcriptHead = "framectl peer handshake v2"
 	// tlsExporterLabel names the TLS keying material the transcript binds
 	// (RFC 8446, section 7.5), so that a handshake relayed between two
 	// TLS connections fails.

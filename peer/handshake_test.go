@@ -21,15 +21,15 @@ func TestHandshake(t *testing.T) {
 		t.Fatalf("peers: dialer sees %q, listener sees %q", dc.Peer(), lc.Peer())
 	}
 	// Frames both ways, each side's keys the other's.
-	go func() { dc.Send(goldenFence) }()
-	m, err := lc.Receive()
-	if err != nil || !reflect.DeepEqual(m, goldenFence) {
-		t.Fatalf("listener received %#v, %v", m, err)
+	go func() { dc.Send(testActor, goldenFence) }()
+	actor, m, err := lc.Receive()
+	if err != nil || actor != testActor || !reflect.DeepEqual(m, goldenFence) {
+		t.Fatalf("listener received %q %#v, %v", actor, m, err)
 	}
 	ack := &follow.Ack{Epoch: 7, End: follow.Point{Seq: 3, Chain: 9}}
-	go func() { lc.Send(ack) }()
-	if m, err := dc.Receive(); err != nil || !reflect.DeepEqual(m, ack) {
-		t.Fatalf("dialer received %#v, %v", m, err)
+	go func() { lc.Send("db-2", ack) }()
+	if actor, m, err := dc.Receive(); err != nil || actor != "db-2" || !reflect.DeepEqual(m, ack) {
+		t.Fatalf("dialer received %q %#v, %v", actor, m, err)
 	}
 }
 
@@ -127,7 +127,9 @@ func TestHandshakeMalformed(t *testing.T) {
 		{"cut in the ID", edit(func(b []byte) []byte { b[helloFixed-1] = 5; return b }), frames.ErrTruncated},
 		{"magic", edit(func(b []byte) []byte { b[0] = 'F'; return b }), frames.ErrUnknownKind},
 		{"HTTP", append([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), make([]byte, 40)...), frames.ErrUnknownKind},
-		{"version", edit(func(b []byte) []byte { b[8] = 2; return b }), frames.ErrUnknownKind},
+		// Version 1 is the frames without an actor: refused, as any other.
+		{"version 1", edit(func(b []byte) []byte { b[8] = 1; return b }), frames.ErrUnknownKind},
+		{"version 3", edit(func(b []byte) []byte { b[8] = 3; return b }), frames.ErrUnknownKind},
 		{"role", edit(func(b []byte) []byte { b[9] = roleListener; return b }), frames.ErrCorrupt},
 		{"empty ID", edit(func(b []byte) []byte { b[helloFixed-1] = 0; return b }), frames.ErrCorrupt},
 		{"control character", edit(func(b []byte) []byte { b[helloFixed] = '\n'; return b }), frames.ErrCorrupt},
@@ -166,7 +168,7 @@ func TestHandshakeTimeoutAndCancel(t *testing.T) {
 
 func TestWeakKey(t *testing.T) {
 	for _, key := range [][]byte{nil, testKey(1)[:MinKeyBytes-1], make([]byte, 64), bytes.Repeat([]byte{0xff}, 32)} {
-		cfg := Config{ID: "a", Key: key, Handler: func(follow.NodeID, follow.Message) {}}
+		cfg := Config{ID: "a", Key: key, Handler: func(follow.NodeID, string, follow.Message) {}}
 		if _, err := NewNode(cfg); !errors.Is(err, ErrWeakKey) {
 			t.Errorf("NewNode with a key of %d bytes: %v", len(key), err)
 		}
@@ -177,13 +179,13 @@ func TestWeakKey(t *testing.T) {
 			t.Errorf("Server with a key of %d bytes: %v", len(key), err)
 		}
 	}
-	if _, err := NewNode(Config{ID: "a", Key: testKey(1), Handler: func(follow.NodeID, follow.Message) {}}); err != nil {
+	if _, err := NewNode(Config{ID: "a", Key: testKey(1), Handler: func(follow.NodeID, string, follow.Message) {}}); err != nil {
 		t.Fatalf("32 random bytes: %v", err)
 	}
 }
 
 func TestConfigInvalid(t *testing.T) {
-	h := func(follow.NodeID, follow.Message) {}
+	h := func(follow.NodeID, string, follow.Message) {}
 	for name, cfg := range map[string]Config{
 		"no ID":         {Key: testKey(1), Handler: h},
 		"long ID":       {ID: follow.NodeID(bytes.Repeat([]byte{'x'}, 256)), Key: testKey(1), Handler: h},

@@ -127,3 +127,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 var goldenFence = &follow.Fence{Epoch: 7}
+
+// testActor is the actor the tests' messages are for, when one will do.
+const testActor = "db-1"

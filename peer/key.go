@@ -25,7 +25,7 @@ const maxIDBytes = 255
 // Part of the wire format (doc.go): the labels of the key schedule. Never
 // change them; a new version of the handshake gets new ones.
 const (
-	keySalt          = "framectl peer v1"
+	keySalt          = "framectl peer v2"
 	keyInfoProof     = "handshake proof"
 	keyInfoToListen  = "frames dialer to listener"
 	keyInfoToDialer  = "frames listener to dialer"

@@ -59,8 +59,8 @@ var _ Transport = (*Node)(nil)
 // peerState is what a node keeps of one peer.
 type peerState struct {
 	id       follow.NodeID
-	queue    [][]byte // encoded messages, oldest first
-	queued   int64    // their bytes
+	queue    [][]byte // payloads (appendPayload), oldest first
+	queued   int64    // the bytes of their frames (frameBytes)
 	conns    []*Conn  // authenticated, live; the first carries the queue
 	sending  bool     // its sender goroutine runs
 	wake     chan struct{}
@@ -73,7 +73,7 @@ type Stats struct {
 	Delivered uint64 // messages received, authenticated and decoded, handed to the Handler
 	Refused   uint64 // Sends refused with ErrBackpressure
 	Lost      uint64 // messages taken that the node knows no connection carried: being written when one broke, left for a peer with no route, or at Close
-	Queued    int64  // bytes queued now, for all peers
+	Queued    int64  // bytes of the frames queued now, for all peers (frameBytes)
 	Dials     uint64 // connections dialed
 	Accepted  uint64 // inbound connections that authenticated
 	Failed    uint64 // dials, handshakes and connections that ended with an error (not a peer closing between frames)
@@ -204,18 +204,19 @@ func (n *Node) accept(raw net.Conn) {
 	n.attach(conn)
 }
 
-// Send queues m for peer to and returns without waiting for the network
-// (see Transport). It refuses, queuing nothing: a message follow would not
-// encode (ErrInvalid); a peer it has no connection with and no address for
+// Send queues m, for actor, for peer to and returns without waiting for
+// the network (see Transport). It refuses, queuing nothing: an actor
+// follow.ValidActor refuses or a message follow would not encode
+// (ErrInvalid); a peer it has no connection with and no address for
 // (ErrNoRoute); a peer whose queue holds Config.MaxQueueBytes
 // (ErrBackpressure); anything once the node is closed (ErrClosed).
-func (n *Node) Send(to follow.NodeID, m follow.Message) error {
+func (n *Node) Send(to follow.NodeID, actor string, m follow.Message) error {
 	if to == n.s.id {
 		return fmt.Errorf("%w: node %s sending to itself", ErrInvalid, to)
 	}
-	payload, err := follow.AppendMessage(nil, m, n.s.lim)
+	payload, err := appendPayload(nil, actor, m, n.s.lim)
 	if err != nil {
-		return fmt.Errorf("%w: to %s: %w", ErrInvalid, to, err)
+		return fmt.Errorf("peer: send to %s: %w", to, err)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -230,12 +231,13 @@ func (n *Node) Send(to follow.NodeID, m follow.Message) error {
 		p = &peerState{id: to, wake: make(chan struct{}, 1)}
 		n.peers[to] = p
 	}
-	if size := int64(len(payload)); p.queued > 0 && p.queued+size > n.s.maxQueue {
+	size := frameBytes(payload)
+	if p.queued > 0 && p.queued+size > n.s.maxQueue {
 		n.refused.Add(1)
 		return fmt.Errorf("peer: send to %s: %d bytes queued, %d more would pass the bound of %d: %w", to, p.queued, size, n.s.maxQueue, ErrBackpressure)
 	}
 	p.queue = append(p.queue, payload)
-	p.queued += int64(len(payload))
+	p.queued += size
 	if !p.sending {
 		n.startSender(p)
 	}
@@ -299,7 +301,7 @@ func (n *Node) sender(p *peerState) {
 		payload := p.queue[0]
 		p.queue[0] = nil
 		p.queue = p.queue[1:]
-		p.queued -= int64(len(payload))
+		p.queued -= frameBytes(payload)
 		n.mu.Unlock()
 		if err := c.sendPayload(payload); err != nil {
 			n.lost.Add(1)
@@ -393,13 +395,13 @@ func (n *Node) attach(c *Conn) {
 func (n *Node) reader(p *peerState, c *Conn) {
 	defer n.wg.Done()
 	for {
-		m, err := c.Receive()
+		actor, m, err := c.Receive()
 		if err != nil {
 			n.detach(p, c, err)
 			return
 		}
 		n.delivered.Add(1)
-		n.s.handler(c.Peer(), m)
+		n.s.handler(c.Peer(), actor, m)
 	}
 }
 

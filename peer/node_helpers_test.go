@@ -14,24 +14,25 @@ import (
 
 // received is a message a node's Handler got.
 type received struct {
-	from follow.NodeID
-	m    follow.Message
+	from  follow.NodeID
+	actor string
+	m     follow.Message
 }
 
 // inbox records what a Handler gets; reply, when set, answers each message.
 type inbox struct {
 	mu    sync.Mutex
 	got   []received
-	reply func(from follow.NodeID, m follow.Message)
+	reply func(from follow.NodeID, actor string, m follow.Message)
 }
 
-func (b *inbox) handle(from follow.NodeID, m follow.Message) {
+func (b *inbox) handle(from follow.NodeID, actor string, m follow.Message) {
 	b.mu.Lock()
-	b.got = append(b.got, received{from, m})
+	b.got = append(b.got, received{from, actor, m})
 	reply := b.reply
 	b.mu.Unlock()
 	if reply != nil {
-		reply(from, m)
+		reply(from, actor, m)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,13 +18,14 @@ import (
 // fence is a distinct message for each i.
 func fence(i int) follow.Message { return &follow.Fence{Epoch: uint64(i)} }
 
-// A node sends to a peer it has the address of; the peer, which has no
-// address for it, answers over the same connection.
+// A node sends to a peer it has the address of, for two actors
+// interleaved; the peer, which has no address for it, answers each for
+// its actor over the same connection, the one both actors share.
 func TestNodeExchange(t *testing.T) {
 	key := testKey(1)
 	b := startNode(t, nodeConfig("b", key), "")
-	b.in.reply = func(from follow.NodeID, m follow.Message) {
-		if err := b.Send(from, &follow.Promise{Epoch: m.MsgEpoch()}); err != nil {
+	b.in.reply = func(from follow.NodeID, actor string, m follow.Message) {
+		if err := b.Send(from, actor, &follow.Promise{Epoch: m.MsgEpoch()}); err != nil {
 			t.Errorf("b answering: %v", err)
 		}
 	}
@@ -32,19 +34,19 @@ func TestNodeExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 1; i <= 50; i++ {
-		if err := a.Send("b", fence(i)); err != nil {
+		if err := a.Send("b", frameActor(i), fence(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, "a hears b's 50 answers", func() bool { return len(a.in.all()) == 50 })
 	for i, r := range a.in.all() {
-		if want := (&follow.Promise{Epoch: uint64(i + 1)}); r.from != "b" || !reflect.DeepEqual(r.m, want) {
-			t.Fatalf("answer %d: %s sent %#v, want b's %#v (in order)", i, r.from, r.m, want)
+		if want := (&follow.Promise{Epoch: uint64(i + 1)}); r.from != "b" || r.actor != frameActor(i+1) || !reflect.DeepEqual(r.m, want) {
+			t.Fatalf("answer %d: %s sent %#v for %s, want b's %#v for %s (in order)", i, r.from, r.m, r.actor, want, frameActor(i+1))
 		}
 	}
 	for i, r := range b.in.all() {
-		if r.from != "a" || !reflect.DeepEqual(r.m, fence(i+1)) {
-			t.Fatalf("message %d: %s sent %#v", i, r.from, r.m)
+		if r.from != "a" || r.actor != frameActor(i+1) || !reflect.DeepEqual(r.m, fence(i+1)) {
+			t.Fatalf("message %d: %s sent %#v for %s, want for %s", i, r.from, r.m, r.actor, frameActor(i+1))
 		}
 	}
 	if st := b.Stats(); st.Dials != 0 || st.Accepted != 1 || st.Sent != 50 || st.Delivered != 50 {
@@ -59,7 +61,7 @@ func TestNodeWrongKey(t *testing.T) {
 	b := startNode(t, nodeConfig("b", testKey(2)), "")
 	a := startNode(t, nodeConfig("a", testKey(1)), "")
 	a.SetAddr("b", b.addr)
-	if err := a.Send("b", fence(1)); err != nil {
+	if err := a.Send("b", testActor, fence(1)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a's dial fails", func() bool { return a.Stats().Failed >= 2 })
@@ -82,7 +84,7 @@ func TestNodeWrongPeer(t *testing.T) {
 	c := startNode(t, nodeConfig("c", key), "")
 	a := startNode(t, nodeConfig("a", key), "")
 	a.SetAddr("b", c.addr)
-	a.Send("b", fence(1))
+	a.Send("b", testActor, fence(1))
 	waitFor(t, "a's dial fails", func() bool { return a.Stats().Failed >= 1 })
 	if ce := connErr(t, a.Stats().LastError, "handshake", ErrWrongPeer); ce.Peer != "b" {
 		t.Errorf("error names %q", ce.Peer)
@@ -117,17 +119,19 @@ func TestNodeTamperedOnTheWire(t *testing.T) {
 		{"dialer's proof", true, dialerHello + 5, false, "handshake", ErrAuth, "", false},
 		{"frame length", true, firstToListener + 2, false, "receive", ErrAuth, "a", true},
 		{"frame header MAC", true, firstToListener + lengthBytes + 3, false, "receive", ErrAuth, "a", true},
-		{"frame payload", true, firstToListener + headerBytes + 3, false, "receive", ErrAuth, "a", true},
-		{"frame MAC", true, firstToListener + headerBytes + 10 + 4 + 7, false, "receive", ErrAuth, "a", true},
+		{"frame actor length", true, firstToListener + headerBytes, false, "receive", ErrAuth, "a", true},
+		{"frame actor", true, firstToListener + headerBytes + 2, false, "receive", ErrAuth, "a", true},
+		{"frame message", true, firstToListener + headerBytes + 1 + len(testActor) + 3, false, "receive", ErrAuth, "a", true},
+		{"frame MAC", true, firstToListener + headerBytes + 1 + len(testActor) + 10 + 4 + 7, false, "receive", ErrAuth, "a", true},
 		{"answer payload", false, firstToDialer + headerBytes + 3, true, "receive", ErrAuth, "b", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			key := testKey(1)
 			b := startNode(t, nodeConfig("b", key), "")
 			var answered atomic.Int64
-			b.in.reply = func(from follow.NodeID, m follow.Message) {
+			b.in.reply = func(from follow.NodeID, actor string, m follow.Message) {
 				answered.Add(1)
-				b.Send(from, &follow.Ack{Epoch: m.MsgEpoch()})
+				b.Send(from, actor, &follow.Ack{Epoch: m.MsgEpoch()})
 			}
 			p := startProxy(t, b.addr, flipAt(c.toListener, c.at))
 			a := startNode(t, nodeConfig("a", key), "")
@@ -137,7 +141,7 @@ func TestNodeTamperedOnTheWire(t *testing.T) {
 				if i > 3000 {
 					t.Fatal("no answer after 3000 messages")
 				}
-				a.Send("b", fence(i))
+				a.Send("b", testActor, fence(i))
 				time.Sleep(10 * time.Millisecond)
 			}
 			log := b.log
@@ -178,10 +182,10 @@ func TestNodeOversizedFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Send(fence(1)); err != nil {
+	if err := c.Send(testActor, fence(1)); err != nil {
 		t.Fatal(err)
 	}
-	n := uint32(follow.Limits{}.MaxMessageBytes() + 1)
+	n := uint32(maxActorPrefix + follow.Limits{}.MaxMessageBytes() + 1)
 	hdr := binary.LittleEndian.AppendUint32(nil, n)
 	raw.Write(append(hdr, headerMAC(c.sendMAC, c.sendSeq, hdr)...))
 	waitFor(t, "b refuses the frame", func() bool { return b.Stats().Failed >= 1 })
@@ -208,7 +212,7 @@ func TestNodeReconnect(t *testing.T) {
 		t.Helper()
 		waitFor(t, "a message reaches "+to.addr, func() bool {
 			i++
-			a.Send("b", fence(i))
+			a.Send("b", testActor, fence(i))
 			return len(to.in.all()) > 0
 		})
 	}
@@ -245,11 +249,11 @@ func TestNodeBackpressure(t *testing.T) {
 	var gotFirst atomic.Bool
 	var bin inbox
 	bcfg := nodeConfig("b", key)
-	bcfg.Handler = func(from follow.NodeID, m follow.Message) {
+	bcfg.Handler = func(from follow.NodeID, actor string, m follow.Message) {
 		if gotFirst.CompareAndSwap(false, true) {
 			<-release
 		}
-		bin.handle(from, m)
+		bin.handle(from, actor, m)
 	}
 	b := startNode(t, bcfg, "")
 	acfg := nodeConfig("a", key)
@@ -268,7 +272,7 @@ func TestNodeBackpressure(t *testing.T) {
 		if int64(accepted)*size > 1<<30 {
 			t.Fatalf("a took %d messages (%d MiB) for a peer that reads nothing: not back-pressured", accepted, int64(accepted)*size>>20)
 		}
-		switch err := a.Send("b", msg(accepted+1)); {
+		switch err := a.Send("b", testActor, msg(accepted+1)); {
 		case err == nil:
 			accepted++
 			refusedInARow = 0
@@ -301,41 +305,82 @@ func TestNodeBackpressure(t *testing.T) {
 func TestNodeNoRoute(t *testing.T) {
 	key := testKey(1)
 	a := startNode(t, nodeConfig("a", key), "")
-	if err := a.Send("b", fence(1)); !errors.Is(err, ErrNoRoute) {
+	if err := a.Send("b", testActor, fence(1)); !errors.Is(err, ErrNoRoute) {
 		t.Fatalf("to a peer unknown: %v", err)
 	}
 	b := startNode(t, nodeConfig("b", key), "")
 	b.SetAddr("a", a.addr)
-	b.Send("a", fence(1))
+	b.Send("a", testActor, fence(1))
 	waitFor(t, "a hears b", func() bool { return len(a.in.all()) == 1 })
 	// Now a reaches b over b's connection.
-	if err := a.Send("b", fence(2)); err != nil {
+	if err := a.Send("b", testActor, fence(2)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "b hears a", func() bool { return len(b.in.all()) == 1 })
 	b.Close()
-	waitFor(t, "a sees b gone", func() bool { return errors.Is(a.Send("b", fence(3)), ErrNoRoute) })
+	waitFor(t, "a sees b gone", func() bool { return errors.Is(a.Send("b", testActor, fence(3)), ErrNoRoute) })
 }
 
 func TestNodeSendRefused(t *testing.T) {
 	a := startNode(t, nodeConfig("a", testKey(1)), "")
 	a.SetAddr("b", "127.0.0.1:1")
 	for name, err := range map[string]error{
-		"to itself": a.Send("a", fence(1)),
-		"epoch 0":   a.Send("b", &follow.Fence{}),
-		"past the bound": a.Send("b", &follow.Append{Epoch: 1, Reset: true,
+		"to itself":          a.Send("a", testActor, fence(1)),
+		"epoch 0":            a.Send("b", testActor, &follow.Fence{}),
+		"no actor":           a.Send("b", "", fence(1)),
+		"actor of 121 bytes": a.Send("b", strings.Repeat("x", follow.MaxActorBytes+1), fence(1)),
+		"past the bound": a.Send("b", testActor, &follow.Append{Epoch: 1, Reset: true,
 			Entries: []follow.Entry{{Seq: 1, After: 1, Body: make([]byte, follow.DefaultMaxTailBytes+1)}}}),
 	} {
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
+	if st := a.Stats(); st.Queued != 0 {
+		t.Errorf("refused sends left %d bytes queued", st.Queued)
+	}
 	if err := a.SetAddr("b", "nowhere"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("SetAddr without a port: %v", err)
 	}
 	a.Close()
-	if err := a.Send("b", fence(1)); !errors.Is(err, ErrClosed) {
+	if err := a.Send("b", testActor, fence(1)); !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: %v", err)
+	}
+}
+
+// A peer's queue counts each message as its whole frame, header, actor
+// and MAC included: the bound refuses the frame that would pass it, even
+// when the messages alone would fit.
+func TestNodeQueueCountsFrames(t *testing.T) {
+	actor := strings.Repeat("x", follow.MaxActorBytes)
+	message, err := follow.AppendMessage(nil, fence(1), follow.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := int64(lengthBytes + headerMACBytes + 1 + len(actor) + len(message) + macBytes)
+	cfg := nodeConfig("a", testKey(1))
+	cfg.MaxQueueBytes = 2*frame - 1
+	cfg.Handler = func(follow.NodeID, string, follow.Message) {}
+	a, err := NewNode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// A port nothing listens on: the dials fail, and the queue holds.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	a.SetAddr("b", ln.Addr().String())
+	if err := a.Send("b", actor, fence(1)); err != nil {
+		t.Fatal(err)
+	}
+	if q := a.Stats().Queued; q != frame {
+		t.Fatalf("one message queued counts %d bytes, its frame is %d", q, frame)
+	}
+	if err := a.Send("b", actor, fence(2)); !errors.Is(err, ErrBackpressure) {
+		t.Fatalf("a second frame of %d bytes past the bound of %d: %v", frame, cfg.MaxQueueBytes, err)
 	}
 }
 
@@ -365,7 +410,7 @@ func TestNodeHandshakeLimit(t *testing.T) {
 	waitFor(t, "every idle handshake ends", func() bool { return b.Stats().Failed == maxHandshakes+1 })
 	a := startNode(t, nodeConfig("a", testKey(1)), "")
 	a.SetAddr("b", b.addr)
-	a.Send("b", fence(1))
+	a.Send("b", testActor, fence(1))
 	waitFor(t, "a gets through", func() bool { return len(b.in.all()) == 1 })
 }
 
@@ -378,11 +423,11 @@ func TestNodeStall(t *testing.T) {
 	var held atomic.Bool
 	bcfg := nodeConfig("b", key)
 	var bin inbox
-	bcfg.Handler = func(from follow.NodeID, m follow.Message) {
+	bcfg.Handler = func(from follow.NodeID, actor string, m follow.Message) {
 		if held.CompareAndSwap(false, true) {
 			<-release
 		}
-		bin.handle(from, m)
+		bin.handle(from, actor, m)
 	}
 	b := startNode(t, bcfg, "")
 	t.Cleanup(func() {
@@ -401,7 +446,7 @@ func TestNodeStall(t *testing.T) {
 		if i > 10000 {
 			t.Fatalf("no write stalled: %+v, logged %v", a.Stats(), a.log.errs)
 		}
-		if err := a.Send("b", &follow.Append{Epoch: uint64(i), Entries: []follow.Entry{{Seq: 1, After: 1, Body: body}}}); err != nil && !errors.Is(err, ErrBackpressure) {
+		if err := a.Send("b", testActor, &follow.Append{Epoch: uint64(i), Entries: []follow.Entry{{Seq: 1, After: 1, Body: body}}}); err != nil && !errors.Is(err, ErrBackpressure) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
@@ -411,7 +456,7 @@ func TestNodeStall(t *testing.T) {
 	}
 	close(release)
 	n := len(bin.all())
-	a.Send("b", fence(1<<20))
+	a.Send("b", testActor, fence(1<<20))
 	waitFor(t, "a reaches b again", func() bool { return bin.has(fence(1 << 20)) })
 	if len(bin.all()) <= n {
 		t.Error("nothing arrived after the stall")
@@ -431,11 +476,11 @@ func TestNodeBothDial(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := 1; i <= n; i++ {
-			b.Send("a", fence(i))
+			b.Send("a", testActor, fence(i))
 		}
 	}()
 	for i := 1; i <= n; i++ {
-		a.Send("b", fence(i))
+		a.Send("b", testActor, fence(i))
 	}
 	<-done
 	waitFor(t, "both get everything", func() bool { return len(a.in.all()) == n && len(b.in.all()) == n })

@@ -88,7 +88,9 @@ func TestTLS(t *testing.T) {
 	ca := newTestCA(t)
 	key := testKey(1)
 	b := startNode(t, tlsNodeConfig("b", key, ca.config(t, "b")), "")
-	b.in.reply = func(from follow.NodeID, m follow.Message) { b.Send(from, &follow.Ack{Epoch: m.MsgEpoch()}) }
+	b.in.reply = func(from follow.NodeID, actor string, m follow.Message) {
+		b.Send(from, actor, &follow.Ack{Epoch: m.MsgEpoch()})
+	}
 	var mu sync.Mutex
 	var wire bytes.Buffer
 	p := startProxy(t, b.addr, func(conn int, toListener bool, off int, data []byte) {
@@ -101,7 +103,7 @@ func TestTLS(t *testing.T) {
 	a := startNode(t, tlsNodeConfig("a", key, ca.config(t, "a")), "")
 	a.SetAddr("b", p.addr())
 	for i := 1; i <= 20; i++ {
-		a.Send("b", fence(i))
+		a.Send("b", testActor, fence(i))
 	}
 	waitFor(t, "a hears 20 answers over TLS", func() bool { return len(a.in.all()) == 20 })
 	mu.Lock()
@@ -135,7 +137,7 @@ func TestTLSRefused(t *testing.T) {
 			b := startNode(t, tlsNodeConfig("b", key, ca.config(t, "b")), "")
 			a := startNode(t, tlsNodeConfig("a", key, c.tc), "")
 			a.SetAddr("b", b.addr)
-			a.Send("b", fence(1))
+			a.Send("b", testActor, fence(1))
 			waitFor(t, "a's dial fails", func() bool { return a.Stats().Failed >= 1 })
 			if err := a.Stats().LastError; !c.want(err) {
 				t.Errorf("a: %v", err)
@@ -180,7 +182,7 @@ func TestTLSRelayRefused(t *testing.T) {
 	}()
 	a := startNode(t, tlsNodeConfig("a", key, ca.config(t, "a")), "")
 	a.SetAddr("b", ln.Addr().String())
-	a.Send("b", fence(1))
+	a.Send("b", testActor, fence(1))
 	waitFor(t, "a's dial fails", func() bool { return a.Stats().Failed >= 1 })
 	connErr(t, a.Stats().LastError, "handshake", ErrAuth)
 	if st := b.Stats(); st.Delivered != 0 || st.Accepted != 0 {

@@ -24,12 +24,12 @@ func TestWireGolden(t *testing.T) {
 	if derr != nil || lerr != nil {
 		t.Fatal(derr, lerr)
 	}
-	go dc.Send(testMessages[1])
-	if _, err := lc.Receive(); err != nil {
+	go dc.Send("db-1", testMessages[1])
+	if _, _, err := lc.Receive(); err != nil {
 		t.Fatal(err)
 	}
-	go lc.Send(testMessages[2])
-	if _, err := dc.Receive(); err != nil {
+	go lc.Send("db-2", testMessages[2])
+	if _, _, err := dc.Receive(); err != nil {
 		t.Fatal(err)
 	}
 	for name, got := range map[string][]byte{"dialer.bin": dtap.Written(), "listener.bin": ltap.Written()} {
@@ -63,7 +63,7 @@ func TestWireLayout(t *testing.T) {
 		return b
 	}
 	hello := func(role byte, seed byte, id string) []byte {
-		b := append([]byte("fctlpeer"), 1, role)
+		b := append([]byte("fctlpeer"), 2, role)
 		b = append(b, nonce(seed)...)
 		return append(append(b, byte(len(id))), id...)
 	}
@@ -79,18 +79,20 @@ func TestWireLayout(t *testing.T) {
 		return hmacOf(prk, []byte(info), []byte{1})
 	}
 	dh, lh := hello(1, 1, "a"), hello(2, 2, "b")
-	th := sha256.Sum256(bytes.Join([][]byte{[]byte("framectl peer handshake v1"), {0}, dh, lh}, nil))
-	p := hkdf(key, []byte("framectl peer v1"), "handshake proof")
+	th := sha256.Sum256(bytes.Join([][]byte{[]byte("framectl peer handshake v2"), {0}, dh, lh}, nil))
+	p := hkdf(key, []byte("framectl peer v2"), "handshake proof")
 
-	go dc.Send(testMessages[0])
-	if _, err := lc.Receive(); err != nil {
+	go dc.Send("db-7", testMessages[0])
+	if _, _, err := lc.Receive(); err != nil {
 		t.Fatal(err)
 	}
-	// The payload is follow's encoding, follow's to draw.
-	payload, err := follow.AppendMessage(nil, testMessages[0], follow.Limits{})
+	// The payload is the actor's length and name, then the message in
+	// follow's encoding, follow's to draw.
+	message, err := follow.AppendMessage(nil, testMessages[0], follow.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	payload := append([]byte{4, 'd', 'b', '-', '7'}, message...)
 	length := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
 	kdl := hkdf(key, th[:], "frames dialer to listener")
 	seq := make([]byte, 8)

@@ -75,8 +75,14 @@ type Network struct {
 // pair is a direction (cut holds both directions of a partition).
 type pair struct{ from, to follow.NodeID }
 
-type heldMsg struct {
+// msg is a message and the actor it is for, as Send took them.
+type msg struct {
+	actor string
 	m     follow.Message
+}
+
+type heldMsg struct {
+	msg
 	next  peer.Transport
 	timer *time.Timer
 }
@@ -157,7 +163,7 @@ func (n *Network) Transport(self follow.NodeID, next peer.Transport) peer.Transp
 // Handler returns node self's handler through the network: a message from
 // a node cut from self is lost, the rest go to h.
 func (n *Network) Handler(self follow.NodeID, h peer.Handler) peer.Handler {
-	return func(from follow.NodeID, m follow.Message) {
+	return func(from follow.NodeID, actor string, m follow.Message) {
 		n.mu.Lock()
 		cut := n.cut[pair{from, self}]
 		if cut {
@@ -165,7 +171,7 @@ func (n *Network) Handler(self follow.NodeID, h peer.Handler) peer.Handler {
 		}
 		n.mu.Unlock()
 		if !cut {
-			h(from, m)
+			h(from, actor, m)
 		}
 	}
 }
@@ -178,11 +184,12 @@ type transport struct {
 
 var _ peer.Transport = (*transport)(nil)
 
-// Send loses, copies, holds or delays m as the rules draw. A message sent
-// at once returns what next.Send returned; a delayed one returns nil, and
-// what next.Send returns later is counted (Stats.Failed), as a network
-// would lose it.
-func (t *transport) Send(to follow.NodeID, m follow.Message) error {
+// Send loses, copies, holds or delays m, with its actor, as the rules draw
+// (the rules are per pair of nodes, across actors, as one connection
+// carries them all). A message sent at once returns what next.Send
+// returned; a delayed one returns nil, and what next.Send returns later is
+// counted (Stats.Failed), as a network would lose it.
+func (t *transport) Send(to follow.NodeID, actor string, m follow.Message) error {
 	n := t.n
 	n.mu.Lock()
 	if n.closed {
@@ -201,9 +208,9 @@ func (t *transport) Send(to follow.NodeID, m follow.Message) error {
 		n.mu.Unlock()
 		return nil
 	}
-	var out []follow.Message
+	var out []msg
 	for range 1 + btoi(n.draw(r.Duplicate)) {
-		out = append(out, m)
+		out = append(out, msg{actor, m})
 	}
 	if len(out) == 2 {
 		n.stats.Duplicated++
@@ -212,14 +219,14 @@ func (t *transport) Send(to follow.NodeID, m follow.Message) error {
 		// The message held back goes after this one. (A hold whose timer
 		// fired already is releaseHeld's.)
 		delete(n.held, p)
-		out = append(out, h.m)
+		out = append(out, h.msg)
 		n.stats.Reordered++
 	} else if h == nil && n.draw(r.Reorder) {
 		hold := r.HoldMax
 		if hold == 0 {
 			hold = 50 * time.Millisecond
 		}
-		h := &heldMsg{m: m, next: t.next}
+		h := &heldMsg{msg: msg{actor, m}, next: t.next}
 		h.timer = time.AfterFunc(hold, func() { n.releaseHeld(p, h) })
 		n.held[p] = h
 		out = out[1:]
@@ -231,8 +238,8 @@ func (t *transport) Send(to follow.NodeID, m follow.Message) error {
 	n.mu.Unlock()
 
 	var first error
-	for i, msg := range out {
-		if err := t.deliver(to, msg, delays[i]); err != nil && first == nil {
+	for i, o := range out {
+		if err := t.deliver(to, o, delays[i]); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -258,13 +265,13 @@ func (n *Network) delay(r Rules) time.Duration {
 }
 
 // deliver hands m to the transport below, now or after d.
-func (t *transport) deliver(to follow.NodeID, m follow.Message, d time.Duration) error {
+func (t *transport) deliver(to follow.NodeID, m msg, d time.Duration) error {
 	n := t.n
 	if d == 0 {
 		n.mu.Lock()
 		n.stats.Sent++
 		n.mu.Unlock()
-		return t.next.Send(to, m)
+		return t.next.Send(to, m.actor, m.m)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -311,14 +318,14 @@ func (n *Network) releaseHeld(p pair, h *heldMsg) {
 	}
 	n.mu.Unlock()
 	if !cut {
-		n.sendLater(h.next, p.to, h.m)
+		n.sendLater(h.next, p.to, h.msg)
 	}
 }
 
 // sendLater sends a message whose Send already returned: a refusal is
 // counted (Stats.Failed), as the loss it is.
-func (n *Network) sendLater(next peer.Transport, to follow.NodeID, m follow.Message) {
-	if err := next.Send(to, m); err != nil {
+func (n *Network) sendLater(next peer.Transport, to follow.NodeID, m msg) {
+	if err := next.Send(to, m.actor, m.m); err != nil {
 		n.mu.Lock()
 		n.stats.Failed++
 		n.mu.Unlock()

@@ -18,14 +18,15 @@ type recorder struct {
 }
 
 type sent struct {
-	to follow.NodeID
-	m  follow.Message
-	at time.Time
+	to    follow.NodeID
+	actor string
+	m     follow.Message
+	at    time.Time
 }
 
-func (r *recorder) Send(to follow.NodeID, m follow.Message) error {
+func (r *recorder) Send(to follow.NodeID, actor string, m follow.Message) error {
 	r.mu.Lock()
-	r.got = append(r.got, sent{to, m, time.Now()})
+	r.got = append(r.got, sent{to, actor, m, time.Now()})
 	r.mu.Unlock()
 	return nil
 }
@@ -40,12 +41,26 @@ func (r *recorder) epochs() []uint64 {
 	return e
 }
 
+// actors is what each epoch's message was sent for, in the order sent on.
+func (r *recorder) actors() map[uint64][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := map[uint64][]string{}
+	for _, s := range r.got {
+		a[s.m.MsgEpoch()] = append(a[s.m.MsgEpoch()], s.actor)
+	}
+	return a
+}
+
+// actorOf is the actor sendAll sends message i for: two, alternating.
+func actorOf(i int) string { return []string{"db-1", "db-2"}[i%2] }
+
 func fence(i int) follow.Message { return &follow.Fence{Epoch: uint64(i)} }
 
 func sendAll(t *testing.T, tr peer.Transport, to follow.NodeID, n int) {
 	t.Helper()
 	for i := 1; i <= n; i++ {
-		if err := tr.Send(to, fence(i)); err != nil {
+		if err := tr.Send(to, actorOf(i), fence(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -121,15 +136,15 @@ func TestReorder(t *testing.T) {
 		t.Fatalf("got %v", got)
 	}
 	// Held per pair: a message to c does not release one to b.
-	tr.Send("b", fence(5))
-	tr.Send("c", fence(6))
+	tr.Send("b", actorOf(5), fence(5))
+	tr.Send("c", actorOf(6), fence(6))
 	if got := r.epochs(); len(got) != 4 {
 		t.Fatalf("got %v", got)
 	}
 	// A message held with nothing after it goes when its hold runs out.
 	n.Set(Rules{Reorder: 1, HoldMax: time.Millisecond})
 	var r2 recorder
-	n.Transport("x", &r2).Send("y", fence(1))
+	n.Transport("x", &r2).Send("y", actorOf(1), fence(1))
 	waitFor(t, "the held message goes", func() bool { return len(r2.epochs()) == 1 })
 	if st := n.Stats(); st.Reordered != 2 {
 		t.Errorf("stats %+v", st)
@@ -162,34 +177,39 @@ func TestPartition(t *testing.T) {
 	var ra, rb recorder
 	var mu sync.Mutex
 	var inA []follow.NodeID
-	ha := n.Handler("a", func(from follow.NodeID, m follow.Message) { mu.Lock(); inA = append(inA, from); mu.Unlock() })
+	var actorsA []string
+	ha := n.Handler("a", func(from follow.NodeID, actor string, m follow.Message) {
+		mu.Lock()
+		inA, actorsA = append(inA, from), append(actorsA, actor)
+		mu.Unlock()
+	})
 	a, b := n.Transport("a", &ra), n.Transport("b", &rb)
 	n.Partition("a", "b")
-	a.Send("b", fence(1))
-	b.Send("a", fence(2))
-	a.Send("c", fence(3))
-	ha("b", fence(4)) // in flight when the cut came
-	ha("c", fence(5))
+	a.Send("b", actorOf(1), fence(1))
+	b.Send("a", actorOf(2), fence(2))
+	a.Send("c", actorOf(3), fence(3))
+	ha("b", actorOf(4), fence(4)) // in flight when the cut came
+	ha("c", actorOf(5), fence(5))
 	if got := ra.epochs(); !reflect.DeepEqual(got, []uint64{3}) {
 		t.Errorf("a sent %v through, want only to c", got)
 	}
 	if got := rb.epochs(); len(got) != 0 {
 		t.Errorf("b sent %v through", got)
 	}
-	if !reflect.DeepEqual(inA, []follow.NodeID{"c"}) {
-		t.Errorf("a received from %v", inA)
+	if !reflect.DeepEqual(inA, []follow.NodeID{"c"}) || !reflect.DeepEqual(actorsA, []string{actorOf(5)}) {
+		t.Errorf("a received from %v, for %v", inA, actorsA)
 	}
 	n.Heal("b", "a")
-	a.Send("b", fence(6))
-	ha("b", fence(7))
+	a.Send("b", actorOf(6), fence(6))
+	ha("b", actorOf(7), fence(7))
 	if got := ra.epochs(); !reflect.DeepEqual(got, []uint64{3, 6}) || len(inA) != 2 {
 		t.Errorf("after Heal: sent %v, received from %v", got, inA)
 	}
 	n.Partition("a", "b")
 	n.Partition("a", "c")
 	n.HealAll()
-	a.Send("b", fence(8))
-	a.Send("c", fence(9))
+	a.Send("b", actorOf(8), fence(8))
+	a.Send("c", actorOf(9), fence(9))
 	if got := ra.epochs(); len(got) != 4 {
 		t.Errorf("after HealAll: %v", got)
 	}
@@ -203,7 +223,7 @@ func TestPartitionInFlight(t *testing.T) {
 	n := New(1)
 	n.Set(Rules{DelayMin: 10 * time.Millisecond, DelayMax: 10 * time.Millisecond})
 	var r recorder
-	n.Transport("a", &r).Send("b", fence(1))
+	n.Transport("a", &r).Send("b", actorOf(1), fence(1))
 	n.Partition("a", "b")
 	waitFor(t, "the delay ends", func() bool { return n.Stats().Partitioned == 1 })
 	if got := r.epochs(); len(got) != 0 {
@@ -216,9 +236,9 @@ func TestClose(t *testing.T) {
 	n.Set(Rules{DelayMin: time.Hour, DelayMax: time.Hour})
 	var r recorder
 	tr := n.Transport("a", &r)
-	tr.Send("b", fence(1))
+	tr.Send("b", actorOf(1), fence(1))
 	n.Close()
-	if err := tr.Send("b", fence(2)); !errors.Is(err, peer.ErrClosed) {
+	if err := tr.Send("b", actorOf(2), fence(2)); !errors.Is(err, peer.ErrClosed) {
 		t.Errorf("after Close: %v", err)
 	}
 	if len(r.epochs()) != 0 {
@@ -232,5 +252,42 @@ func TestRulesInvalid(t *testing.T) {
 		if err := n.Set(r); err == nil {
 			t.Errorf("%+v accepted", r)
 		}
+	}
+}
+
+// Every path a message takes through the network keeps the actor it was
+// sent for: at once, copied, held back behind the next (for the other
+// actor) or until its hold runs out, delayed.
+func TestActorsCarried(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		rules  Rules
+		copies int
+	}{
+		{"at once", Rules{}, 1},
+		{"copied", Rules{Duplicate: 1}, 2},
+		{"reordered", Rules{Reorder: 1, HoldMax: time.Millisecond}, 1},
+		{"delayed", Rules{DelayMin: time.Millisecond, DelayMax: 5 * time.Millisecond}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := New(1)
+			defer n.Close()
+			if err := n.Set(c.rules); err != nil {
+				t.Fatal(err)
+			}
+			var r recorder
+			sendAll(t, n.Transport("a", &r), "b", 5)
+			waitFor(t, "every message through", func() bool { return len(r.epochs()) == 5*c.copies })
+			for e, actors := range r.actors() {
+				if len(actors) != c.copies {
+					t.Errorf("epoch %d went %d times, want %d", e, len(actors), c.copies)
+				}
+				for _, a := range actors {
+					if a != actorOf(int(e)) {
+						t.Errorf("epoch %d, sent for %s, went for %s", e, actorOf(int(e)), a)
+					}
+				}
+			}
+		})
 	}
 }
