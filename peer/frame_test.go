@@ -200,6 +200,14 @@ func TestFrameEveryBitFlip(t *testing.T) {
 		if ce := connErr(t, err, "receive", ErrAuth); ce.Peer != "a" {
 			t.Fatalf("bit %d flipped: error names %q", bit, ce.Peer)
 		}
+		// runtime.MemStats counts the whole process, whose other
+		// goroutines (the runtime's, tests' cleanups) allocate now and
+		// then while Receive runs: past the bound, the least of three
+		// reads of the same bytes decides, since noise only adds.
+		for try := 0; bit < headerBytes*8 && alloc > 4096 && try < 2; try++ {
+			r := p.receiver(bad)
+			alloc = min(alloc, allocatedBy(func() { receiveAll(r) }))
+		}
 		if bit < headerBytes*8 && alloc > 4096 {
 			t.Fatalf("bit %d flipped, in the header: %d bytes allocated before the header failed", bit, alloc)
 		}
