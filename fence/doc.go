@@ -63,13 +63,18 @@
 // decoded by [ParseLease]). Part of the bucket format:
 //
 //	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false}
+//	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false,"peer":"10.0.0.5:7070"}
 //
 // node repeats the key's node ID; address is where the node serves;
 // heartbeat counts renewals (the node rewrites it every few seconds with
 // If-Match); fenced is set by a peer that judged the node dead, with If-Match
 // on the version it judged, so a node that renewed in the meantime is never
-// fenced. A fenced lease is never renewed again: the node must stop. All
-// four fields are required; anything else is [ErrBadLease].
+// fenced. A fenced lease is never renewed again: the node must stop. These
+// four fields are required. peer is optional (leases written before it
+// parse as if it were ""): where the node serves the follower transport
+// (package peer, [Options].PeerAddress), host:port, absent when it serves
+// none (never ""); owners choosing followers find it with
+// [Observer.LiveNodes]. Anything else is [ErrBadLease].
 //
 // A missing lease proves nothing about its node: one deleted under a live
 // node (by hand, or by a sweep on a skewed clock) is noticed only at the

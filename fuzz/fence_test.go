@@ -19,6 +19,7 @@ const (
 	leaseKey = "nodes/0123456789abcdef0123456789abcdef.json"
 
 	withFollowers = `{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","retention":"24h0m0s","followers":["1111","2222","3333"],"quorum":2}`
+	withPeer      = `{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":"127.0.0.1:7000"}`
 )
 
 func FuzzOwnRecord(f *testing.F) {
@@ -73,6 +74,10 @@ func FuzzLease(f *testing.F) {
 		`{"node":"fedcba9876543210fedcba9876543210","address":"127.0.0.1:9000","heartbeat":1,"fenced":false}`,
 		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1","heartbeat":1,"fenced":false}`,
 		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":-1,"fenced":false}`,
+		withPeer,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":""}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":null}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":"nohost"}`,
 		``, `{}`,
 	} {
 		f.Add([]byte(s))
@@ -108,5 +113,8 @@ func TestFenceSeedsParse(t *testing.T) {
 	}
 	if r, err := fence.ParseRecord(ownKey, []byte(withFollowers)); err != nil || len(r.Followers) != 3 || r.Quorum != 2 {
 		t.Errorf("%+v, %v", r, err)
+	}
+	if l, err := fence.ParseLease(leaseKey, []byte(withPeer)); err != nil || l.Peer != "127.0.0.1:7000" {
+		t.Errorf("%+v, %v", l, err)
 	}
 }
