@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
@@ -50,8 +51,14 @@ type Ownership struct {
 	Epoch uint64
 	// Prev is the record the claim replaced (zero Epoch: there was none).
 	// A released one may say where its session ended (Record.Seq): what
-	// the new session restores must reach it.
-	Prev      Record
+	// the new session restores must reach it. A held one names the
+	// follower set its holder had, which this claim inherited.
+	Prev Record
+	// Followers and Quorum are the follower set own.json records for
+	// this claim: inherited from a held Prev by Claim, replaced by
+	// RecordFollowers. None: bucket-only.
+	Followers []string
+	Quorum    int
 	retention time.Duration
 	etag      string // own.json as we wrote it
 }
@@ -80,6 +87,14 @@ const maxClaimRounds = 8
 // yet seen missing for that long → ErrHolderUnseen. A lost race (412) is
 // read back before it counts as lost, because a retried PUT that landed
 // answers 412 too.
+//
+// A held record's follower set (Record.Followers, Record.Quorum) is
+// carried into the new record unchanged, and a released record's
+// replacement has none. The followers of a held record may be the only
+// holders of commits its holder acknowledged, so the claimant must fence
+// them and recover their tail (package follow, "Takeover") before it
+// records a set of its own (RecordFollowers); a claimant that crashes
+// before it does leaves the next claimant the same set to fence.
 //
 // Every claim opens a new session, so a record naming this node already (a
 // session this node did not release) is replaced with a new epoch too.
@@ -120,9 +135,10 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 		case err != nil:
 			return Ownership{}, fmt.Errorf("fence: reading %s: %w", key, err)
 		default:
-			if attempted != nil && cur == *attempted {
+			if attempted != nil && cur.Equal(*attempted) {
 				// Our PUT landed though it answered 412 (a retry).
-				return Ownership{Actor: a, Epoch: cur.Epoch, Prev: attemptedPrev, retention: opts.Retention, etag: info.ETag}, nil
+				return Ownership{Actor: a, Epoch: cur.Epoch, Prev: attemptedPrev, Followers: cur.Followers, Quorum: cur.Quorum,
+					retention: opts.Retention, etag: info.ETag}, nil
 			}
 			prev = cur
 			switch {
@@ -145,6 +161,9 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 				}
 			}
 			next, cond = Record{Epoch: max(cur.Epoch, floor)}, bucket.Condition{IfMatch: info.ETag}
+			if !cur.Released() {
+				next.Followers, next.Quorum = slices.Clone(cur.Followers), cur.Quorum
+			}
 		}
 		if next.Epoch == math.MaxUint64 {
 			return Ownership{}, fmt.Errorf("fence: claiming %s: epoch %d is the last there is", key, next.Epoch)
@@ -154,7 +173,8 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 		attempted, attemptedPrev = &next, prev
 		body := next.Marshal()
 		won := func(etag string) Ownership {
-			return Ownership{Actor: a, Epoch: next.Epoch, Prev: prev, retention: opts.Retention, etag: etag}
+			return Ownership{Actor: a, Epoch: next.Epoch, Prev: prev, Followers: next.Followers, Quorum: next.Quorum,
+				retention: opts.Retention, etag: etag}
 		}
 		put, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), cond)
 		if err == nil {
@@ -164,7 +184,7 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 		if !errors.Is(err, bucket.ErrPrecondition) {
 			// The answer is unknown (a lost response, a timeout): the
 			// PUT may have landed. Read it back before giving up.
-			if cur, info, rerr := ReadRecord(ctx, n.b, a); rerr == nil && cur == next {
+			if cur, info, rerr := ReadRecord(ctx, n.b, a); rerr == nil && cur.Equal(next) {
 				return won(info.ETag), nil
 			}
 			return Ownership{}, fmt.Errorf("fence: claiming %s: %w", key, err)
@@ -289,7 +309,7 @@ func ReleaseUnclaimed(ctx context.Context, b bucket.Bucket, a frames.Actor, epoc
 			cond = bucket.Condition{IfAbsent: true}
 		case err != nil:
 			return err
-		case cur == next:
+		case cur.Equal(next):
 			return nil
 		case cur.Epoch > epoch || (!cur.Released() && cur.Epoch == epoch):
 			return fmt.Errorf("%w: %s names epoch %d (node %q), newer than or holding session %d", ErrFenced, key, cur.Epoch, cur.Node, epoch)
@@ -303,7 +323,7 @@ func ReleaseUnclaimed(ctx context.Context, b bucket.Bucket, a frames.Actor, epoc
 			return nil
 		}
 		if !errors.Is(err, bucket.ErrPrecondition) {
-			if cur, _, rerr := ReadRecord(ctx, b, a); rerr == nil && cur == next {
+			if cur, _, rerr := ReadRecord(ctx, b, a); rerr == nil && cur.Equal(next) {
 				return nil
 			}
 			return fmt.Errorf("fence: recording the end of session %d in %s: %w", epoch, key, err)

@@ -1,12 +1,13 @@
 // Package fence owns who may write an actor: node leases (nodes/<node>.json,
 // renewed heartbeats), ownership records (do/<ns>/<actor>/own.json: epoch,
-// node, address), claims, release, and fencing of owners whose lease ran
-// out.
+// node, address, follower set), claims, release, and fencing of owners
+// whose lease ran out.
 //
 // It must never let two nodes acknowledge writes to one actor in the same
 // epoch, never judge another node's liveness by wall clocks, never judge
-// its own lease by a clock that stops while the machine is suspended, and
-// never treat a record it cannot parse as absent.
+// its own lease by a clock that stops while the machine is suspended,
+// never treat a record it cannot parse as absent, and never drop the
+// follower set of a held record it replaces.
 //
 // # Ownership record (own.json)
 //
@@ -15,14 +16,15 @@
 // format:
 //
 //	{"epoch":7,"node":"4f1c...","address":"10.0.0.5:8080","retention":"24h0m0s"}
+//	{"epoch":7,"node":"4f1c...","address":"10.0.0.5:8080","retention":"24h0m0s","followers":["9a0b...","c3d4...","e5f6..."],"quorum":2}
 //	{"epoch":7,"node":"","address":"","seq":1234,"retention":"24h0m0s"}
 //
 // epoch is the ownership epoch of the newest claim (1 or more); node is the
 // holder's node ID, "" once released (the epoch is kept, so the next claim
 // writes epoch+1, or more if the bucket holds a newer session); address is
 // where the holder serves requests, "" when released. These three are
-// required. Two fields are optional (records written before them parse as
-// if they were 0):
+// required. The other fields are optional (records written before them
+// parse as if they were 0 or none):
 //
 //   - seq, only on a released record: the last sequence number of the
 //     actor's history when it was released (what the released session made
@@ -35,6 +37,20 @@
 //     [MaxRetention]): how long the writer keeps covered objects for
 //     point-in-time restore, so that a compaction run by anyone else keeps
 //     them as long (compact.Options).
+//   - followers and quorum, together or not at all, only on a held record:
+//     the holder's follower set (package follow), 1 to [MaxFollowers]
+//     distinct node IDs other than the holder's, and its quorum, a whole
+//     number from 1 to their number. Both absent (the only way to say
+//     none: never an empty array) means bucket-only, the holder's commits
+//     acknowledged once the bucket holds them. A takeover fences the old
+//     epoch at the followers the record names and recovers the tail they
+//     hold, so a claim of a held record carries its followers and quorum
+//     into the new record unchanged ([Node.Claim]; a claimant that crashes
+//     before its takeover completes leaves the next claimant the same set
+//     to fence), and only the holder, once it took over, writes a new set,
+//     conditional on the version it wrote ([Node.RecordFollowers]). A
+//     released record has none: its holder made everything durable in the
+//     bucket before it released.
 //
 // Nothing else, in exactly the encoding [Record.Marshal] writes (fields in
 // this order, no spaces, at most [MaxRecordBytes]): a record that does not
@@ -47,13 +63,18 @@
 // decoded by [ParseLease]). Part of the bucket format:
 //
 //	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false}
+//	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false,"peer":"10.0.0.5:7070"}
 //
 // node repeats the key's node ID; address is where the node serves;
 // heartbeat counts renewals (the node rewrites it every few seconds with
 // If-Match); fenced is set by a peer that judged the node dead, with If-Match
 // on the version it judged, so a node that renewed in the meantime is never
-// fenced. A fenced lease is never renewed again: the node must stop. All
-// four fields are required; anything else is [ErrBadLease].
+// fenced. A fenced lease is never renewed again: the node must stop. These
+// four fields are required. peer is optional (leases written before it
+// parse as if it were ""): where the node serves the follower transport
+// (package peer, [Options].PeerAddress), host:port, absent when it serves
+// none (never ""); owners choosing followers find it with
+// [Observer.LiveNodes]. Anything else is [ErrBadLease].
 //
 // A missing lease proves nothing about its node: one deleted under a live
 // node (by hand, or by a sweep on a skewed clock) is noticed only at the

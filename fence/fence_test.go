@@ -279,7 +279,7 @@ func TestClaimRecordsRetentionReleaseRecordsEnd(t *testing.T) {
 		want := Record{Epoch: o.Epoch, Seq: 42, Retention: time.Hour}
 		require.Equal(t, want, readRecord(t, b), "own.json after the release")
 		o2, err := a.Claim(ctx, testActor, ClaimOptions{Retention: 2 * time.Hour})
-		if err != nil || o2.Prev != want {
+		if err != nil || !o2.Prev.Equal(want) {
 			t.Fatalf("second claim: %+v (prev %+v) %v, want prev %+v", o2, o2.Prev, err, want)
 		}
 		rec = readRecord(t, b)

@@ -20,6 +20,9 @@ type Lease struct {
 	Address   string `json:"address"`
 	Heartbeat uint64 `json:"heartbeat"`
 	Fenced    bool   `json:"fenced"`
+	// Peer is where the node serves the follower transport (package
+	// peer), "" if it serves none.
+	Peer string `json:"peer,omitempty"`
 }
 
 // Marshal encodes the lease.
@@ -39,6 +42,7 @@ func ParseLease(key string, data []byte) (Lease, error) {
 		Address   *string         `json:"address"`
 		Heartbeat json.RawMessage `json:"heartbeat"`
 		Fenced    *bool           `json:"fenced"`
+		Peer      json.RawMessage `json:"peer"`
 	}
 	if msg := decodeStrict(data, &raw); msg != "" {
 		return fail(msg)
@@ -60,6 +64,18 @@ func ParseLease(key string, data []byte) (Lease, error) {
 	}
 	if _, port, err := net.SplitHostPort(l.Address); err != nil || port == "" {
 		return fail(fmt.Sprintf("address %q is not host:port", l.Address))
+	}
+	if raw.Peer != nil {
+		// Marshal leaves out an empty peer: present, it is an address
+		// (null and "" are not).
+		var peer string
+		if json.Unmarshal(raw.Peer, &peer) != nil {
+			return fail(fmt.Sprintf("peer %s is not a string", raw.Peer))
+		}
+		if _, port, err := net.SplitHostPort(peer); err != nil || port == "" {
+			return fail(fmt.Sprintf("peer %q is not host:port", peer))
+		}
+		l.Peer = peer
 	}
 	return l, nil
 }

@@ -43,6 +43,11 @@ type Options struct {
 	Clock Clock
 	// Logger (nil: discard).
 	Logger *slog.Logger
+	// PeerAddress is where this node serves the follower transport
+	// (package peer), host:port, written into every renewal of its lease
+	// (Lease.Peer) so that owners choosing followers find it; "" if it
+	// serves none.
+	PeerAddress string
 }
 
 // Default lease timings.
@@ -104,9 +109,9 @@ func Register(ctx context.Context, b bucket.Bucket, address string, opts Options
 	n := &Node{b: b, opts: opts, id: hex.EncodeToString(idb), address: address, done: make(chan struct{})}
 	n.log = opts.Logger.With("subsystem", "fence", "node", n.id)
 	n.Observer = NewObserver(b, opts)
-	lease := Lease{Node: n.id, Address: address}
+	lease := Lease{Node: n.id, Address: address, Peer: opts.PeerAddress}
 	if _, err := ParseLease(frames.NodeKey(n.id), lease.Marshal()); err != nil {
-		return nil, fmt.Errorf("fence: address %q: %w", address, err)
+		return nil, fmt.Errorf("fence: address %q, peer address %q: %w", address, opts.PeerAddress, err)
 	}
 	start := opts.Clock.BootTime()
 	info, err := b.Put(ctx, frames.NodeKey(n.id), bytes.NewReader(lease.Marshal()), int64(len(lease.Marshal())), bucket.Condition{IfAbsent: true})
@@ -143,6 +148,10 @@ func (n *Node) ID() string { return n.id }
 
 // Address returns the node's address.
 func (n *Node) Address() string { return n.address }
+
+// PeerAddress returns where the node serves the follower transport
+// (Options.PeerAddress), "" if it serves none.
+func (n *Node) PeerAddress() string { return n.opts.PeerAddress }
 
 // Valid reports whether the node may acknowledge now: not fenced, not
 // closed, and its last successful renewal began less than one lease ago.
@@ -223,7 +232,7 @@ func (n *Node) renewLoop(ctx context.Context) {
 // is read back before it counts: a retried PUT that landed answers 412 too.
 func (n *Node) renew(ctx context.Context) bool {
 	n.mu.Lock()
-	next := Lease{Node: n.id, Address: n.address, Heartbeat: n.heartbeat + 1}
+	next := Lease{Node: n.id, Address: n.address, Heartbeat: n.heartbeat + 1, Peer: n.opts.PeerAddress}
 	etag := n.etag
 	n.mu.Unlock()
 	key := frames.NodeKey(n.id)

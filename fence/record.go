@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,6 +23,12 @@ var ErrBadRecord = errors.New("fence: bad ownership record")
 // MaxRetention bounds a record's retention: a hundred years.
 const MaxRetention = 100 * 365 * 24 * time.Hour
 
+// MaxFollowers bounds a record's follower set. Seven tolerates three lost
+// followers at a majority quorum (package follow, "What an acknowledged
+// commit survives"); more costs every commit a message per follower for
+// little.
+const MaxFollowers = 7
+
 // Record is an actor's ownership record, own.json. Its format is under
 // "Ownership record" in the package documentation (doc.go).
 type Record struct {
@@ -34,6 +41,18 @@ type Record struct {
 	// Retention is the writer's retention window (see the format in the
 	// package documentation).
 	Retention time.Duration
+	// Followers and Quorum, on a held record, are the holder's follower
+	// set (node IDs) and its quorum (package follow): where a takeover
+	// fences the old epoch and recovers its tail. None: bucket-only.
+	Followers []string
+	Quorum    int
+}
+
+// Equal reports whether r and o are the same record (the same bytes in
+// own.json).
+func (r Record) Equal(o Record) bool {
+	return r.Epoch == o.Epoch && r.Node == o.Node && r.Address == o.Address && r.Seq == o.Seq &&
+		r.Retention == o.Retention && r.Quorum == o.Quorum && slices.Equal(r.Followers, o.Followers)
 }
 
 // Released reports whether nobody holds the actor.
@@ -46,6 +65,8 @@ type recordJSON struct {
 	Address   string     `json:"address"`
 	Seq       frames.Seq `json:"seq,omitempty"`
 	Retention string     `json:"retention,omitempty"`
+	Followers []string   `json:"followers,omitempty"`
+	Quorum    int        `json:"quorum,omitempty"`
 }
 
 // MarshalJSON encodes the record as own.json holds it (Marshal), so that
@@ -54,7 +75,7 @@ func (r Record) MarshalJSON() ([]byte, error) { return r.Marshal(), nil }
 
 // Marshal encodes the record.
 func (r Record) Marshal() []byte {
-	j := recordJSON{Epoch: r.Epoch, Node: r.Node, Address: r.Address, Seq: r.Seq}
+	j := recordJSON{Epoch: r.Epoch, Node: r.Node, Address: r.Address, Seq: r.Seq, Followers: r.Followers, Quorum: r.Quorum}
 	if r.Retention != 0 {
 		j.Retention = r.Retention.String()
 	}
@@ -109,6 +130,8 @@ func ParseRecord(key string, data []byte) (Record, error) {
 		Address   *string         `json:"address"`
 		Seq       json.RawMessage `json:"seq"`
 		Retention *string         `json:"retention"`
+		Followers *[]string       `json:"followers"`
+		Quorum    json.RawMessage `json:"quorum"`
 	}
 	if msg := decodeStrict(data, &raw); msg != "" {
 		return fail(msg)
@@ -139,6 +162,24 @@ func ParseRecord(key string, data []byte) (Record, error) {
 		r.Retention = d
 	}
 	switch {
+	case (raw.Followers == nil) != (raw.Quorum == nil):
+		return fail("followers and quorum go together: one without the other")
+	case raw.Followers != nil && len(*raw.Followers) == 0:
+		return fail("an empty followers array: a record without followers has neither followers nor quorum")
+	case raw.Followers != nil:
+		q, err := parseCount(raw.Quorum)
+		if err != nil {
+			return fail("quorum " + err.Error())
+		}
+		if q > MaxFollowers {
+			return fail(fmt.Sprintf("quorum %d is more than %d", q, MaxFollowers))
+		}
+		r.Followers, r.Quorum = *raw.Followers, int(q)
+	}
+	if msg := checkFollowers(r.Node, r.Followers, r.Quorum); msg != "" {
+		return fail(msg)
+	}
+	switch {
 	case !bytes.Equal(data, r.Marshal()):
 		// fence writes exactly Marshal's bytes, so any other bytes that
 		// parse (JSON matches keys case-insensitively, for one) are a
@@ -154,4 +195,34 @@ func ParseRecord(key string, data []byte) (Record, error) {
 		}
 	}
 	return r, nil
+}
+
+// checkFollowers checks a follower set against its record's holder, as
+// ParseRecord does: none (bucket-only), or on a held record 1 to
+// MaxFollowers distinct node IDs other than the holder, with a quorum of 1
+// to their number. It returns what is wrong, "" when nothing is.
+func checkFollowers(holder string, followers []string, quorum int) string {
+	switch {
+	case len(followers) == 0 && quorum == 0:
+		return ""
+	case len(followers) == 0:
+		return fmt.Sprintf("quorum %d without followers", quorum)
+	case holder == "":
+		return "followers belong on a held record only"
+	case len(followers) > MaxFollowers:
+		return fmt.Sprintf("%d followers, more than %d", len(followers), MaxFollowers)
+	case quorum < 1 || quorum > len(followers):
+		return fmt.Sprintf("quorum %d is not from 1 to the %d followers", quorum, len(followers))
+	}
+	for i, f := range followers {
+		switch {
+		case !frames.ValidNodeID(f):
+			return fmt.Sprintf("follower %q is not a node ID", f)
+		case f == holder:
+			return fmt.Sprintf("follower %s is the holder", f)
+		case slices.Contains(followers[:i], f):
+			return fmt.Sprintf("follower %s is listed twice", f)
+		}
+	}
+	return ""
 }

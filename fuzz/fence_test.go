@@ -2,6 +2,7 @@ package fuzz
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,6 +17,9 @@ import (
 const (
 	ownKey   = "do/fuzz/61/own.json"
 	leaseKey = "nodes/0123456789abcdef0123456789abcdef.json"
+
+	withFollowers = `{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","retention":"24h0m0s","followers":["1111","2222","3333"],"quorum":2}`
+	withPeer      = `{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":"127.0.0.1:7000"}`
 )
 
 func FuzzOwnRecord(f *testing.F) {
@@ -28,6 +32,14 @@ func FuzzOwnRecord(f *testing.F) {
 		`{"epoch":7,"node":"","address":"","extra":1}`,
 		`{"epoch":7,"node":"","address":""} {}`,
 		`{"epoch":18446744073709551615,"node":"","address":""}`,
+		withFollowers,
+		`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","followers":["fedcba9876543210fedcba9876543210"],"quorum":1}`,
+		`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","followers":[],"quorum":0}`,
+		`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","followers":["a","a"],"quorum":1}`,
+		`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","followers":["0123456789abcdef0123456789abcdef"],"quorum":1}`,
+		`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","followers":["a","b"],"quorum":3}`,
+		`{"epoch":7,"node":"","address":"","followers":["a"],"quorum":1}`,
+		`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","quorum":1}`,
 		``, `null`, `[]`,
 	} {
 		f.Add([]byte(s))
@@ -43,8 +55,13 @@ func FuzzOwnRecord(f *testing.F) {
 		if r.Epoch == 0 || r.Released() != (r.Address == "") {
 			t.Fatalf("accepted an invalid record %+v from %q", r, data)
 		}
+		if (len(r.Followers) == 0) != (r.Quorum == 0) || (r.Released() && len(r.Followers) > 0) ||
+			len(r.Followers) > fence.MaxFollowers || r.Quorum < 0 || r.Quorum > len(r.Followers) ||
+			slices.Contains(r.Followers, r.Node) || len(slices.Compact(slices.Sorted(slices.Values(r.Followers)))) != len(r.Followers) {
+			t.Fatalf("accepted an invalid follower set %+v from %q", r, data)
+		}
 		again, err := fence.ParseRecord(ownKey, r.Marshal())
-		if err != nil || again != r {
+		if err != nil || !again.Equal(r) {
 			t.Fatalf("record %+v re-encoded as %q parses to %+v, %v", r, r.Marshal(), again, err)
 		}
 	})
@@ -57,6 +74,10 @@ func FuzzLease(f *testing.F) {
 		`{"node":"fedcba9876543210fedcba9876543210","address":"127.0.0.1:9000","heartbeat":1,"fenced":false}`,
 		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1","heartbeat":1,"fenced":false}`,
 		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":-1,"fenced":false}`,
+		withPeer,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":""}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":null}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":"nohost"}`,
 		``, `{}`,
 	} {
 		f.Add([]byte(s))
@@ -89,5 +110,11 @@ func TestFenceSeedsParse(t *testing.T) {
 	}
 	if _, err := fence.ParseLease(leaseKey, []byte(`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false}`)); err != nil {
 		t.Error(err)
+	}
+	if r, err := fence.ParseRecord(ownKey, []byte(withFollowers)); err != nil || len(r.Followers) != 3 || r.Quorum != 2 {
+		t.Errorf("%+v, %v", r, err)
+	}
+	if l, err := fence.ParseLease(leaseKey, []byte(withPeer)); err != nil || l.Peer != "127.0.0.1:7000" {
+		t.Errorf("%+v, %v", l, err)
 	}
 }

@@ -108,7 +108,7 @@ func TestInspectOwnAndLease(t *testing.T) {
 	r = framectl(t, "inspect", "--bucket", b.String(), own, "--json").want(t, exitOK)
 	var rep inspectReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
-	if rep.Own == nil || *rep.Own != (fence.Record{Epoch: 3, Node: "node-1", Address: "10.0.0.5:8080"}) {
+	if rep.Own == nil || !rep.Own.Equal(fence.Record{Epoch: 3, Node: "node-1", Address: "10.0.0.5:8080"}) {
 		t.Errorf("own: %+v", rep.Own)
 	}
 	r = framectl(t, "inspect", "--bucket", b.String(), frames.NodeKey("node-1")).want(t, exitOK)
