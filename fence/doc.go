@@ -63,7 +63,7 @@
 // decoded by [ParseLease]). Part of the bucket format:
 //
 //	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false}
-//	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false,"peer":"10.0.0.5:7070"}
+//	{"node":"4f1c...","address":"10.0.0.5:8080","heartbeat":42,"fenced":false,"peer":"10.0.0.5:7070","follower":"9a0b1c2d3e4f5a6b"}
 //
 // node repeats the key's node ID; address is where the node serves;
 // heartbeat counts renewals (the node rewrites it every few seconds with
@@ -74,7 +74,10 @@
 // parse as if it were ""): where the node serves the follower transport
 // (package peer, [Options].PeerAddress), host:port, absent when it serves
 // none (never ""); owners choosing followers find it with
-// [Observer.LiveNodes]. Anything else is [ErrBadLease].
+// [Observer.LiveNodes]. follower goes with peer, and only with it: the
+// follower ID served there ([Options].Follower, a node ID), its store's,
+// which a process restarted on the same store serves again under a new
+// node. Anything else is [ErrBadLease].
 //
 // A missing lease proves nothing about its node: one deleted under a live
 // node (by hand, or by a sweep on a skewed clock) is noticed only at the

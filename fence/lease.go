@@ -23,6 +23,10 @@ type Lease struct {
 	// Peer is where the node serves the follower transport (package
 	// peer), "" if it serves none.
 	Peer string `json:"peer,omitempty"`
+	// Follower is the follower ID the node serves at Peer: its store's
+	// (tails.Store.ID), which outlives the node when a process restarts
+	// on the same store. Present exactly when Peer is.
+	Follower string `json:"follower,omitempty"`
 }
 
 // Marshal encodes the lease.
@@ -43,6 +47,7 @@ func ParseLease(key string, data []byte) (Lease, error) {
 		Heartbeat json.RawMessage `json:"heartbeat"`
 		Fenced    *bool           `json:"fenced"`
 		Peer      json.RawMessage `json:"peer"`
+		Follower  json.RawMessage `json:"follower"`
 	}
 	if msg := decodeStrict(data, &raw); msg != "" {
 		return fail(msg)
@@ -76,6 +81,16 @@ func ParseLease(key string, data []byte) (Lease, error) {
 			return fail(fmt.Sprintf("peer %q is not host:port", peer))
 		}
 		l.Peer = peer
+	}
+	if raw.Follower != nil {
+		var f string
+		if json.Unmarshal(raw.Follower, &f) != nil || !frames.ValidNodeID(f) {
+			return fail(fmt.Sprintf("follower %s is not a node ID", raw.Follower))
+		}
+		l.Follower = f
+	}
+	if (l.Peer == "") != (l.Follower == "") {
+		return fail("peer and follower go together: one without the other")
 	}
 	return l, nil
 }

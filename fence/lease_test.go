@@ -18,15 +18,15 @@ func TestLeaseRoundTrip(t *testing.T) {
 	key := frames.NodeKey(leaseNode)
 	for _, l := range []Lease{
 		{Node: leaseNode, Address: "127.0.0.1:9000", Heartbeat: 42},
-		{Node: leaseNode, Address: "127.0.0.1:9000", Heartbeat: 1, Fenced: true, Peer: "127.0.0.1:7000"},
-		{Node: leaseNode, Address: "[::1]:1", Peer: "[::1]:2"},
+		{Node: leaseNode, Address: "127.0.0.1:9000", Heartbeat: 1, Fenced: true, Peer: "127.0.0.1:7000", Follower: "9a0b1c2d3e4f5a6b"},
+		{Node: leaseNode, Address: "[::1]:1", Peer: "[::1]:2", Follower: "f1"},
 	} {
 		got, err := ParseLease(key, l.Marshal())
 		require.NoError(t, err, "%s", l.Marshal())
 		require.Equal(t, l, got, "%s", l.Marshal())
 	}
-	require.Equal(t, `{"node":"`+leaseNode+`","address":"h:1","heartbeat":3,"fenced":false,"peer":"h:2"}`,
-		string(Lease{Node: leaseNode, Address: "h:1", Heartbeat: 3, Peer: "h:2"}.Marshal()))
+	require.Equal(t, `{"node":"`+leaseNode+`","address":"h:1","heartbeat":3,"fenced":false,"peer":"h:2","follower":"f1"}`,
+		string(Lease{Node: leaseNode, Address: "h:1", Heartbeat: 3, Peer: "h:2", Follower: "f1"}.Marshal()))
 	// Leases written before peer existed parse, as "", and one without a
 	// peer marshals without it.
 	old := `{"node":"` + leaseNode + `","address":"h:1","heartbeat":3,"fenced":false}`
@@ -47,7 +47,12 @@ func TestBadLeasesRejected(t *testing.T) {
 		head + `,"peer":"h:"}`,
 		head + `,"peer":7000}`,
 		head + `,"peer":["h:1"]}`,
-		head + `,"peer":"h:2","x":1}`,
+		head + `,"peer":"h:2","follower":"f1","x":1}`,
+		head + `,"peer":"h:2"}`,
+		head + `,"follower":"f1"}`,
+		head + `,"peer":"h:2","follower":""}`,
+		head + `,"peer":"h:2","follower":"-x"}`,
+		head + `,"peer":"h:2","follower":7}`,
 	} {
 		l, err := ParseLease(key, []byte(s))
 		if err == nil {
@@ -67,7 +72,7 @@ func TestLeaseCarriesPeerAddress(t *testing.T) {
 	backends(t, func(t *testing.T, b bucket.Bucket) {
 		ctx := t.Context()
 		clock := newFakeClock()
-		n, err := Register(ctx, b, "127.0.0.1:9001", Options{Clock: clock, PeerAddress: "127.0.0.1:7001"})
+		n, err := Register(ctx, b, "127.0.0.1:9001", Options{Clock: clock, PeerAddress: "127.0.0.1:7001", Follower: "f1"})
 		require.NoError(t, err)
 		t.Cleanup(func() { n.Close(t.Context()) })
 		require.Equal(t, "127.0.0.1:7001", n.PeerAddress())
@@ -100,7 +105,7 @@ func TestLeaseCarriesPeerAddress(t *testing.T) {
 func TestRegisterRefusesBadPeerAddress(t *testing.T) {
 	b := buckettest.Dir(t)
 	for _, peer := range []string{"nohost", "h:", ":", "127.0.0.1"} {
-		_, err := Register(t.Context(), b, "127.0.0.1:9001", Options{Clock: newFakeClock(), Lease: time.Second, PeerAddress: peer})
+		_, err := Register(t.Context(), b, "127.0.0.1:9001", Options{Clock: newFakeClock(), Lease: time.Second, PeerAddress: peer, Follower: "f1"})
 		require.ErrorIs(t, err, ErrBadLease, "peer address %q", peer)
 	}
 	require.Empty(t, buckettest.Keys(t, b, frames.NodesPrefix), "leases written by refused registrations")

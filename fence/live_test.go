@@ -48,7 +48,7 @@ func TestLiveNodes(t *testing.T) {
 		require.Equal(t, Fenced, live)
 		fresh := make([]*Node, 2)
 		for i := range fresh {
-			n, err := Register(ctx, b, fmt.Sprintf("127.0.0.1:%d", 9005+i), Options{Clock: newFakeClock(), PeerAddress: fmt.Sprintf("127.0.0.1:%d", 7005+i)})
+			n, err := Register(ctx, b, fmt.Sprintf("127.0.0.1:%d", 9005+i), Options{Clock: newFakeClock(), PeerAddress: fmt.Sprintf("127.0.0.1:%d", 7005+i), Follower: fmt.Sprintf("f%d", i)})
 			require.NoError(t, err)
 			t.Cleanup(func() { n.Close(t.Context()) })
 			fresh[i] = n

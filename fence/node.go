@@ -48,6 +48,9 @@ type Options struct {
 	// (Lease.Peer) so that owners choosing followers find it; "" if it
 	// serves none.
 	PeerAddress string
+	// Follower is the follower ID served at PeerAddress (Lease.Follower):
+	// required with it, a node ID (frames.ValidNodeID).
+	Follower string
 }
 
 // Default lease timings.
@@ -109,9 +112,9 @@ func Register(ctx context.Context, b bucket.Bucket, address string, opts Options
 	n := &Node{b: b, opts: opts, id: hex.EncodeToString(idb), address: address, done: make(chan struct{})}
 	n.log = opts.Logger.With("subsystem", "fence", "node", n.id)
 	n.Observer = NewObserver(b, opts)
-	lease := Lease{Node: n.id, Address: address, Peer: opts.PeerAddress}
+	lease := Lease{Node: n.id, Address: address, Peer: opts.PeerAddress, Follower: opts.Follower}
 	if _, err := ParseLease(frames.NodeKey(n.id), lease.Marshal()); err != nil {
-		return nil, fmt.Errorf("fence: address %q, peer address %q: %w", address, opts.PeerAddress, err)
+		return nil, fmt.Errorf("fence: address %q, peer address %q, follower %q: %w", address, opts.PeerAddress, opts.Follower, err)
 	}
 	start := opts.Clock.BootTime()
 	info, err := b.Put(ctx, frames.NodeKey(n.id), bytes.NewReader(lease.Marshal()), int64(len(lease.Marshal())), bucket.Condition{IfAbsent: true})
@@ -232,7 +235,7 @@ func (n *Node) renewLoop(ctx context.Context) {
 // is read back before it counts: a retried PUT that landed answers 412 too.
 func (n *Node) renew(ctx context.Context) bool {
 	n.mu.Lock()
-	next := Lease{Node: n.id, Address: n.address, Heartbeat: n.heartbeat + 1, Peer: n.opts.PeerAddress}
+	next := Lease{Node: n.id, Address: n.address, Heartbeat: n.heartbeat + 1, Peer: n.opts.PeerAddress, Follower: n.opts.Follower}
 	etag := n.etag
 	n.mu.Unlock()
 	key := frames.NodeKey(n.id)

@@ -19,7 +19,7 @@ const (
 	leaseKey = "nodes/0123456789abcdef0123456789abcdef.json"
 
 	withFollowers = `{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080","retention":"24h0m0s","followers":["1111","2222","3333"],"quorum":2}`
-	withPeer      = `{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":"127.0.0.1:7000"}`
+	withPeer      = `{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":"127.0.0.1:7000","follower":"9a0b1c2d3e4f5a6b"}`
 )
 
 func FuzzOwnRecord(f *testing.F) {
@@ -76,6 +76,8 @@ func FuzzLease(f *testing.F) {
 		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":-1,"fenced":false}`,
 		withPeer,
 		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":""}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":"127.0.0.1:7000"}`,
+		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"follower":"9a0b1c2d3e4f5a6b"}`,
 		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":null}`,
 		`{"node":"0123456789abcdef0123456789abcdef","address":"127.0.0.1:9000","heartbeat":42,"fenced":false,"peer":"nohost"}`,
 		``, `{}`,

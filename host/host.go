@@ -13,7 +13,9 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/vfs"
 )
 
@@ -129,6 +131,9 @@ type Config struct {
 	// Clock is the time source of leases and idle times (default
 	// fence.SystemClock).
 	Clock fence.Clock
+	// Peers, when set, makes the actors' commits acknowledged by followers
+	// on other nodes (PeersConfig); nil: by the bucket alone.
+	Peers *PeersConfig
 	// Logger (nil: discard).
 	Logger *slog.Logger
 
@@ -178,6 +183,8 @@ type Host struct {
 
 	unlockDir func()
 
+	peers *peering // nil without Config.Peers
+
 	mu        sync.Mutex
 	node      *fence.Node
 	recovered chan struct{}       // non-nil while a new node is being registered
@@ -219,12 +226,35 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	node, err := fence.Register(ctx, cfg.Bucket, cfg.Address, fence.Options{
-		Lease: cfg.Lease, Grace: cfg.Grace, Clock: cfg.Clock, Logger: cfg.Logger,
-	})
+	fopts := fence.Options{Lease: cfg.Lease, Grace: cfg.Grace, Clock: cfg.Clock, Logger: cfg.Logger}
+	var peers *peering
+	if cfg.Peers != nil {
+		if peers, err = startPeering(cfg); err != nil {
+			unlock()
+			return nil, err
+		}
+		fopts.PeerAddress, fopts.Follower = peers.addr, peers.store.ID()
+	}
+	node, err := fence.Register(ctx, cfg.Bucket, cfg.Address, fopts)
 	if err != nil {
+		if peers != nil {
+			peers.close()
+		}
 		unlock()
 		return nil, fmt.Errorf("host: %w", err)
+	}
+	if peers != nil {
+		pc := cfg.Peers
+		peers.leases = quorum.NewLeases(node, peers.node)
+		peers.hub, err = quorum.New(quorum.Config{Self: follow.NodeID(peers.store.ID()), Transport: peers.node, Store: peers.store,
+			Directory: peers.leases, Limits: pc.Limits, Followers: pc.Followers, Quorum: pc.Quorum, Logger: cfg.Logger})
+		if err != nil {
+			peers.close()
+			node.Close(ctx)
+			unlock()
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		go peers.node.Serve(context.Background(), peers.ln)
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	h := &Host{
@@ -236,6 +266,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		opening:     make(chan struct{}, cfg.MaxOpens),
 		unlockDir:   unlock,
 		node:        node,
+		peers:       peers,
 		earlier:     map[string]struct{}{},
 		suspects:    map[string]time.Time{},
 		actors:      map[actorKey]*Actor{},
@@ -413,6 +444,11 @@ func (h *Host) shutdown(ctx context.Context, why string) error {
 		// Every actor is gone and nothing new starts once stopped: only
 		// the background loops are left, and they end with h.ctx.
 		h.bg.Wait()
+		if h.peers != nil {
+			if err := h.peers.close(); err != nil {
+				errs = append(errs, fmt.Errorf("host: %w", err))
+			}
+		}
 		h.unlockDir()
 	}
 	return errors.Join(errs...)

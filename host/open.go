@@ -191,6 +191,9 @@ func (h *Host) vfsConfig(a *Actor, node *fence.Node) vfs.Config {
 	cfg.Actor = []byte(a.key.id)
 	cfg.Node = node
 	cfg.Dir = a.dir
+	if h.peers != nil {
+		cfg.Peers = h.peers.hub.Session(frames.Actor{Namespace: h.namespaceID(a.key.ns), Actor: frames.ActorKey([]byte(a.key.id))})
+	}
 	return cfg
 }
 

@@ -58,6 +58,9 @@ func (h *Host) watchNode() {
 		stopped := h.stopErr != nil
 		if next != nil && !stopped {
 			h.node = next
+			if h.peers != nil {
+				h.peers.leases.SetNode(next)
+			}
 			if h.draining {
 				next.StopClaiming() // before any claim can use it
 			}

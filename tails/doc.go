@@ -49,6 +49,7 @@
 // # On disk
 //
 //	<dir>/tails.lock               the store's lock (package dirlock)
+//	<dir>/follower.id              the store's follower ID (Store.ID): 16 hex digits and a newline
 //	<dir>/<hex of actor>.tail      an actor's file
 //	<dir>/<hex of actor>.tail.tmp  a rewrite under way; removed by Open
 //

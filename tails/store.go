@@ -66,6 +66,7 @@ const (
 // one actor run one at a time.
 type Store struct {
 	dir        string
+	id         string // follower ID (id.go)
 	cfg        Config
 	log        *slog.Logger
 	unlock     func()
@@ -130,7 +131,12 @@ func Open(dir string, cfg Config) (*Store, error) {
 	case err != nil:
 		return nil, fmt.Errorf("tails: %w", err)
 	}
-	s := &Store{dir: dir, cfg: cfg, log: logger.With("subsystem", "tails"), unlock: unlock, rewriteMin: minRewriteBytes,
+	id, err := loadID(dir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	s := &Store{dir: dir, id: id, cfg: cfg, log: logger.With("subsystem", "tails"), unlock: unlock, rewriteMin: minRewriteBytes,
 		files: map[string]int64{}, actors: map[string]*tail{}}
 	s.idle = sync.NewCond(&s.mu)
 	if err := s.scan(); err != nil {

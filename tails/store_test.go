@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/framectl/framectl/follow"
+	"github.com/framectl/framectl/frames"
 )
 
 // A second Open of a directory fails while the first is open, and works
@@ -244,4 +245,45 @@ func TestSaveWritesBodiesGiven(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameState(t, st, b, "reopened")
+}
+
+// The follower ID belongs to the directory: the same after a reopen, a
+// new one for a new directory, and a damaged one is refused, never
+// replaced.
+func TestStoreID(t *testing.T) {
+	dir := t.TempDir()
+	open := func(dir string) *Store {
+		t.Helper()
+		s, err := Open(dir, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(dir)
+	id := s.ID()
+	if len(id) != 16 || !frames.ValidNodeID(id) {
+		t.Fatalf("ID %q is not 16 hex digits", id)
+	}
+	s.Close()
+	if s = open(dir); s.ID() != id {
+		t.Fatalf("reopened store has ID %q, was %q", s.ID(), id)
+	}
+	s.Close()
+	other := open(t.TempDir())
+	if other.ID() == id {
+		t.Fatalf("two stores share ID %q", id)
+	}
+	other.Close()
+
+	path := filepath.Join(dir, idFile)
+	if err := os.WriteFile(path, []byte("not-an-id\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Config{}); !errors.Is(err, frames.ErrCorrupt) {
+		t.Fatalf("Open with a damaged ID: %v, want frames.ErrCorrupt", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "not-an-id\n" {
+		t.Fatalf("damaged ID replaced by %q", b)
+	}
 }

@@ -16,7 +16,8 @@ type pendingBatch struct {
 	firstTime     time.Time // when the first commit was captured
 	commits       int
 	pageSize      uint32
-	before, after frames.Checksum // set when the uploader seals the batch
+	before, after frames.Checksum // set when the uploader seals the batch, or by the shipper
+	presealed     bool            // before and after set by the shipper (peer mode)
 	dbPages       uint32
 	pages         map[uint32][]byte // page number -> newest content (buffers from pool)
 	bytes         int64             // page bytes held

@@ -14,6 +14,7 @@ import (
 
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 )
@@ -107,8 +108,22 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 			return nil
 		}
 	}
-	db, err := open(ctx, cfg, actor, path, own)
+	var tailSafe bool
+	db, err := open(ctx, cfg, actor, path, own, &tailSafe)
 	if err != nil {
+		if cfg.Peers != nil {
+			cfg.Peers.Close()
+		}
+		if own != nil && len(own.Prev.Followers) > 0 && !tailSafe {
+			// The followers may hold commits an older owner acknowledged
+			// that the bucket lacks: a release would drop the set from
+			// own.json, and the next claimant would not look for them.
+			// Keep the claim (it names the set); this node's next claim,
+			// or anyone's once its lease ends, takes over again.
+			cfg.Logger.Warn("keeping the claim after a failed open: the followers' tail is not in the bucket",
+				logActor, actor.Actor, logEpoch, own.Epoch, logErr, err)
+			return nil, err
+		}
 		if own != nil {
 			// Give the claim back (epoch kept) so the next claimant does
 			// not wait for this node's lease to run out. The actor's
@@ -162,7 +177,14 @@ func (db *DB) Reopen(ctx context.Context, node *fence.Node) (*DB, error) {
 	return Open(ctx, cfg)
 }
 
-func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own *fence.Ownership) (*DB, error) {
+// open is Open once the claim is made. It sets *tailSafe once the bucket
+// holds every commit the replaced owner's followers may have acknowledged
+// (peers.go): until then a failed open must not release the claim.
+func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own *fence.Ownership, tailSafe *bool) (*DB, error) {
+	if cfg.Peers == nil && own != nil && len(own.Prev.Followers) > 0 {
+		return nil, fmt.Errorf("vfs: %s records followers %v of epoch %d, which may hold acknowledged commits the bucket lacks: open it with Config.Peers to take over from them",
+			actor.OwnKey(), own.Prev.Followers, own.Prev.Epoch)
+	}
 	start, err := bringUpToDate(ctx, cfg, actor, path, own)
 	if err != nil {
 		return nil, err
@@ -174,6 +196,16 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own 
 	if track == nil {
 		if track, err = trackDatabase(ctx, path); err != nil {
 			return nil, err
+		}
+	}
+	var tail []follow.Entry
+	if cfg.Peers != nil {
+		// Fence the previous owner at its followers and take what they
+		// hold past the bucket (peers.go). The local copy is the bucket's
+		// state: peer mode never keeps unacknowledged commits.
+		b := follow.Point{Seq: start.pos.seq, Chain: track.Checksum()}
+		if tail, err = cfg.Peers.Takeover(ctx, own.Prev, cfg.Epoch, b); err != nil {
+			return nil, fmt.Errorf("vfs: taking over from the followers of %s: %w", actor.OwnKey(), err)
 		}
 	}
 	if own == nil {
@@ -212,13 +244,30 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own 
 		"from", start.how.From, "pages", track.Pages(), "pageSize", track.PageSize(),
 		"uploaded", w.Uploaded(), "chunksUploaded", w.Chunks, "chunksShared", w.Skipped, "chunksUnread", w.Unread)
 
-	rep := newReplicator(cfg, actor, start.pos, track)
-	rep.start = start.how
+	stateLog := cfg.Logger.With("subsystem", "replicator", logActor, actor.Actor, logEpoch, cfg.Epoch)
 	state, err := createState(cfg.Dir, cfg.Epoch, first, track.PageSize(),
-		func(err error) { rep.log.Warn("cannot record local state", logErr, err) })
+		func(err error) { stateLog.Warn("cannot record local state", logErr, err) })
 	if err != nil {
 		return nil, err
 	}
+	pos := start.pos
+	if cfg.Peers != nil {
+		if len(tail) > 0 {
+			if pos, err = uploadTail(ctx, cfg, actor, path, track, state, tail); err != nil {
+				state.close()
+				return nil, err
+			}
+		}
+		*tailSafe = true
+		o, err := cfg.Peers.Start(ctx, *own, follow.Point{Seq: pos.seq, Chain: track.Checksum()})
+		if err != nil {
+			state.close()
+			return nil, fmt.Errorf("vfs: starting replication to followers of %s: %w", actor.OwnKey(), err)
+		}
+		*own = o
+	}
+	rep := newReplicator(cfg, actor, pos, track)
+	rep.start = start.how
 	rep.state = state
 	db := &DB{cfg: cfg, actor: actor, path: path, rep: rep}
 	if err := rep.startCompaction(int64(track.Pages())*int64(track.PageSize()), w); err != nil {
@@ -397,6 +446,9 @@ func (db *DB) Fence() { db.rep.stop(ErrFenced) }
 func (db *DB) Close(ctx context.Context) error {
 	db.closeOnce.Do(func() {
 		db.closeErr = db.rep.close(ctx)
+		if db.cfg.Peers != nil {
+			db.cfg.Peers.Close()
+		}
 		db.detach()
 		if err := db.rep.state.close(); err != nil && db.closeErr == nil {
 			db.closeErr = fmt.Errorf("vfs: %w", err)

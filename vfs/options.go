@@ -129,6 +129,13 @@ type Config struct {
 	// Sync commit returns: a non-nil error (for example the node's lease
 	// has expired) refuses the acknowledgement. Package fence provides it.
 	Acknowledge func() error
+	// Peers, with Node set, acknowledges commits once q of the actor's
+	// followers hold them, or the bucket does, whichever comes first
+	// (peers.go); package quorum provides it. Nil: the bucket alone.
+	Peers Peers
+	// PeerWait is how long a Durable call (or Sync commit) waits for the
+	// followers before it asks the bucket too (default DefaultPeerWait).
+	PeerWait time.Duration
 	// Logger receives replication events (nil: discard).
 	Logger *slog.Logger
 }
@@ -177,6 +184,14 @@ const (
 	DefaultDirUploadInterval   = 250 * time.Millisecond // chosen by measurement: pace.go
 	DefaultS3UploadInterval    = time.Second            // chosen by measurement: pace.go
 	DefaultListingWait         = 30 * time.Second
+	// DefaultPeerUploadInterval paces uploads with followers (Config.Peers):
+	// they hold what the bucket does not yet, so the bucket is written in
+	// the background, in batches of up to MaxBatchBytes or this long.
+	DefaultPeerUploadInterval = 10 * time.Second
+	// DefaultPeerWait is Config.PeerWait's default: a hundred times a
+	// follower's round trip and fsync on a LAN, and short enough that an
+	// acknowledgement without a quorum costs about a PUT more.
+	DefaultPeerWait = 500 * time.Millisecond
 	// DefaultKeptBytes holds every object a pass reads for a database of
 	// up to about 40 MB of compressible pages: a pass then makes no GET
 	// but own.json's. Larger databases fetch what does not fit.
@@ -222,6 +237,20 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RetryMax < c.RetryMin {
 		c.RetryMax = max(DefaultRetryMax, c.RetryMin)
+	}
+	if c.Peers != nil {
+		if c.Node == nil {
+			return c, errors.New("vfs: Config.Peers needs Config.Node: followers fence by the claim's epoch")
+		}
+		if c.Unacknowledged == KeepUnacknowledged {
+			return c, errors.New("vfs: Config.Peers cannot keep unacknowledged local commits: a takeover recovers what was acknowledged from the followers")
+		}
+		if c.UploadInterval == 0 {
+			c.UploadInterval = DefaultPeerUploadInterval
+		}
+		if c.PeerWait <= 0 {
+			c.PeerWait = DefaultPeerWait
+		}
 	}
 	if c.UploadInterval == 0 {
 		switch underlying(c.Bucket).(type) {

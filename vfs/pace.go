@@ -65,7 +65,7 @@ import "time"
 // paceLocked returns how long to wait before uploading the open batch, or
 // 0 to upload it now. Called by the uploader with mu held.
 func (r *replicator) paceLocked(lastStart time.Time) time.Duration {
-	if r.cfg.UploadInterval <= 0 || r.waiters > 0 || r.closing || r.stopErr != nil || r.blocked.Load() {
+	if r.cfg.UploadInterval <= 0 || r.waiters > 0 || r.peerFull || r.closing || r.stopErr != nil || r.blocked.Load() {
 		return 0
 	}
 	return r.cfg.UploadInterval - time.Since(lastStart)

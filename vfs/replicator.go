@@ -13,6 +13,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
 )
 
@@ -87,6 +88,14 @@ type replicator struct {
 	durableTime int64
 	// start is how the session began, for Stats (set before start).
 	start Start
+
+	// Peer mode (peers.go); peers is nil without followers.
+	peers    Peers
+	queue    []queuedCommit // captured, not yet handed to the followers
+	shipping bool           // the shipper holds commits taken from queue
+	peerFull bool           // the shipper waits for the bucket: upload now
+	shipWake chan struct{}  // cap 1: work for the shipper
+	shipDone chan struct{}  // closed when the shipper has exited
 }
 
 func newReplicator(cfg Config, actor frames.Actor, start position, track pageTracker) *replicator {
@@ -102,6 +111,9 @@ func newReplicator(cfg Config, actor frames.Actor, start position, track pageTra
 		wake:      make(chan struct{}, 1),
 		hurry:     make(chan struct{}, 1),
 		done:      make(chan struct{}),
+		peers:     cfg.Peers,
+		shipWake:  make(chan struct{}, 1),
+		shipDone:  make(chan struct{}),
 	}
 	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
 	r.durable.Store(start.seq)
@@ -124,7 +136,14 @@ type atomicSeq struct{ v atomic.Uint64 }
 func (a *atomicSeq) Load() frames.Seq   { return frames.Seq(a.v.Load()) }
 func (a *atomicSeq) Store(s frames.Seq) { a.v.Store(uint64(s)) }
 
-func (r *replicator) startUploads() { go r.uploadLoop() }
+func (r *replicator) startUploads() {
+	if r.peers != nil {
+		go r.shipLoop()
+	} else {
+		close(r.shipDone)
+	}
+	go r.uploadLoop()
+}
 
 // writable is called before every WAL write. The fast path is one atomic
 // load; it blocks only when the backlog is full, and fails once replication
@@ -162,7 +181,12 @@ func (r *replicator) writable() error {
 func (r *replicator) commit(c *capturedCommit) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	defer c.release()
+	queued := false
+	defer func() {
+		if !queued {
+			c.release()
+		}
+	}()
 	if r.stopErr != nil {
 		// Replication stopped between writable() and the commit WAL frame:
 		// the commit is in the local WAL only, which the stop error
@@ -174,6 +198,29 @@ func (r *replicator) commit(c *capturedCommit) {
 	}
 	if c.PageSize != r.pageSize {
 		r.stopLocked(fmt.Errorf("%w: page size changed from %d to %d", ErrStopped, r.pageSize, c.PageSize))
+		return
+	}
+	if r.peers != nil {
+		// The shipper numbers nothing: the commit's seq is fixed here,
+		// under the WAL write lock, and it merges in this order.
+		r.seq++
+		if r.state != nil {
+			r.state.recordCaptured(r.seq)
+		}
+		r.queue = append(r.queue, queuedCommit{seq: r.seq, c: c, prevPages: r.pages})
+		queued = true
+		r.pages = c.DatabasePages
+		r.pending += int64(len(c.Pages)) * int64(r.pageSize)
+		r.stats.commits.Add(1)
+		r.stats.pagesCaptured.Add(int64(len(c.Pages)))
+		if r.pending >= int64(r.cfg.MaxPendingBytes) {
+			r.blocked.Store(true)
+			r.hurryLocked()
+		}
+		select {
+		case r.shipWake <- struct{}{}:
+		default:
+		}
 		return
 	}
 	if r.open == nil || r.open.bytes >= int64(r.cfg.MaxBatchBytes) {
@@ -263,18 +310,27 @@ func (r *replicator) stopLocked(err error) {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	select {
+	case r.shipWake <- struct{}{}:
+	default:
+	}
 }
 
 // Durable waits until every commit captured before the call is in the
-// bucket, and the acknowledgement hook (if any) agrees.
+// bucket, or, in peer mode, held by q followers (peers.go); and the
+// acknowledgement hook (if any) agrees.
 func (r *replicator) Durable(ctx context.Context) error {
 	r.mu.Lock()
 	target := r.seq
 	r.mu.Unlock()
-	return r.waitDurable(ctx, target)
+	return r.waitDurable(ctx, target, r.peers != nil)
 }
 
-func (r *replicator) waitDurable(ctx context.Context, target frames.Seq) error {
+// waitDurable waits until target is acknowledged: in the bucket, or held
+// by q followers when byPeers. Without followers, or once they have not
+// answered for PeerWait, it asks the uploader to start at once (an upload
+// being paced, or one at PeerUploadInterval, would otherwise wait).
+func (r *replicator) waitDurable(ctx context.Context, target frames.Seq, byPeers bool) error {
 	waiting := false
 	defer func() {
 		if waiting {
@@ -283,7 +339,22 @@ func (r *replicator) waitDurable(ctx context.Context, target frames.Seq) error {
 			r.mu.Unlock()
 		}
 	}()
+	var fallback <-chan time.Time
+	if byPeers {
+		t := time.NewTimer(r.cfg.PeerWait)
+		defer t.Stop()
+		fallback = t.C
+	}
 	for {
+		var acked frames.Seq
+		var peerCh <-chan struct{}
+		if byPeers {
+			var quorum bool
+			acked, peerCh, quorum = r.peersAcked()
+			if !quorum {
+				fallback = nil
+			}
+		}
 		r.mu.Lock()
 		// A stopped replicator acknowledges nothing, not even what it
 		// uploaded: once fenced, another owner decides what is durable.
@@ -292,16 +363,24 @@ func (r *replicator) waitDurable(ctx context.Context, target frames.Seq) error {
 			r.mu.Unlock()
 			return err
 		}
-		if r.durable.Load() >= target {
+		inBucket := r.durable.Load() >= target
+		if inBucket || (byPeers && acked >= target) {
 			r.mu.Unlock()
 			if r.cfg.Acknowledge != nil {
 				if err := r.cfg.Acknowledge(); err != nil {
 					return err
 				}
 			}
+			if byPeers {
+				if inBucket {
+					r.stats.ackedByBucket.Add(1)
+				} else {
+					r.stats.ackedByPeers.Add(1)
+				}
+			}
 			return nil
 		}
-		if !waiting {
+		if !waiting && fallback == nil {
 			// Someone now waits for the bucket: an upload being paced
 			// starts at once.
 			waiting = true
@@ -312,8 +391,11 @@ func (r *replicator) waitDurable(ctx context.Context, target frames.Seq) error {
 		r.mu.Unlock()
 		select {
 		case <-ch:
+		case <-peerCh:
+		case <-fallback:
+			fallback = nil // the bucket is asked from now on
 		case <-ctx.Done():
-			return fmt.Errorf("vfs: waiting for sequence %d to reach the bucket (durable: %d): %w", target, r.durable.Load(), ctx.Err())
+			return fmt.Errorf("vfs: waiting for sequence %d to be acknowledged (in the bucket: %d, by followers: %d): %w", target, r.durable.Load(), acked, ctx.Err())
 		}
 	}
 }
@@ -355,6 +437,11 @@ func (r *replicator) uploadLoop() {
 	var buf bytes.Buffer
 	var scratch []frames.Page
 	var lastStart time.Time // of the previous upload
+	if r.peers != nil {
+		// The followers hold what the bucket lacks: the first batch
+		// waits its interval too, counted from the session's start.
+		lastStart = time.Now()
+	}
 	idle := time.NewTimer(idleTrimAfter)
 	defer idle.Stop()
 	trimmed := true // nothing held yet
@@ -376,7 +463,7 @@ func (r *replicator) uploadLoop() {
 			}
 			b = r.open
 			r.open = nil
-		case r.closing:
+		case r.closing && len(r.queue) == 0 && !r.shipping:
 			r.mu.Unlock()
 			return
 		}
@@ -406,8 +493,13 @@ func (r *replicator) uploadLoop() {
 		case <-r.hurry:
 		default:
 		}
-		f, err := r.seal(b, scratch)
-		if err != nil {
+		var f frames.Frame
+		var err error
+		if b.presealed {
+			// The shipper computed the checksums, commit by commit.
+			f = b.frame(r.cfg.Epoch, scratch)
+			f.SQLite.Before, f.SQLite.After = b.before, b.after
+		} else if f, err = r.seal(b, scratch); err != nil {
 			return
 		}
 		scratch = f.SQLite.Pages
@@ -418,7 +510,7 @@ func (r *replicator) uploadLoop() {
 			// Only a stop ends an upload without success.
 			return
 		}
-		last := b.last
+		last, lastChain := b.last, b.after
 		r.durableTime = b.commitTime
 		// Recorded before anyone is told: the state file is never behind
 		// an acknowledgement.
@@ -441,6 +533,9 @@ func (r *replicator) uploadLoop() {
 		close(r.spaceCh)
 		r.spaceCh = make(chan struct{})
 		r.mu.Unlock()
+		if r.peers != nil {
+			r.peers.BucketDurable(follow.Point{Seq: last, Chain: lastChain})
+		}
 		r.uploaded(int64(buf.Len()))
 	}
 }
@@ -535,7 +630,10 @@ func (r *replicator) upload(buf *bytes.Buffer, b *pendingBatch, f frames.Frame) 
 // close flushes every captured commit to the bucket (bounded by ctx), then
 // stops the uploader. Later writes fail with ErrClosed.
 func (r *replicator) close(ctx context.Context) error {
-	flushErr := r.Durable(ctx)
+	r.mu.Lock()
+	target := r.seq
+	r.mu.Unlock()
+	flushErr := r.waitDurable(ctx, target, false) // a release says the bucket holds it all
 	r.mu.Lock()
 	if r.stopErr == nil {
 		// Commits that slip in between the flush and here are still
@@ -556,6 +654,7 @@ func (r *replicator) close(ctx context.Context) error {
 			flushErr = fmt.Errorf("vfs: close: flushing: %w", ctx.Err())
 		}
 	}
+	<-r.shipDone
 	r.stopCompaction()
 	if errors.Is(flushErr, ErrClosed) {
 		return nil

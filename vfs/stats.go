@@ -42,6 +42,12 @@ type Stats struct {
 	// (Config.KeptBytes); KeptFallbacks the passes that failed reading a
 	// copy and ran again from the bucket alone.
 	KeptReads, KeptFallbacks int64
+	// Peer mode (Config.Peers): Entries counts commits handed to the
+	// followers; AckedByPeers and AckedByBucket the acknowledgements
+	// (Durable calls and Sync commits) that q followers gave first, and
+	// that the bucket gave first; PeerBackpressure how often the shipper
+	// waited for the bucket because the followers held their bound.
+	Entries, AckedByPeers, AckedByBucket, PeerBackpressure int64
 	// Stopped is why replication stopped, nil while it runs.
 	Stopped error
 	// Start says how Open found the local copy (session.go).
@@ -113,6 +119,7 @@ type counters struct {
 	backpressureFailures                                    atomic.Int64
 	compactions, compactionErrors                           atomic.Int64
 	keptFallbacks                                           atomic.Int64
+	entries, ackedByPeers, ackedByBucket, peerBackpressure  atomic.Int64
 	lastPutNanos                                            atomic.Int64
 
 	errMu        sync.Mutex
@@ -143,9 +150,11 @@ func (r *replicator) Stats() Stats {
 		BackpressureFailures: c.backpressureFailures.Load(),
 		Compactions:          c.compactions.Load(), CompactionErrors: c.compactionErrors.Load(),
 		KeptFallbacks: c.keptFallbacks.Load(),
-		LastPUT:       time.Duration(c.lastPutNanos.Load()),
-		Durable:       r.durable.Load(),
-		Start:         r.start,
+		Entries:       c.entries.Load(), AckedByPeers: c.ackedByPeers.Load(), AckedByBucket: c.ackedByBucket.Load(),
+		PeerBackpressure: c.peerBackpressure.Load(),
+		LastPUT:          time.Duration(c.lastPutNanos.Load()),
+		Durable:          r.durable.Load(),
+		Start:            r.start,
 	}
 	if k, ok := r.cfg.Bucket.(*kept); ok {
 		s.KeptReads = k.served()

@@ -33,6 +33,14 @@ type config struct {
 	// (host.Config.Alarms): every node of a cluster should name the same.
 	alarmNamespaces map[string]bool
 	logLevel        slog.Level
+	// Acknowledgement by followers (host.PeersConfig): on when peerListen
+	// is set.
+	peerListen    string
+	peerAdvertise string
+	keyFile       string // the cluster key: a file of peer.MinKeyBytes or more bytes
+	followers     int
+	quorum        int
+	upload        time.Duration // vfs.Config.UploadInterval (0: vfs's default)
 }
 
 const usageText = `actorhost: an HTTP server hosting actors, each one replicated SQLite
@@ -87,6 +95,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.sweepAge, "sweep-age", host.DefaultSweepAge, "delete leases older than this of nodes no actor names, every few minutes (0: never)")
 	fs.BoolVar(&c.recover, "recover", true, "after losing the lease, register a new node and reopen the actors instead of exiting 3")
 	fs.BoolVar(&c.compact, "compact", true, "compact the actors this node holds in the background (size rule; tier pass as each session starts)")
+	fs.StringVar(&c.peerListen, "peer-listen", "", "`host:port` of the follower transport: acknowledge writes once -followers peers hold them (port 0 picks one; empty: by the bucket alone)")
+	fs.StringVar(&c.peerAdvertise, "peer-advertise", "", "`host:port` peers dial for the follower transport, when -peer-listen binds a wildcard address")
+	fs.StringVar(&c.keyFile, "cluster-key-file", "", "`file` holding the cluster key every node shares (32 random bytes or more); required with -peer-listen")
+	fs.IntVar(&c.followers, "followers", 3, "followers per actor with -peer-listen")
+	fs.IntVar(&c.quorum, "quorum", 0, "followers that must hold a write before it is acknowledged (0: a majority of -followers)")
+	fs.DurationVar(&c.upload, "upload-interval", 0, "shortest interval between uploads nobody waits for (0: the default, 10s with -peer-listen)")
 	var alarmNS string
 	fs.StringVar(&alarmNS, "alarm-namespaces", "", "comma-separated `namespaces` whose actors' alarms this node runs (give every node the same)")
 	fs.TextVar(&c.logLevel, "log", slog.LevelInfo, "log `level`: debug, info, warn, error")
@@ -123,6 +137,12 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return usage("-max-opens must be positive")
 	case c.sweepAge < 0, c.sweepAge > 0 && c.sweepAge < 2*(c.lease+c.grace):
 		return usage("-sweep-age must be 0 (never) or at least 2×(-lease + -grace)")
+	case c.peerListen != "" && c.keyFile == "":
+		return usage("-peer-listen needs -cluster-key-file")
+	case c.followers < 1 || c.quorum < 0 || c.quorum > c.followers:
+		return usage("-followers must be positive and -quorum from 0 to -followers")
+	case c.upload < 0:
+		return usage("-upload-interval must not be negative")
 	}
 	c.alarmNamespaces = map[string]bool{}
 	for _, ns := range strings.Split(alarmNS, ",") {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +35,15 @@ func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, lo
 	}
 	// The node's metrics observe its bucket and databases from the start
 	// (package metrics): every request to the bucket, every Durable.
+	var peers *host.PeersConfig
+	if cfg.peerListen != "" {
+		key, err := os.ReadFile(cfg.keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-cluster-key-file: %w", err)
+		}
+		peers = &host.PeersConfig{Listen: cfg.peerListen, Advertise: cfg.peerAdvertise, Key: key,
+			Followers: cfg.followers, Quorum: cfg.quorum}
+	}
 	m := metrics.New()
 	h, err := host.New(ctx, m.Instrument(host.Config{
 		Bucket:         b,
@@ -48,7 +59,9 @@ func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, lo
 			// vfs compacts the actor in the background: the size rule
 			// after uploads, and the tier pass as each session starts.
 			DisableCompaction: !cfg.compact,
+			UploadInterval:    cfg.upload,
 		},
+		Peers:  peers,
 		Hooks:  actorHooks(cfg.alarmNamespaces),
 		Alarms: alarmHandlers(cfg.alarmNamespaces),
 		Logger: log,

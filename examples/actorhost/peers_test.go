@@ -1,0 +1,149 @@
+package main
+
+import (
+	crand "crypto/rand"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/fence"
+	"github.com/stretchr/testify/require"
+)
+
+// peersRoundsEnv overrides TestPeersCrashTakeover's rounds on the
+// directory bucket (the by-hand run: PEERS_ROUNDS=100).
+const peersRoundsEnv = "PEERS_ROUNDS"
+
+// TestPeersCrashTakeover: five nodes acknowledging writes by followers
+// (three per actor, quorum two) and uploading to the bucket at most every
+// 10 s. Round after round, the owner of a busy actor and one of that
+// actor's followers are killed together (SIGKILL): the most a quorum of
+// two among three tolerates. Another node takes the actors over from the
+// followers left (the bucket lacks their last seconds of writes), and
+// the killed slots restart on their directories (the same follower
+// stores). In the end every acknowledged write is there, with the id it
+// was acknowledged with, once: as the nodes serve it and as the bucket
+// restores it.
+//
+// By hand, 100 rounds:
+//
+//	PEERS_ROUNDS=100 go test ./examples/actorhost -run 'TestPeersCrashTakeover/dir' -timeout 60m -v
+func TestPeersCrashTakeover(t *testing.T) {
+	rounds := map[string]int{"dir": 10, "s3": 3}
+	if n, err := strconv.Atoi(os.Getenv(peersRoundsEnv)); err == nil && n > 0 {
+		rounds["dir"] = n
+	}
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			n := rounds[be.Name]
+			if testing.Short() {
+				n = 2
+			}
+			peersCrashTakeover(t, be.New(t), n)
+		})
+	}
+}
+
+func peersCrashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
+	ctx := t.Context()
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	key := make([]byte, 32)
+	_, err := crand.Read(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, key, 0o600))
+	flags := append(slices.Clone(shortTimings), "-peer-listen", "127.0.0.1:0", "-cluster-key-file", keyFile,
+		"-followers", "3", "-upload-interval", "10s")
+	c := newCluster(t, b, flags...)
+	c.startN(5)
+	c.startSupervisor()
+	w := startWorkload(t, c, "peers", 10)
+	for round := range rounds {
+		start := time.Now()
+		if !w.waitEveryAcked(ctx, start) {
+			t.Fatalf("round %d: not every actor acknowledged a write", round)
+		}
+		owners := w.owners()
+		var holders []string
+		for id := range owners {
+			if p := c.byID(id); p != nil && !p.isDown() {
+				holders = append(holders, id)
+			}
+		}
+		if len(holders) == 0 {
+			t.Fatalf("round %d: no live node holds an actor", round)
+		}
+		slices.Sort(holders)
+		owner := c.byID(holders[rand.IntN(len(holders))])
+		its := owners[owner.id]
+		// One follower of one of its actors dies with it.
+		rec, _, err := fence.ReadRecord(ctx, b, actorOf(its[0].ns, its[0].id))
+		require.NoError(t, err)
+		victims := []*proc{owner}
+		if len(rec.Followers) > 0 {
+			f := rec.Followers[rand.IntN(len(rec.Followers))]
+			for _, p := range c.live() {
+				if p != owner && followerID(t, p) == f {
+					victims = append(victims, p)
+				}
+			}
+		}
+		killed := time.Now()
+		for _, p := range victims {
+			p.kill()
+		}
+		for _, p := range victims {
+			if _, ok := p.wait(hangGuard); !ok {
+				t.Fatalf("round %d: node%d survived SIGKILL", round, p.slot)
+			}
+		}
+		dead := time.Now()
+		if !waitFor(ctx, hangGuard, func() bool {
+			for _, s := range its {
+				if len(s.acksSentAfter(dead)) == 0 {
+					return false
+				}
+			}
+			return true
+		}) {
+			t.Fatalf("round %d: the actors of the killed node%d were not served elsewhere", round, owner.slot)
+		}
+		var slowest time.Duration
+		for _, s := range its {
+			slowest = max(slowest, s.acksSentAfter(dead)[0].at.Sub(killed))
+		}
+		for _, s := range w.streams {
+			for _, a := range s.acksSentAfter(dead) {
+				for _, v := range victims {
+					if a.node == v.id {
+						t.Errorf("round %d: %s: the killed node%d acknowledged %q, sent after it died", round, s.id, v.slot, a.body)
+					}
+				}
+			}
+		}
+		t.Logf("round %d: killed owner node%d (%d actors) and %d of its followers; all served elsewhere %v later",
+			round, owner.slot, len(its), len(victims)-1, slowest.Round(time.Millisecond))
+		for _, p := range victims {
+			c.start(p.slot) // a new node on the same directory: the same follower store
+		}
+	}
+	w.stop()
+	attempts, acks, unavail := w.totals()
+	t.Logf("%d writes attempted, %d acknowledged, %d answered 503 + Retry-After", attempts, acks, unavail)
+	w.checkNoUnexpected(t)
+	checkFinalState(t, ctx, c, b, w)
+}
+
+// followerID is the follower ID of p's store (tails.Store.ID).
+func followerID(t *testing.T, p *proc) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.data, "tails", "follower.id"))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}

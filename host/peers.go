@@ -1,0 +1,88 @@
+package host
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+
+	"github.com/framectl/framectl/follow"
+	"github.com/framectl/framectl/peer"
+	"github.com/framectl/framectl/quorum"
+	"github.com/framectl/framectl/tails"
+)
+
+// PeersConfig turns on acknowledgement by followers: every actor this node
+// opens acknowledges a commit once Followers other nodes (a quorum of
+// them) hold it, or the bucket does, whichever comes first, and the bucket
+// is written in the background (vfs.Config.Peers; the rule of what an
+// acknowledged commit survives is package follow's). The node is in turn a
+// follower of other nodes' actors, in a store under Dir/tails. Give every
+// node of the cluster the same Key, Limits, Followers and Quorum.
+type PeersConfig struct {
+	// Listen is host:port the follower transport listens on (port 0
+	// picks one). Advertise, when Listen binds a wildcard address, is
+	// what peers dial (default: the bound address); it is written in the
+	// node's lease.
+	Listen, Advertise string
+	// Key is the cluster key (peer.MinKeyBytes random bytes at least).
+	Key []byte
+	// TLS, when set, carries every connection over TLS (peer.Config.TLS).
+	TLS *tls.Config
+	// Followers and Quorum: quorum.Config's (defaults 3 and a majority).
+	Followers, Quorum int
+	// Limits are the cluster's (follow.Limits).
+	Limits follow.Limits
+	// MaxStoreBytes bounds what the follower store holds for every actor
+	// together (tails.Config.MaxBytes; 0: its default).
+	MaxStoreBytes int64
+}
+
+// tailsDir is the follower store's directory under Config.Dir: no actor's
+// (those are namespace IDs of 22 characters).
+const tailsDir = "tails"
+
+// peering is what a host runs to acknowledge by followers.
+type peering struct {
+	store  *tails.Store
+	node   *peer.Node
+	hub    *quorum.Hub
+	leases *quorum.Leases
+	ln     net.Listener
+	addr   string // advertised
+}
+
+// startPeering opens the follower store and the transport's listener; the
+// hub starts once the node is registered (attach).
+func startPeering(cfg Config) (*peering, error) {
+	pc := cfg.Peers
+	store, err := tails.Open(filepath.Join(cfg.Dir, tailsDir), tails.Config{Limits: pc.Limits, MaxBytes: pc.MaxStoreBytes})
+	if err != nil {
+		return nil, fmt.Errorf("host: follower store: %w", err)
+	}
+	ln, err := net.Listen("tcp", pc.Listen)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("host: follower transport: %w", err)
+	}
+	p := &peering{store: store, ln: ln, addr: ln.Addr().String()}
+	if pc.Advertise != "" {
+		p.addr = pc.Advertise
+	}
+	p.node, err = peer.NewNode(peer.Config{ID: follow.NodeID(store.ID()), Key: pc.Key, TLS: pc.TLS, Limits: pc.Limits,
+		Logger: cfg.Logger, Handler: func(from follow.NodeID, actor string, m follow.Message) { p.hub.Handle(from, actor, m) }})
+	if err != nil {
+		ln.Close()
+		store.Close()
+		return nil, fmt.Errorf("host: follower transport: %w", err)
+	}
+	return p, nil
+}
+
+func (p *peering) close() error {
+	if p.hub != nil {
+		p.hub.Close()
+	}
+	return errors.Join(p.node.Close(), p.store.Close())
+}

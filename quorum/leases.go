@@ -1,0 +1,133 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/follow"
+)
+
+// AddrSetter is the part of the transport a Directory fills in: where a
+// follower listens (peer.Node.SetAddr).
+type AddrSetter interface {
+	SetAddr(id follow.NodeID, addr string) error
+}
+
+// Leases is the Directory of a cluster whose nodes register in the bucket
+// (package fence). A follower is named by its store (fence.Lease.Follower,
+// tails.Store.ID), not by the node serving it: a process restarted on the
+// same store registers a new node, and is still the follower that holds
+// what it acknowledged. The candidates are the followers of the leases
+// alive on this node's observer that give a peer address
+// (fence.Lease.Peer); the set is recorded in own.json with a write
+// conditional on the claim (fence.Node.RecordFollowers).
+type Leases struct {
+	tr AddrSetter
+
+	mu     sync.Mutex
+	node   *fence.Node
+	cached []fence.Lease // live, with a follower and a peer address
+	at     time.Time
+}
+
+// CandidatesCache is how long a listing of the live nodes serves
+// Candidates and Locate: every open asks. A third of fence.DefaultLease,
+// so a node that died is offered for hardly longer than its lease still
+// looks alive anyway (and follow copes with a follower that never answers).
+const CandidatesCache = 3 * time.Second
+
+var _ Directory = (*Leases)(nil)
+
+// NewLeases returns the directory of node's cluster, filling in tr.
+func NewLeases(node *fence.Node, tr AddrSetter) *Leases { return &Leases{node: node, tr: tr} }
+
+// SetNode makes the directory use node (a host registers a new node after
+// losing its lease).
+func (d *Leases) SetNode(node *fence.Node) {
+	d.mu.Lock()
+	d.node, d.cached = node, nil
+	d.mu.Unlock()
+}
+
+// live returns the live leases that name a follower and a peer address,
+// from the cache unless refresh or it is older than CandidatesCache.
+func (d *Leases) live(ctx context.Context, refresh bool) ([]fence.Lease, error) {
+	d.mu.Lock()
+	node := d.node
+	if d.cached != nil && !refresh && time.Since(d.at) < CandidatesCache {
+		out := d.cached
+		d.mu.Unlock()
+		return out, nil
+	}
+	d.mu.Unlock()
+	leases, err := node.Observer.LiveNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []fence.Lease
+	for _, l := range leases {
+		if l.Follower != "" && l.Peer != "" {
+			out = append(out, l)
+		}
+	}
+	d.mu.Lock()
+	d.cached, d.at = out, time.Now()
+	d.mu.Unlock()
+	return out, nil
+}
+
+// Candidates returns the followers of the live nodes other than this one,
+// sorted by node ID, and makes each reachable.
+func (d *Leases) Candidates(ctx context.Context) ([]follow.NodeID, error) {
+	leases, err := d.live(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	self := d.node.ID()
+	d.mu.Unlock()
+	out := []follow.NodeID{}
+	for _, l := range leases {
+		if l.Node == self {
+			continue
+		}
+		if err := d.tr.SetAddr(follow.NodeID(l.Follower), l.Peer); err != nil {
+			continue
+		}
+		out = append(out, follow.NodeID(l.Follower))
+	}
+	return out, nil
+}
+
+// Locate finds the live node serving follower id and gives the transport
+// its peer address; none is an error (the follower is unreachable until a
+// node serves its store again).
+func (d *Leases) Locate(ctx context.Context, id follow.NodeID) error {
+	for _, refresh := range []bool{false, true} {
+		leases, err := d.live(ctx, refresh)
+		if err != nil {
+			return err
+		}
+		for _, l := range leases {
+			if follow.NodeID(l.Follower) == id {
+				return d.tr.SetAddr(id, l.Peer)
+			}
+		}
+	}
+	return fmt.Errorf("quorum: no live node serves follower %s", id)
+}
+
+// Record writes the set into own.json (fence.Node.RecordFollowers).
+func (d *Leases) Record(ctx context.Context, own fence.Ownership, set []follow.NodeID, q int) (fence.Ownership, error) {
+	ids := make([]string, len(set))
+	for i, id := range set {
+		ids[i] = string(id)
+	}
+	d.mu.Lock()
+	node := d.node
+	d.mu.Unlock()
+	return node.RecordFollowers(ctx, own, ids, q)
+}

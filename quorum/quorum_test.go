@@ -1,0 +1,216 @@
+package quorum_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ncruces/go-sqlite3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/follow"
+	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/peer"
+	"github.com/framectl/framectl/quorum"
+	"github.com/framectl/framectl/restore"
+	"github.com/framectl/framectl/tails"
+	"github.com/framectl/framectl/vfs"
+)
+
+// A node of an in-process cluster: a fence node (its lease gives the
+// peer address), a peer transport on 127.0.0.1, a follower store and a hub.
+type node struct {
+	fn    *fence.Node
+	pn    *peer.Node
+	hub   *quorum.Hub
+	store *tails.Store
+	cfg   quorum.Config
+	once  sync.Once
+}
+
+var testLease = fence.Options{Lease: 600 * time.Millisecond, Grace: 300 * time.Millisecond}
+
+func startNode(t *testing.T, b bucket.Bucket, key []byte) *node {
+	t.Helper()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	store, err := tails.Open(t.TempDir(), tails.Config{})
+	require.NoError(t, err)
+	opts := testLease
+	opts.PeerAddress, opts.Follower = ln.Addr().String(), store.ID()
+	fn, err := fence.Register(ctx, b, "127.0.0.1:1", opts)
+	require.NoError(t, err)
+	n := &node{fn: fn, store: store}
+	n.pn, err = peer.NewNode(peer.Config{ID: follow.NodeID(store.ID()), Key: key,
+		Handler: func(from follow.NodeID, actor string, m follow.Message) { n.hub.Handle(from, actor, m) }})
+	require.NoError(t, err)
+	n.cfg = quorum.Config{Self: follow.NodeID(store.ID()), Transport: n.pn, Store: store,
+		Directory: quorum.NewLeases(fn, n.pn), TakeoverWait: 5 * time.Second}
+	n.hub, err = quorum.New(n.cfg)
+	require.NoError(t, err)
+	go n.pn.Serve(ctx, ln)
+	t.Cleanup(func() { n.kill() })
+	return n
+}
+
+// kill stops the node as a crash would, but for its lease, which it
+// deletes so that a claim need not wait for it to run out.
+func (n *node) kill() {
+	n.once.Do(func() {
+		n.hub.Close()
+		n.pn.Close()
+		n.fn.Close(context.Background())
+		n.store.Close()
+	})
+}
+
+func clusterKey(t *testing.T) []byte {
+	key := make([]byte, 32)
+	_, err := rand.Read(key)
+	require.NoError(t, err)
+	return key
+}
+
+// openActor opens the actor on n in peer mode, retrying while the claim
+// waits for a dead holder's lease.
+func openActor(t *testing.T, n *node, b bucket.Bucket, dir string) *vfs.DB {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a := frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: frames.ActorKey([]byte("counter"))}
+		db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "q", Actor: []byte("counter"), Dir: dir, Node: n.fn,
+			Peers: n.hub.Session(a), UploadInterval: time.Hour})
+		if err == nil {
+			return db
+		}
+		if time.Now().After(deadline) || !(errors.Is(err, fence.ErrHolderUnseen) || errors.Is(err, fence.ErrHeld)) {
+			require.NoError(t, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func insert(t *testing.T, db *vfs.DB, c *sqlite3.Conn, i int) {
+	t.Helper()
+	s, _, err := c.Prepare("INSERT INTO t(i) VALUES (?)")
+	require.NoError(t, err)
+	require.NoError(t, s.BindInt(1, i))
+	require.NoError(t, s.Exec())
+	require.NoError(t, s.Close())
+	require.NoError(t, db.Durable(context.Background()))
+}
+
+func rows(t *testing.T, c *sqlite3.Conn) []int {
+	t.Helper()
+	s, _, err := c.Prepare("SELECT i FROM t ORDER BY rowid")
+	require.NoError(t, err)
+	defer s.Close()
+	var out []int
+	for s.Step() {
+		out = append(out, s.ColumnInt(0))
+	}
+	require.NoError(t, s.Err())
+	return out
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// Commits are acknowledged by the followers, without a PUT each: the
+// bucket gets them at Close.
+func TestDurableByFollowers(t *testing.T) {
+	b, err := bucket.NewDir(t.TempDir())
+	require.NoError(t, err)
+	key := clusterKey(t)
+	ns := []*node{startNode(t, b, key), startNode(t, b, key), startNode(t, b, key), startNode(t, b, key)}
+	db := openActor(t, ns[0], b, t.TempDir())
+	c, err := db.Conn()
+	require.NoError(t, err)
+	require.NoError(t, c.Exec("CREATE TABLE t(i INTEGER)"))
+	require.NoError(t, db.Durable(context.Background()))
+	for i := range 50 {
+		insert(t, db, c, i)
+	}
+	st := db.Stats()
+	require.Equal(t, int64(51), st.AckedByPeers, "every Durable answered by the followers")
+	require.Zero(t, st.AckedByBucket)
+	require.Zero(t, st.Batches, "no batch uploaded while the followers acknowledge")
+
+	a := frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: frames.ActorKey([]byte("counter"))}
+	rec, _, err := fence.ReadRecord(context.Background(), b, a)
+	require.NoError(t, err)
+	require.Len(t, rec.Followers, 3, "own.json records the set")
+	require.Equal(t, 2, rec.Quorum)
+
+	require.Equal(t, seq(50), rows(t, c))
+	require.NoError(t, c.Close())
+	require.NoError(t, db.Close(context.Background()))
+	dest := filepath.Join(t.TempDir(), "r.db")
+	_, err = restore.Restore(context.Background(), b, a, dest, restore.Options{})
+	require.NoError(t, err)
+	rc, err := sqlite3.Open(dest)
+	require.NoError(t, err)
+	defer rc.Close()
+	require.Equal(t, seq(50), rows(t, rc), "Close flushed every commit to the bucket")
+}
+
+// The owner dies with commits the followers acknowledged and the bucket
+// never got: the next owner's takeover recovers all of them, in order,
+// once, and makes them the bucket's.
+func TestTakeoverRecoversAcknowledgedTail(t *testing.T) {
+	b, err := bucket.NewDir(t.TempDir())
+	require.NoError(t, err)
+	key := clusterKey(t)
+	ns := []*node{startNode(t, b, key), startNode(t, b, key), startNode(t, b, key), startNode(t, b, key)}
+	db := openActor(t, ns[0], b, t.TempDir())
+	c, err := db.Conn()
+	require.NoError(t, err)
+	require.NoError(t, c.Exec("CREATE TABLE t(i INTEGER)"))
+	require.NoError(t, db.Durable(context.Background()))
+	for i := range 30 {
+		insert(t, db, c, i)
+	}
+	require.Zero(t, db.Stats().Batches, "the bucket holds none of them")
+	ns[0].kill()
+
+	a := frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: frames.ActorKey([]byte("counter"))}
+	rec, _, err := fence.ReadRecord(context.Background(), b, a)
+	require.NoError(t, err)
+	next := ns[1]
+	for _, n := range ns[1:] {
+		if n.store.ID() == rec.Followers[0] {
+			next = n // a follower of the old owner takes over, fencing its own store too
+		}
+	}
+	db2 := openActor(t, next, b, t.TempDir())
+	c2, err := db2.Conn()
+	require.NoError(t, err)
+	require.Equal(t, seq(30), rows(t, c2), "every acknowledged commit recovered, in order, once")
+	insert(t, db2, c2, 30)
+	require.NoError(t, c2.Close())
+	require.NoError(t, db2.Close(context.Background()))
+	require.Equal(t, int64(1), next.hub.Stats().TailsRecovered)
+
+	dest := filepath.Join(t.TempDir(), "r.db")
+	_, err = restore.Restore(context.Background(), b, a, dest, restore.Options{})
+	require.NoError(t, err)
+	rc, err := sqlite3.Open(dest)
+	require.NoError(t, err)
+	defer rc.Close()
+	require.Equal(t, seq(31), rows(t, rc))
+	_ = c.Close()
+}

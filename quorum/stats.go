@@ -1,0 +1,28 @@
+package quorum
+
+import "sync/atomic"
+
+// Stats counts what a hub did since New.
+type Stats struct {
+	Sessions       int   // sessions running now (owner or takeover)
+	Takeovers      int64 // takeovers started
+	TailsRecovered int64 // takeovers that recovered commits the bucket lacked
+	Superseded     int64 // sessions a newer epoch fenced at a follower
+	Late           int64 // replies for an actor with no session here (dropped)
+	SendErrors     int64 // sends the transport refused (follow resends)
+	StoreErrors    int64 // follower store failures (a full disk: the owner replaces this follower)
+}
+
+type hubCounters struct {
+	takeovers, tailsRecovered, superseded, late, sendErrors, storeErrors atomic.Int64
+}
+
+// Stats returns the hub's counters.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	n := len(h.sessions)
+	h.mu.Unlock()
+	c := &h.stats
+	return Stats{Sessions: n, Takeovers: c.takeovers.Load(), TailsRecovered: c.tailsRecovered.Load(),
+		Superseded: c.superseded.Load(), Late: c.late.Load(), SendErrors: c.sendErrors.Load(), StoreErrors: c.storeErrors.Load()}
+}
