@@ -37,7 +37,7 @@ type node struct {
 
 var testLease = fence.Options{Lease: 600 * time.Millisecond, Grace: 300 * time.Millisecond}
 
-func startNode(t *testing.T, b bucket.Bucket, key []byte) *node {
+func startNode(t testing.TB, b bucket.Bucket, key []byte) *node {
 	t.Helper()
 	ctx := context.Background()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -72,7 +72,7 @@ func (n *node) kill() {
 	})
 }
 
-func clusterKey(t *testing.T) []byte {
+func clusterKey(t testing.TB) []byte {
 	key := make([]byte, 32)
 	_, err := rand.Read(key)
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func clusterKey(t *testing.T) []byte {
 
 // openActor opens the actor on n in peer mode, retrying while the claim
 // waits for a dead holder's lease.
-func openActor(t *testing.T, n *node, b bucket.Bucket, dir string) *vfs.DB {
+func openActor(t testing.TB, n *node, b bucket.Bucket, dir string) *vfs.DB {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
