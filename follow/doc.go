@@ -5,9 +5,10 @@
 // (Owner, Follower, Takeover), their messages (Fence, Promise, Append, Ack,
 // Refuse) and the messages' wire encoding. Time reaches them only as an
 // argument (Tick), and nothing in them draws a random number, so a schedule
-// replays exactly (the simulation in sim_test.go relies on it). Transport,
-// the follower's store on disk and the wiring into vfs and host belong
-// elsewhere.
+// replays exactly (the simulation in sim_test.go relies on it). Transport
+// (package peer), the follower's store on disk (package tails), running
+// the state machines on a node (package quorum) and a session's entries
+// (vfs, "Acknowledgement by followers") belong elsewhere.
 //
 // What it must never do: acknowledge a commit that neither the bucket nor q
 // followers of the set hold on disk in the owner's epoch; let a follower

@@ -64,6 +64,20 @@
 // host stop instead ([Host.Done]), for a runtime that would rather exit and
 // be restarted by its supervisor.
 //
+// # Acknowledgement by followers
+//
+// With Config.Peers the host is also a follower node: it keeps a follower
+// store under Dir/tails (package tails; its ID, in the store's directory,
+// is the follower's name in every follower set, so a restarted process on
+// the same Dir is the same follower), listens for the follower transport
+// (package peer, authenticated with the cluster key), advertises both in
+// its lease (fence.Lease.Peer, Follower) and runs one quorum.Hub. Every
+// actor it opens gets a quorum.Session as vfs.Config.Peers: the open takes
+// over from the followers own.json names, chooses new ones among the live
+// leases, and from then on Durable returns once a quorum of them hold a
+// commit. A node that registers anew after losing its lease keeps the
+// store, the transport and the hub.
+//
 // # Differences from Durable Objects
 //
 // A runtime author coming from Cloudflare's Durable Objects should know:

@@ -9,9 +9,9 @@
 // reordered or cut on the wire, or one past the message bound; allocate
 // what a length field claims before the bytes arrived; block a caller on
 // the network (Send queues or refuses, at once). What a message means,
-// and what to resend when one is lost, is follow's; opening connections
-// for an actor's followers, and the store a follower fsyncs, belong to the
-// wiring into vfs and host.
+// and what to resend when one is lost, is follow's; which node an actor's
+// followers are and where they listen, package quorum's; the store a
+// follower fsyncs, package tails's.
 //
 // # Plain TCP, not Cap'n Proto RPC or HTTP/2
 //

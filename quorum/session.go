@@ -31,6 +31,7 @@ type Session struct {
 	changed chan struct{} // closed and replaced when Acked or Err may have changed
 	err     error         // superseded
 	closed  bool
+	windows map[follow.NodeID]*window // one Append in flight per follower (window.go)
 }
 
 // Session returns a new session for actor a on this node.
@@ -45,6 +46,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch uint64,
 	// with what the closed one left.
 	s.mu.Lock()
 	s.closed, s.owner, s.err, s.tk, s.tkDone, s.n, s.q = false, nil, nil, nil, nil, 0, 0
+	s.windows = map[follow.NodeID]*window{}
 	s.mu.Unlock()
 	if len(prev.Followers) == 0 {
 		return nil, nil
@@ -140,7 +142,10 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 	}
 	s.mu.Lock()
 	s.owner, s.n, s.q = o, len(set), q
-	out := o.Outbox()
+	if s.windows == nil {
+		s.windows = map[follow.NodeID]*window{}
+	}
+	out := s.route(o.Outbox(), time.Now())
 	s.mu.Unlock()
 	if err := s.h.register(s); err != nil {
 		return own, err
@@ -161,7 +166,7 @@ func (s *Session) Append(e follow.Entry) error {
 		return nil // no followers: the bucket acknowledges
 	}
 	err := s.owner.Append(e)
-	out := s.owner.Outbox()
+	out := s.route(s.owner.Outbox(), time.Now())
 	s.noteLocked()
 	s.mu.Unlock()
 	s.h.sendAll(s.actor, out)
@@ -178,7 +183,7 @@ func (s *Session) BucketDurable(p follow.Point) {
 	if err := s.owner.BucketDurable(p); err != nil && !errors.Is(err, follow.ErrSuperseded) {
 		s.h.log.Error("bucket durable point not in the owner's log", "actor", s.actor, "seq", p.Seq, "err", err)
 	}
-	out := s.owner.Outbox()
+	out := s.route(s.owner.Outbox(), time.Now())
 	s.noteLocked()
 	s.mu.Unlock()
 	s.h.sendAll(s.actor, out)
@@ -251,8 +256,13 @@ func (s *Session) receive(from follow.NodeID, m follow.Message) {
 		out = s.tk.Outbox()
 		s.takeoverDoneLocked()
 	case s.owner != nil && !s.closed:
+		now := time.Now()
+		switch m.(type) {
+		case *follow.Ack, *follow.Refuse:
+			out = s.answered(from, now) // what was held goes first
+		}
 		s.owner.Receive(from, m)
-		out = s.owner.Outbox()
+		out = append(out, s.route(s.owner.Outbox(), now)...)
 		s.noteLocked()
 	}
 	s.mu.Unlock()
@@ -268,8 +278,13 @@ func (s *Session) tick(now time.Time) {
 		out = s.tk.Outbox()
 		s.takeoverDoneLocked()
 	case s.owner != nil && !s.closed:
+		retransmit := s.h.cfg.Retransmit
+		if retransmit <= 0 {
+			retransmit = follow.DefaultRetransmit
+		}
+		out = s.expire(now, retransmit)
 		s.owner.Tick(now)
-		out = s.owner.Outbox()
+		out = append(out, s.route(s.owner.Outbox(), now)...)
 		s.noteLocked()
 	}
 	s.mu.Unlock()

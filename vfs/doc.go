@@ -19,9 +19,15 @@
 // records where the session ended in own.json, so that a lost tail is an
 // error, not an older state.
 //
+// With followers (Config.Peers, peers.go), a commit is acknowledged once a
+// quorum of the actor's followers hold it, or the bucket does, and the
+// bucket is written in the background; Open first takes over from the
+// followers the replaced owner recorded, and the tail they hold becomes
+// the session's first batch (tail.go).
+//
 // What it must never do: emit a page of a rolled-back transaction, emit a
 // commit twice or out of order, skip a commit, acknowledge a commit that is
-// not in the bucket, block a VFS callback on the network in async mode, go
+// neither in the bucket nor held by a quorum of followers, block a VFS callback on the network in async mode, go
 // on replicating after it has seen a write it cannot account for, or start
 // a session from a state older than one the bucket acknowledged.
 //
