@@ -91,11 +91,13 @@ func TestDirListKeepsNames(t *testing.T) {
 	keys = slices.DeleteFunc(keys, func(k string) bool { return k == "f/2000" })
 	require.Equal(t, after(keys, "f/1999"), keysOf(listAll(t, d, "f/", "f/1999", 300)), "after a delete")
 
-	// Settled again: kept again.
+	// Settled again: kept again. At most one read for the 3 pages: none
+	// when the listing after the delete already read the directory
+	// settled (a slow machine takes longer than settle to get there).
 	time.Sleep(2 * settle)
 	n := reads()["f/"]
 	require.Equal(t, keys, keysOf(listAll(t, d, "f/", "", 1000)))
-	require.Equal(t, n+1, reads()["f/"], "directory reads for 3 pages once settled")
+	require.LessOrEqual(t, reads()["f/"]-n, 1, "directory reads for 3 pages once settled")
 }
 
 // TestDirListRereadsChangingDirectory: a directory that changed less than

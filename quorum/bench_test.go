@@ -36,7 +36,28 @@ func BenchmarkDurable(b *testing.B) {
 	}
 }
 
+// BenchmarkDurableAtRate is BenchmarkDurable's one writer at 100 commits
+// a second, for PUTs per 1,000 commits over several upload intervals
+// (-benchtime 3000x: 30 s each).
+//
+//	scripts/with-s3.sh go test ./quorum -run '^$' -bench DurableAtRate -benchtime 3000x
+func BenchmarkDurableAtRate(b *testing.B) {
+	for _, be := range buckettest.Backends() {
+		for _, mode := range []string{"peers", "bucket"} {
+			b.Run(fmt.Sprintf("bucket=%s/ack=%s", be.Name, mode), func(b *testing.B) {
+				benchDurableAt(b, be.New(b), 1, mode == "peers", 10*time.Millisecond)
+			})
+		}
+	}
+}
+
 func benchDurable(b *testing.B, bk bucket.Bucket, writers int, peers bool) {
+	benchDurableAt(b, bk, writers, peers, 0)
+}
+
+// benchDurableAt runs b.N commits on writers connections, each writer
+// starting a commit every every (0: at once).
+func benchDurableAt(b *testing.B, bk bucket.Bucket, writers int, peers bool, every time.Duration) {
 	ctx := context.Background()
 	var db *vfs.DB
 	if peers {
@@ -55,7 +76,7 @@ func benchDurable(b *testing.B, bk bucket.Bucket, writers int, peers bool) {
 	require.NoError(b, c.Exec("CREATE TABLE t(i INTEGER)"))
 	require.NoError(b, c.Close())
 	require.NoError(b, db.Durable(ctx))
-	puts0 := db.Stats().PUTs
+	st0 := db.Stats()
 	per := max(1, b.N/writers)
 	lat := make([][]time.Duration, writers)
 	var wg sync.WaitGroup
@@ -71,7 +92,12 @@ func benchDurable(b *testing.B, bk bucket.Bucket, writers int, peers bool) {
 				return
 			}
 			defer c.Close()
+			tick := time.Now()
 			for i := range per {
+				if every > 0 {
+					tick = tick.Add(every)
+					time.Sleep(time.Until(tick))
+				}
 				if err := c.Exec(fmt.Sprintf("INSERT INTO t(i) VALUES (%d)", w*per+i)); err != nil {
 					b.Error(err)
 					return
@@ -98,6 +124,7 @@ func benchDurable(b *testing.B, bk bucket.Bucket, writers int, peers bool) {
 	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(commits/took.Seconds(), "commits/s")
-	b.ReportMetric(float64(st.PUTs-puts0)*1000/commits, "PUTs/1000")
+	b.ReportMetric(float64(st.PUTs-st0.PUTs)*1000/commits, "PUTs/1000")
+	b.ReportMetric(float64(st.BytesUploaded-st0.BytesUploaded)/commits, "bytes-up/commit")
 	require.NoError(b, db.Close(ctx))
 }
