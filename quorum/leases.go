@@ -102,22 +102,38 @@ func (d *Leases) Candidates(ctx context.Context) ([]follow.NodeID, error) {
 	return out, nil
 }
 
+// LocateFresh is how old a listing Locate may use. A takeover locates the
+// followers own.json names, and one of them may have restarted on its
+// store since the listing (a new node at a new port): an address from a
+// listing CandidatesCache old sent the takeover's fences to a dead port,
+// and the takeover waited out follow.DefaultWait for an answer that could
+// not come (seen in TestPeersCrashTakeover: 21 of 66 rounds took 12–22 s).
+// The takeovers of one open share one listing.
+const LocateFresh = 500 * time.Millisecond
+
 // Locate finds the live node serving follower id and gives the transport
 // its peer address; none is an error (the follower is unreachable until a
-// node serves its store again).
+// node serves its store again). Of two live leases naming the follower (a
+// process restarted on the store while its predecessor's lease has not
+// run out yet), the one with the fewer renewals is the newer process.
 func (d *Leases) Locate(ctx context.Context, id follow.NodeID) error {
-	for _, refresh := range []bool{false, true} {
-		leases, err := d.live(ctx, refresh)
-		if err != nil {
-			return err
-		}
-		for _, l := range leases {
-			if follow.NodeID(l.Follower) == id {
-				return d.tr.SetAddr(id, l.Peer)
-			}
+	d.mu.Lock()
+	stale := time.Since(d.at) >= LocateFresh
+	d.mu.Unlock()
+	leases, err := d.live(ctx, stale)
+	if err != nil {
+		return err
+	}
+	var best *fence.Lease
+	for i, l := range leases {
+		if follow.NodeID(l.Follower) == id && (best == nil || l.Heartbeat < best.Heartbeat) {
+			best = &leases[i]
 		}
 	}
-	return fmt.Errorf("quorum: no live node serves follower %s", id)
+	if best == nil {
+		return fmt.Errorf("quorum: no live node serves follower %s", id)
+	}
+	return d.tr.SetAddr(id, best.Peer)
 }
 
 // Record writes the set into own.json (fence.Node.RecordFollowers).
