@@ -207,14 +207,7 @@ func (r *replicator) ship(buf *bytes.Buffer, qc *queuedCommit) error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.open == nil || r.open.bytes >= int64(r.cfg.MaxBatchBytes) {
-		if r.open != nil {
-			r.sealed = append(r.sealed, r.open)
-			r.hurryLocked()
-		}
-		r.open = r.newBatch(c.PageSize)
-	}
-	b := r.open
+	b := r.openBatchLocked(c.PageSize)
 	if b.commits == 0 {
 		b.before = before
 	}

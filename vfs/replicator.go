@@ -200,45 +200,27 @@ func (r *replicator) commit(c *capturedCommit) {
 		r.stopLocked(fmt.Errorf("%w: page size changed from %d to %d", ErrStopped, r.pageSize, c.PageSize))
 		return
 	}
-	if r.peers != nil {
-		// The shipper numbers nothing: the commit's seq is fixed here,
-		// under the WAL write lock, and it merges in this order.
-		r.seq++
-		if r.state != nil {
-			r.state.recordCaptured(r.seq)
-		}
-		r.queue = append(r.queue, queuedCommit{seq: r.seq, c: c, prevPages: r.pages})
-		queued = true
-		r.pages = c.DatabasePages
-		r.pending += int64(len(c.Pages)) * int64(r.pageSize)
-		r.stats.commits.Add(1)
-		r.stats.pagesCaptured.Add(int64(len(c.Pages)))
-		if r.pending >= int64(r.cfg.MaxPendingBytes) {
-			r.blocked.Store(true)
-			r.hurryLocked()
-		}
-		select {
-		case r.shipWake <- struct{}{}:
-		default:
-		}
-		return
-	}
-	if r.open == nil || r.open.bytes >= int64(r.cfg.MaxBatchBytes) {
-		if r.open != nil {
-			r.sealed = append(r.sealed, r.open)
-			r.hurryLocked()
-		}
-		r.open = r.newBatch(c.PageSize)
-	}
-	b := r.open
 	r.seq++
 	if r.state != nil {
 		r.state.recordCaptured(r.seq)
 	}
-	held := b.bytes
-	b.add(r.seq, c, r.pages)
+	var added int64 // to pending
+	wake := r.wake
+	if r.peers != nil {
+		// The shipper numbers nothing: the commit's seq is fixed here,
+		// under the WAL write lock, and it merges in this order.
+		r.queue = append(r.queue, queuedCommit{seq: r.seq, c: c, prevPages: r.pages})
+		queued = true
+		added = int64(len(c.Pages)) * int64(r.pageSize)
+		wake = r.shipWake
+	} else {
+		b := r.openBatchLocked(c.PageSize)
+		held := b.bytes
+		b.add(r.seq, c, r.pages)
+		added = b.bytes - held
+	}
 	r.pages = c.DatabasePages
-	r.pending += b.bytes - held
+	r.pending += added
 	r.stats.commits.Add(1)
 	r.stats.pagesCaptured.Add(int64(len(c.Pages)))
 	if r.pending >= int64(r.cfg.MaxPendingBytes) {
@@ -246,9 +228,22 @@ func (r *replicator) commit(c *capturedCommit) {
 		r.hurryLocked()
 	}
 	select {
-	case r.wake <- struct{}{}:
+	case wake <- struct{}{}:
 	default:
 	}
+}
+
+// openBatchLocked returns the batch commits merge into, sealing the open
+// one for the uploader first once it is full. Called with mu held.
+func (r *replicator) openBatchLocked(pageSize uint32) *pendingBatch {
+	if r.open == nil || r.open.bytes >= int64(r.cfg.MaxBatchBytes) {
+		if r.open != nil {
+			r.sealed = append(r.sealed, r.open)
+			r.hurryLocked()
+		}
+		r.open = r.newBatch(pageSize)
+	}
+	return r.open
 }
 
 func (r *replicator) newBatch(pageSize uint32) *pendingBatch {
