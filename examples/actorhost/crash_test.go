@@ -66,34 +66,7 @@ func crashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 		slices.Sort(holders)
 		victim := c.byID(holders[rand.IntN(len(holders))])
 		its := owners[victim.id]
-		killed := time.Now()
-		victim.kill()
-		if _, ok := victim.wait(hangGuard); !ok {
-			t.Fatalf("round %d: node%d survived SIGKILL", round, victim.slot)
-		}
-		dead := time.Now()
-		var slowest time.Duration
-		if !waitFor(ctx, hangGuard, func() bool {
-			for _, s := range its {
-				if len(s.acksSentAfter(dead)) == 0 {
-					return false
-				}
-			}
-			return true
-		}) {
-			t.Fatalf("round %d: the actors of the killed node%d were not served elsewhere", round, victim.slot)
-		}
-		for _, s := range its {
-			after := s.acksSentAfter(dead)
-			slowest = max(slowest, after[0].at.Sub(killed))
-		}
-		for _, s := range w.streams {
-			for _, a := range s.acksSentAfter(dead) {
-				if a.node == victim.id {
-					t.Errorf("round %d: %s: the killed node%d acknowledged %q, sent after it died", round, s.id, victim.slot, a.body)
-				}
-			}
-		}
+		slowest := killAndAwaitTakeover(t, ctx, c, w, round, []*proc{victim}, its)
 		t.Logf("round %d: killed node%d holding %d actors; all served elsewhere %v later", round, victim.slot, len(its), slowest.Round(time.Millisecond))
 		c.start(victim.slot) // a new node at the same address
 	}
@@ -102,6 +75,48 @@ func crashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 	t.Logf("%d writes attempted, %d acknowledged, %d answered 503 + Retry-After", attempts, acks, unavail)
 	w.checkNoUnexpected(t)
 	checkFinalState(t, ctx, c, b, w)
+}
+
+// killAndAwaitTakeover SIGKILLs victims together, waits until every
+// stream of its (the actors victims[0] held) has a write acknowledged
+// after they died, checks that no victim acknowledged a write sent after
+// its death, and returns the longest wait from the kill to such a write.
+func killAndAwaitTakeover(t *testing.T, ctx context.Context, c *cluster, w *workload, round int, victims []*proc, its []*stream) time.Duration {
+	t.Helper()
+	killed := time.Now()
+	for _, p := range victims {
+		p.kill()
+	}
+	for _, p := range victims {
+		if _, ok := p.wait(hangGuard); !ok {
+			t.Fatalf("round %d: node%d survived SIGKILL", round, p.slot)
+		}
+	}
+	dead := time.Now()
+	if !waitFor(ctx, hangGuard, func() bool {
+		for _, s := range its {
+			if len(s.acksSentAfter(dead)) == 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("round %d: the actors of the killed node%d were not served elsewhere", round, victims[0].slot)
+	}
+	var slowest time.Duration
+	for _, s := range its {
+		slowest = max(slowest, s.acksSentAfter(dead)[0].at.Sub(killed))
+	}
+	for _, s := range w.streams {
+		for _, a := range s.acksSentAfter(dead) {
+			for _, v := range victims {
+				if a.node == v.id {
+					t.Errorf("round %d: %s: the killed node%d acknowledged %q, sent after it died", round, s.id, v.slot, a.body)
+				}
+			}
+		}
+	}
+	return slowest
 }
 
 // checkFinalState checks every stream's acknowledged writes: through the

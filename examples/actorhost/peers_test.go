@@ -94,39 +94,7 @@ func peersCrashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 				}
 			}
 		}
-		killed := time.Now()
-		for _, p := range victims {
-			p.kill()
-		}
-		for _, p := range victims {
-			if _, ok := p.wait(hangGuard); !ok {
-				t.Fatalf("round %d: node%d survived SIGKILL", round, p.slot)
-			}
-		}
-		dead := time.Now()
-		if !waitFor(ctx, hangGuard, func() bool {
-			for _, s := range its {
-				if len(s.acksSentAfter(dead)) == 0 {
-					return false
-				}
-			}
-			return true
-		}) {
-			t.Fatalf("round %d: the actors of the killed node%d were not served elsewhere", round, owner.slot)
-		}
-		var slowest time.Duration
-		for _, s := range its {
-			slowest = max(slowest, s.acksSentAfter(dead)[0].at.Sub(killed))
-		}
-		for _, s := range w.streams {
-			for _, a := range s.acksSentAfter(dead) {
-				for _, v := range victims {
-					if a.node == v.id {
-						t.Errorf("round %d: %s: the killed node%d acknowledged %q, sent after it died", round, s.id, v.slot, a.body)
-					}
-				}
-			}
-		}
+		slowest := killAndAwaitTakeover(t, ctx, c, w, round, victims, its)
 		t.Logf("round %d: killed owner node%d (%d actors) and %d of its followers; all served elsewhere %v later",
 			round, owner.slot, len(its), len(victims)-1, slowest.Round(time.Millisecond))
 		for _, p := range victims {
