@@ -38,8 +38,16 @@
 // the new followers hold nothing the bucket lacks, so none waits to catch
 // up.
 //
-// Not built yet: replacing a follower that died or failed (full, broken)
-// while the session runs (follow.Owner.ChangeSet and its three steps). A
-// session whose set lost more than n-q members acknowledges by the
-// bucket only (Session.Acked reports no quorum at once), until it ends.
+// # Replacing a follower
+//
+// A follower that failed (it refused as full or broken) or that no live
+// node serves any more is replaced while the session runs, by a live node
+// outside the set, in follow's three steps, own.json recording the new set
+// before it alone counts (replace.go says when a change is given up, and
+// what a set with nobody to spare does). Session.Close returns the claim
+// with the version of own.json the last replacement wrote, for the
+// release. While a set has more than n-q members failed or unreachable,
+// acknowledgements are the bucket's (Session.Acked reports no quorum at
+// once for failed ones; vfs asks the bucket after PeerWait for
+// unreachable ones).
 package quorum

@@ -70,6 +70,10 @@ type Config struct {
 	Retransmit, TakeoverWait time.Duration
 	// Tick: DefaultTick when zero.
 	Tick time.Duration
+	// ReplaceCheck and ReplaceWait: how often a session looks for
+	// followers to replace, and how long a newcomer may take to catch up
+	// (replace.go; DefaultReplaceCheck and DefaultReplaceWait when zero).
+	ReplaceCheck, ReplaceWait time.Duration
 	// Logger receives the hub's events (nil: discard).
 	Logger *slog.Logger
 }
@@ -103,6 +107,12 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = DefaultTick
+	}
+	if cfg.ReplaceCheck <= 0 {
+		cfg.ReplaceCheck = DefaultReplaceCheck
+	}
+	if cfg.ReplaceWait <= 0 {
+		cfg.ReplaceWait = DefaultReplaceWait
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

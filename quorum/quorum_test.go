@@ -18,6 +18,7 @@ import (
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/peer"
+	"github.com/framectl/framectl/peer/peertest"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/tails"
@@ -38,28 +39,48 @@ type node struct {
 var testLease = fence.Options{Lease: 600 * time.Millisecond, Grace: 300 * time.Millisecond}
 
 func startNode(t testing.TB, b bucket.Bucket, key []byte) *node {
+	return startNodeWith(t, b, key, nodeOptions{})
+}
+
+// nodeOptions vary a test node.
+type nodeOptions struct {
+	store tails.Config        // the follower store's
+	net   *peertest.Network // faults between the nodes (nil: none)
+}
+
+func startNodeWith(t testing.TB, b bucket.Bucket, key []byte, o nodeOptions) *node {
 	t.Helper()
 	ctx := context.Background()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	store, err := tails.Open(t.TempDir(), tails.Config{})
+	store, err := tails.Open(t.TempDir(), o.store)
 	require.NoError(t, err)
 	opts := testLease
 	opts.PeerAddress, opts.Follower = ln.Addr().String(), store.ID()
 	fn, err := fence.Register(ctx, b, "127.0.0.1:1", opts)
 	require.NoError(t, err)
 	n := &node{fn: fn, store: store}
-	n.pn, err = peer.NewNode(peer.Config{ID: follow.NodeID(store.ID()), Key: key,
-		Handler: func(from follow.NodeID, actor string, m follow.Message) { n.hub.Handle(from, actor, m) }})
+	self := follow.NodeID(store.ID())
+	var h peer.Handler = func(from follow.NodeID, actor string, m follow.Message) { n.hub.Handle(from, actor, m) }
+	if o.net != nil {
+		h = o.net.Handler(self, h)
+	}
+	n.pn, err = peer.NewNode(peer.Config{ID: self, Key: key, Handler: h})
 	require.NoError(t, err)
-	n.cfg = quorum.Config{Self: follow.NodeID(store.ID()), Transport: n.pn, Store: store,
-		Directory: quorum.NewLeases(fn, n.pn), TakeoverWait: 5 * time.Second}
+	var tr quorum.Transport = n.pn
+	if o.net != nil {
+		tr = o.net.Transport(self, n.pn)
+	}
+	n.cfg = quorum.Config{Self: self, Transport: tr, Store: store,
+		Directory: quorum.NewLeases(fn, n.pn), TakeoverWait: 5 * time.Second, ReplaceCheck: 200 * time.Millisecond}
 	n.hub, err = quorum.New(n.cfg)
 	require.NoError(t, err)
 	go n.pn.Serve(ctx, ln)
 	t.Cleanup(func() { n.kill() })
 	return n
 }
+
+func (n *node) id() follow.NodeID { return follow.NodeID(n.store.ID()) }
 
 // kill stops the node as a crash would, but for its lease, which it
 // deletes so that a claim need not wait for it to run out.
@@ -79,18 +100,27 @@ func clusterKey(t testing.TB) []byte {
 	return key
 }
 
+// testActor is the actor every test writes.
+var testActor = frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: frames.ActorKey([]byte("counter"))}
+
 // openActor opens the actor on n in peer mode, retrying while the claim
 // waits for a dead holder's lease.
 func openActor(t testing.TB, n *node, b bucket.Bucket, dir string) *vfs.DB {
+	db, _ := openSession(t, n, b, dir)
+	return db
+}
+
+// openSession is openActor, with the session.
+func openSession(t testing.TB, n *node, b bucket.Bucket, dir string) (*vfs.DB, *quorum.Session) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		a := frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: frames.ActorKey([]byte("counter"))}
+		s := n.hub.Session(testActor)
 		db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "q", Actor: []byte("counter"), Dir: dir, Node: n.fn,
-			Peers: n.hub.Session(a), UploadInterval: time.Hour})
+			Peers: s, UploadInterval: time.Hour})
 		if err == nil {
-			return db
+			return db, s
 		}
 		if time.Now().After(deadline) || !(errors.Is(err, fence.ErrHolderUnseen) || errors.Is(err, fence.ErrHeld)) {
 			require.NoError(t, err)
@@ -150,7 +180,7 @@ func TestDurableByFollowers(t *testing.T) {
 	require.Zero(t, st.AckedByBucket)
 	require.Zero(t, st.Batches, "no batch uploaded while the followers acknowledge")
 
-	a := frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: frames.ActorKey([]byte("counter"))}
+	a := testActor
 	rec, _, err := fence.ReadRecord(context.Background(), b, a)
 	require.NoError(t, err)
 	require.Len(t, rec.Followers, 3, "own.json records the set")
@@ -187,7 +217,7 @@ func TestTakeoverRecoversAcknowledgedTail(t *testing.T) {
 	require.Zero(t, db.Stats().Batches, "the bucket holds none of them")
 	ns[0].kill()
 
-	a := frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: frames.ActorKey([]byte("counter"))}
+	a := testActor
 	rec, _, err := fence.ReadRecord(context.Background(), b, a)
 	require.NoError(t, err)
 	next := ns[1]

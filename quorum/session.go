@@ -32,6 +32,8 @@ type Session struct {
 	err     error         // superseded
 	closed  bool
 	windows map[follow.NodeID]*window // one Append in flight per follower (window.go)
+	own     fence.Ownership           // the claim as own.json holds it now (replace.go rewrites it)
+	repl    *replacing                // the replacement loop, once started (replace.go)
 }
 
 // Session returns a new session for actor a on this node.
@@ -45,7 +47,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch uint64,
 	// Open calls Takeover first: a session of vfs.DB.Reopen starts here
 	// with what the closed one left.
 	s.mu.Lock()
-	s.closed, s.owner, s.err, s.tk, s.tkDone, s.n, s.q = false, nil, nil, nil, nil, 0, 0
+	s.closed, s.owner, s.err, s.tk, s.tkDone, s.n, s.q, s.own = false, nil, nil, nil, nil, 0, 0, fence.Ownership{}
 	s.windows = map[follow.NodeID]*window{}
 	s.mu.Unlock()
 	if len(prev.Followers) == 0 {
@@ -141,7 +143,7 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 		return own, fmt.Errorf("quorum: starting the owner of %s: %w", s.actor, err)
 	}
 	s.mu.Lock()
-	s.owner, s.n, s.q = o, len(set), q
+	s.owner, s.n, s.q, s.own = o, len(set), q, own
 	if s.windows == nil {
 		s.windows = map[follow.NodeID]*window{}
 	}
@@ -151,6 +153,11 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 		return own, err
 	}
 	s.h.sendAll(s.actor, out)
+	s.mu.Lock()
+	if !s.closed && s.repl == nil {
+		s.startReplacing()
+	}
+	s.mu.Unlock()
 	return own, nil
 }
 
@@ -213,17 +220,24 @@ func (s *Session) Err() error {
 	return s.err
 }
 
-// Close ends the session (vfs.Peers).
-func (s *Session) Close() {
+// Close ends the session and returns own as the session leaves it: with
+// the version of own.json a replacement of followers wrote, if one did
+// (vfs.Peers).
+func (s *Session) Close(own fence.Ownership) fence.Ownership {
+	s.stopReplacing()
 	s.mu.Lock()
+	if s.owner != nil && s.own.Epoch == own.Epoch {
+		own = s.own
+	}
 	if s.closed {
 		s.mu.Unlock()
-		return
+		return own
 	}
 	s.closed = true
 	s.noteChangedLocked()
 	s.mu.Unlock()
 	s.h.unregister(s)
+	return own
 }
 
 // Stats is what the session's owner knows of its followers.

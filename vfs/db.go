@@ -111,8 +111,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	var tailSafe bool
 	db, err := open(ctx, cfg, actor, path, own, &tailSafe)
 	if err != nil {
-		if cfg.Peers != nil {
-			cfg.Peers.Close()
+		if cfg.Peers != nil && own != nil {
+			*own = cfg.Peers.Close(*own)
 		}
 		if own != nil && len(own.Prev.Followers) > 0 && !tailSafe {
 			// The followers may hold commits an older owner acknowledged
@@ -446,8 +446,8 @@ func (db *DB) Fence() { db.rep.stop(ErrFenced) }
 func (db *DB) Close(ctx context.Context) error {
 	db.closeOnce.Do(func() {
 		db.closeErr = db.rep.close(ctx)
-		if db.cfg.Peers != nil {
-			db.cfg.Peers.Close()
+		if db.cfg.Peers != nil && db.own != nil {
+			*db.own = db.cfg.Peers.Close(*db.own)
 		}
 		db.detach()
 		if err := db.rep.state.close(); err != nil && db.closeErr == nil {

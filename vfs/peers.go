@@ -82,8 +82,11 @@ type Peers interface {
 	// Err is non-nil once the followers will acknowledge nothing more for
 	// this epoch: a newer one fenced it (follow.ErrSuperseded).
 	Err() error
-	// Close ends the session's use of the followers.
-	Close()
+	// Close ends the session's use of the followers and returns own (the
+	// claim as Start returned it) as the followers leave it: a set
+	// replaced while the session ran rewrote own.json, and Release must
+	// match that version.
+	Close(own fence.Ownership) fence.Ownership
 }
 
 // queuedCommit is a commit captured in peer mode, waiting for the shipper.
