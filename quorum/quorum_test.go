@@ -44,7 +44,7 @@ func startNode(t testing.TB, b bucket.Bucket, key []byte) *node {
 
 // nodeOptions vary a test node.
 type nodeOptions struct {
-	store tails.Config        // the follower store's
+	store tails.Config      // the follower store's
 	net   *peertest.Network // faults between the nodes (nil: none)
 }
 
