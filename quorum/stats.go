@@ -11,10 +11,12 @@ type Stats struct {
 	Late           int64 // replies for an actor with no session here (dropped)
 	SendErrors     int64 // sends the transport refused (follow resends)
 	StoreErrors    int64 // follower store failures (a full disk: the owner replaces this follower)
+	Fences         int64 // Fence messages this node's follower store answered with a Promise (fences.go)
 }
 
 type hubCounters struct {
 	takeovers, tailsRecovered, superseded, late, sendErrors, storeErrors atomic.Int64
+	fences                                                               atomic.Int64
 }
 
 // Stats returns the hub's counters.
@@ -24,5 +26,6 @@ func (h *Hub) Stats() Stats {
 	h.mu.Unlock()
 	c := &h.stats
 	return Stats{Sessions: n, Takeovers: c.takeovers.Load(), TailsRecovered: c.tailsRecovered.Load(),
-		Superseded: c.superseded.Load(), Late: c.late.Load(), SendErrors: c.sendErrors.Load(), StoreErrors: c.storeErrors.Load()}
+		Superseded: c.superseded.Load(), Late: c.late.Load(), SendErrors: c.sendErrors.Load(), StoreErrors: c.storeErrors.Load(),
+		Fences: c.fences.Load()}
 }
