@@ -11,6 +11,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/vfs"
 )
 
@@ -36,16 +37,18 @@ type Actor struct {
 	// Written by the open goroutine before ready is closed (and before
 	// state becomes Open under Host.mu), read-only afterwards.
 	db     *vfs.DB
-	node   *fence.Node // the node the session was claimed with
-	unlock func()      // the actor directory's lock
-	err    error       // why the open failed
+	peers  *quorum.Session // db's followers (vfs.Config.Peers); nil without Config.Peers
+	node   *fence.Node     // the node the session was claimed with
+	unlock func()          // the actor directory's lock
+	err    error           // why the open failed
 	value  any
 
 	ready chan struct{} // closed once the open ended (db or err set)
 	gone  chan struct{} // closed once out of the map (closed, or failed)
 
-	// stale is the stopped session Reopen continues (node lost); only
-	// the open goroutine touches it.
+	// stale is the stopped session Reopen continues (node lost), and
+	// peers is set to its followers' session, which Reopen uses again;
+	// only the open goroutine touches stale.
 	stale *vfs.DB
 	// claimBeforeStop: the last open attempt began before the host
 	// stopped claiming, so its claim may have taken the actor from
@@ -204,18 +207,20 @@ func (h *Host) Acquire(ctx context.Context, namespace string, actor []byte) (*Ha
 }
 
 // newActorLocked puts a new actor in the map and starts opening it: with
-// Reopen of stale if not nil, retrying claims until retryUntil even if
-// nobody waits. Called with h.mu held.
-func (h *Host) newActorLocked(key actorKey, stale *vfs.DB, retryUntil time.Time) *Actor {
+// Reopen of prev's stopped session if prev is not nil, retrying claims
+// until retryUntil even if nobody waits. Called with h.mu held.
+func (h *Host) newActorLocked(key actorKey, prev *Actor, retryUntil time.Time) *Actor {
 	a := &Actor{
 		h:          h,
 		key:        key,
 		dir:        h.actorDir(key),
 		ready:      make(chan struct{}),
 		gone:       make(chan struct{}),
-		stale:      stale,
 		state:      Queued,
 		retryUntil: retryUntil,
+	}
+	if prev != nil {
+		a.stale, a.peers = prev.db, prev.peers
 	}
 	h.actors[key] = a
 	h.bg.Add(1)
@@ -331,6 +336,9 @@ func (h *Host) close(a *Actor, why string) {
 	if h.actors[a.key] == a {
 		delete(h.actors, a.key)
 	}
+	// Its counts stay in Stats' sums: closed, or stopped for a Reopen, it
+	// acknowledges nothing more.
+	h.stats.closed.retire(a.db.Stats())
 	a.closeErr = err
 	a.state = 0
 	if !wakeAt.IsZero() {
@@ -341,7 +349,7 @@ func (h *Host) close(a *Actor, why string) {
 	case reopen && h.stopErr == nil:
 		// Nobody may be waiting: retry until the old node's lease has
 		// surely run out on the next node's clock, and a bit more.
-		h.newActorLocked(a.key, a.db, h.clock.Now().Add(recoverWindow(h.cfg)))
+		h.newActorLocked(a.key, a, h.clock.Now().Add(recoverWindow(h.cfg)))
 	case reopen:
 		orphan = a.db // stopped while it waited for the next node
 	}

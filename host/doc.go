@@ -306,9 +306,12 @@
 // [Host.Stats] says what the host holds now (its actors by state, the
 // summed replication of those open, the alarms it will look at) and what
 // it did since New (claims by outcome, its node's losses, the peers it
-// fenced, actors dropped, alarm runs and how late they started). It names
-// no actor: a node may hold many thousands. Package metrics exposes it to
-// Prometheus.
+// fenced, actors dropped, alarm runs and how late they started), and, with
+// Config.Peers, acknowledgement by followers (PeerStats: the hub's counts,
+// acknowledgements by followers and by the bucket, the open actors'
+// followers, failed ones, sessions below their quorum, follower lag in
+// commits, the follower store's bytes). It names no actor: a node may hold
+// many thousands. Package metrics exposes it to Prometheus.
 //
 // # What the runtime keeps
 //

@@ -10,6 +10,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/vfs"
 )
 
@@ -139,11 +140,13 @@ func (h *Host) openOnce(a *Actor) error {
 		return fmt.Errorf("host: opening %s: %w", a, err)
 	}
 	var db *vfs.DB
+	peers := a.peers // the stale session's, which Reopen continues
 	if stale := a.stale; stale != nil {
 		a.stale = nil // closed by Reopen, whatever it returns
 		db, err = stale.Reopen(ctx, node)
 	} else {
-		db, err = vfs.Open(ctx, h.vfsConfig(a, node))
+		peers = h.newSession(a)
+		db, err = vfs.Open(ctx, h.vfsConfig(a, node, peers))
 	}
 	if err != nil {
 		unlock()
@@ -153,7 +156,7 @@ func (h *Host) openOnce(a *Actor) error {
 		}
 		return fmt.Errorf("host: opening %s: %w", a, err)
 	}
-	a.db, a.node, a.unlock = db, node, unlock
+	a.db, a.peers, a.node, a.unlock = db, peers, node, unlock
 	if err := h.reindexAlarm(ctx, a); err != nil {
 		a.closeAlarmConn()
 		if cerr := db.Close(context.WithoutCancel(ctx)); cerr != nil {
@@ -184,15 +187,17 @@ func (h *Host) setQueued(a *Actor) {
 	h.mu.Unlock()
 }
 
-func (h *Host) vfsConfig(a *Actor, node *fence.Node) vfs.Config {
+// vfsConfig is the configuration of a's database, claimed with node, its
+// followers peers (nil: none, bucket only).
+func (h *Host) vfsConfig(a *Actor, node *fence.Node, peers *quorum.Session) vfs.Config {
 	cfg := h.cfg.VFS
 	cfg.Bucket = h.cfg.Bucket
 	cfg.Namespace = a.key.ns
 	cfg.Actor = []byte(a.key.id)
 	cfg.Node = node
 	cfg.Dir = a.dir
-	if h.peers != nil {
-		cfg.Peers = h.peers.hub.Session(frames.Actor{Namespace: h.namespaceID(a.key.ns), Actor: frames.ActorKey([]byte(a.key.id))})
+	if peers != nil { // a nil *quorum.Session is not a nil vfs.Peers
+		cfg.Peers = peers
 	}
 	return cfg
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/framectl/framectl/follow"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/peer"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/tails"
@@ -85,4 +86,13 @@ func (p *peering) close() error {
 		p.hub.Close()
 	}
 	return errors.Join(p.node.Close(), p.store.Close())
+}
+
+// newSession returns a new session of a's followers (quorum.Hub.Session);
+// nil without Config.Peers.
+func (h *Host) newSession(a *Actor) *quorum.Session {
+	if h.peers == nil {
+		return nil
+	}
+	return h.peers.hub.Session(frames.Actor{Namespace: h.namespaceID(a.key.ns), Actor: frames.ActorKey([]byte(a.key.id))})
 }

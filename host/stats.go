@@ -41,6 +41,9 @@ type Stats struct {
 	// (DrainReport), zero until a drain's hooks ended.
 	Draining bool
 	Drain    DrainStats
+	// Peers describes acknowledgement by followers (stats_peers.go); nil
+	// without Config.Peers.
+	Peers *PeerStats
 }
 
 // DrainStats counts the actors of a drain by what their hook did
@@ -129,6 +132,9 @@ type counters struct {
 	// retired are the observers of this host's earlier nodes, whose
 	// fences still count. Guarded by Host.mu.
 	retired []*fence.Observer
+	// closed sums the peer counters of the databases closed. Guarded by
+	// Host.mu.
+	closed peerTotals
 }
 
 // claimed counts one attempt to open an actor.
@@ -198,12 +204,13 @@ func (c *counters) alarmRan(retry int, late time.Duration, err error) {
 
 // Stats describes the host now. It holds the host's lock only to list the
 // actors, and reads their databases' Stats after it (each takes its
-// database's lock for a moment, never the bucket's time): a scrape of a
-// node holding many actors does not hold up Acquire.
+// database's lock for a moment, never the bucket's time), and in peer
+// mode their sessions' (quorum.Session.Stats: its lock, a moment): a
+// scrape of a node holding many actors does not hold up Acquire.
 func (h *Host) Stats() Stats {
 	var s Stats
 	h.mu.Lock()
-	dbs := make([]*vfs.DB, 0, len(h.actors))
+	open := make([]*Actor, 0, len(h.actors))
 	for _, a := range h.actors {
 		switch a.state {
 		case Queued:
@@ -212,19 +219,30 @@ func (h *Host) Stats() Stats {
 			s.Opening++
 		case Open:
 			s.Open++
-			dbs = append(dbs, a.db)
+			open = append(open, a)
 		case Closing:
 			s.Closing++
-			dbs = append(dbs, a.db)
+			open = append(open, a)
 		}
 	}
 	s.Alarms.Pending = len(h.alarms.at)
 	s.Draining = h.draining
 	observers := append([]*fence.Observer{h.node.Observer}, h.stats.retired...)
+	closed := h.stats.closed
 	h.mu.Unlock()
 
-	for _, db := range dbs {
-		s.Replication.add(db.Stats())
+	if h.peers != nil {
+		s.Peers = &PeerStats{Hub: h.peers.hub.Stats(), StoreBytes: h.peers.store.Bytes(),
+			AckedByFollowers: closed.ackedByFollowers, AckedByBucket: closed.ackedByBucket,
+			Entries: closed.entries, Backpressure: closed.backpressure}
+	}
+	// db and peers are read-only once the actor is open.
+	for _, a := range open {
+		st := a.db.Stats()
+		s.Replication.add(st)
+		if s.Peers != nil {
+			s.Peers.add(st, a.peers)
+		}
 	}
 	for _, o := range observers {
 		s.PeersFenced += o.Fences()

@@ -12,7 +12,8 @@
 // add and a histogram observation more; a Durable call, a clock reading
 // and an observation after its wait; a scrape reads host.Stats, which
 // holds the host's lock only to list the actors, then takes each
-// database's lock for a moment (vfs.DB.Stats), never across I/O.
+// database's lock for a moment (vfs.DB.Stats), and in peer mode each
+// session's (quorum.Session.Stats), never across I/O.
 //
 // # One series per node, never per actor
 //
@@ -68,4 +69,38 @@
 //	framectl_host_draining                            gauge      1 once the host stopped claiming to drain
 //	framectl_host_drain_actors_total{outcome}         counter    actors of a drain by what their hook did:
 //	                                                              drained, skipped, failed, timed_out
+//
+// From host.Stats.Peers, read at each scrape, only from a host in peer
+// mode (host.Config.Peers: acknowledgement by followers). They are named
+// framectl_quorum_ for package quorum, which runs the follower protocol
+// on a node, owner's side and follower's: "peers" already names other
+// nodes in framectl_host_peers_fenced_total (leases fenced), which has
+// nothing to do with followers. The acknowledgement counts are vfs.Stats'
+// summed over the node's databases, open and closed since the host
+// started (so they only grow); the rest is the hub's (quorum.Hub.Stats,
+// every field), the open actors' sessions summed, and the follower store.
+//
+//	framectl_quorum_acks_total{by}                    counter    acknowledgements (Durable, Sync commits) by what
+//	                                                              gave them first: followers (q held it), bucket
+//	framectl_quorum_entries_total                     counter    commits handed to the followers
+//	framectl_quorum_backpressure_total                counter    waits for the bucket: the followers held their bound
+//	framectl_quorum_sessions                          gauge      follower protocol sessions running (owner, takeover)
+//	framectl_quorum_takeovers_total                   counter    takeovers started (the old owner's followers fenced)
+//	framectl_quorum_tails_recovered_total             counter    takeovers that recovered commits the bucket lacked
+//	framectl_quorum_superseded_total                  counter    sessions a follower said a newer epoch fenced
+//	framectl_quorum_late_replies_total                counter    replies for an actor with no session here (dropped)
+//	framectl_quorum_send_errors_total                 counter    sends the transport refused (the protocol resends)
+//	framectl_quorum_store_errors_total                counter    follower store failures (full: the owner stops
+//	                                                              sending to it)
+//	framectl_quorum_fences_promised_total             counter    fences the follower store answered with a promise
+//	framectl_quorum_followers_replaced_total          counter    followers replaced while their session ran (failed
+//	                                                              or no live node served them; own.json recorded it)
+//	framectl_quorum_actors_with_followers             gauge      open actors whose session has followers
+//	framectl_quorum_followers{state}                  gauge      followers in the open actors' sets: active (sent
+//	                                                              to, answering or not), failed (full, broken)
+//	framectl_quorum_below_quorum_actors               gauge      open actors with fewer active followers than their
+//	                                                              quorum (the bucket alone acknowledges)
+//	framectl_quorum_follower_lag_sum_commits          gauge      commits of its owner's log each active follower
+//	framectl_quorum_follower_lag_max_commits          gauge      lacks, summed, and the most (a dead follower's grows)
+//	framectl_quorum_store_bytes                       gauge      what the follower store holds for other nodes' actors
 package metrics

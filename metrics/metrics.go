@@ -16,6 +16,7 @@ type Metrics struct {
 	bucket *bucketMetrics
 	vfs    *vfsMetrics
 	descs  *hostDescs
+	quorum *quorumDescs
 	host   atomic.Pointer[host.Host]
 }
 
@@ -25,7 +26,7 @@ var _ prometheus.Collector = (*Metrics)(nil)
 // (Bucket), observe its databases (Observer), or both (Instrument), and
 // Watch its host.
 func New() *Metrics {
-	return &Metrics{bucket: newBucketMetrics(), vfs: newVFSMetrics(), descs: newHostDescs()}
+	return &Metrics{bucket: newBucketMetrics(), vfs: newVFSMetrics(), descs: newHostDescs(), quorum: newQuorumDescs()}
 }
 
 // Bucket returns b with every request counted and timed. It answers
@@ -52,7 +53,8 @@ func (m *Metrics) Instrument(cfg host.Config) host.Config {
 }
 
 // Watch makes every scrape from now on read h.Stats: its actors, their
-// summed replication, claims, fences and alarms. Before Watch, and with a
+// summed replication, claims, fences and alarms, and acknowledgement by
+// followers (host.Stats.Peers). Before Watch, and with a
 // nil h, those are not exposed.
 func (m *Metrics) Watch(h *host.Host) { m.host.Store(h) }
 
@@ -64,10 +66,12 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	m.descs.describe(ch)
+	m.quorum.describe(ch)
 }
 
 // Collect sends the metrics' current values: what the bucket and the
-// observer counted, and the watched host's Stats, read now.
+// observer counted, and the watched host's Stats, read now (its peer-mode
+// section only from a host in peer mode).
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.bucket.requests.Collect(ch)
 	m.bucket.duration.Collect(ch)
@@ -75,6 +79,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		c.Collect(ch)
 	}
 	if h := m.host.Load(); h != nil {
-		m.descs.collect(ch, h.Stats())
+		s := h.Stats()
+		m.descs.collect(ch, s)
+		if s.Peers != nil {
+			m.quorum.collect(ch, s.Peers)
+		}
 	}
 }

@@ -170,12 +170,22 @@ func fqName(d *prometheus.Desc) string {
 	return s[:bytes.IndexByte([]byte(s), '"')]
 }
 
-// The names, types and help follow Prometheus's conventions (promlint).
+// The names, types and help follow Prometheus's conventions (promlint),
+// those of peer mode too.
 func TestLint(t *testing.T) {
 	m := New()
 	h := startHost(t, buckettest.Dir(t), m)
 	m.Watch(h)
 	problems, err := testutil.CollectAndLint(m)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+
+	m = New()
+	h = startPeerHost(t, buckettest.Dir(t), m, "127.0.0.1:1", &host.PeersConfig{Listen: "127.0.0.1:0", Key: clusterKey(t)})
+	m.Watch(h)
+	s := gather(t, m)
+	require.Contains(t, s, "framectl_quorum_acks_total", "peer mode's metrics collected")
+	problems, err = testutil.CollectAndLint(m)
 	require.NoError(t, err)
 	assert.Empty(t, problems)
 }
@@ -184,8 +194,15 @@ func TestLint(t *testing.T) {
 // t (made by Hooks.Opened, with a pool kept as the actor's value).
 func startHost(t *testing.T, b bucket.Bucket, m *Metrics) *host.Host {
 	t.Helper()
+	return startPeerHost(t, b, m, "127.0.0.1:1", nil)
+}
+
+// startPeerHost is startHost at address addr, in peer mode with peers
+// (nil: not).
+func startPeerHost(t *testing.T, b bucket.Bucket, m *Metrics, addr string, peers *host.PeersConfig) *host.Host {
+	t.Helper()
 	cfg := m.Instrument(host.Config{
-		Bucket: b, Address: "127.0.0.1:1", Dir: t.TempDir(), Idle: -1, SweepAge: -1,
+		Bucket: b, Address: addr, Dir: t.TempDir(), Idle: -1, SweepAge: -1, Peers: peers,
 		Hooks: host.Hooks{
 			Opened: func(ctx context.Context, a *host.Actor) error {
 				pool, err := sql.Open("sqlite3", a.DB().DSN())

@@ -164,6 +164,7 @@ func (h *Hub) follow(from follow.NodeID, actor string, m follow.Message) {
 		h.stats.storeErrors.Add(1)
 		h.log.Warn("follower store", "actor", actor, "from", from, "err", err)
 	}
+	h.promised(m, reply) // fences.go; before the reply leaves, so a takeover that got it sees it counted
 	if reply != nil {
 		h.send(from, actor, reply)
 	}

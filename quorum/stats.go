@@ -12,10 +12,11 @@ type Stats struct {
 	SendErrors     int64 // sends the transport refused (follow resends)
 	StoreErrors    int64 // follower store failures (a full disk: the owner replaces this follower)
 	Replaced       int64 // followers replaced while their session ran (own.json recorded the newcomer)
+	Fences         int64 // Fence messages this node's follower store answered with a Promise (fences.go)
 }
 
 type hubCounters struct {
-	takeovers, tailsRecovered, superseded, late, sendErrors, storeErrors, replaced atomic.Int64
+	takeovers, tailsRecovered, superseded, late, sendErrors, storeErrors, replaced, fences atomic.Int64
 }
 
 // Stats returns the hub's counters.
@@ -26,5 +27,5 @@ func (h *Hub) Stats() Stats {
 	c := &h.stats
 	return Stats{Sessions: n, Takeovers: c.takeovers.Load(), TailsRecovered: c.tailsRecovered.Load(),
 		Superseded: c.superseded.Load(), Late: c.late.Load(), SendErrors: c.sendErrors.Load(), StoreErrors: c.storeErrors.Load(),
-		Replaced: c.replaced.Load()}
+		Replaced: c.replaced.Load(), Fences: c.fences.Load()}
 }

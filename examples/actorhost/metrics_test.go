@@ -1,8 +1,11 @@
 package main
 
 import (
+	crand "crypto/rand"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,4 +67,47 @@ func TestMetrics(t *testing.T) {
 	}
 	assert.Equal(t, putRequests, after.Value(t, "framectl_bucket_request_duration_seconds", "op", "put"), "puts timed")
 	assert.Zero(t, after.Value(t, "framectl_vfs_pending_bytes"), "pending once every answer is durable")
+}
+
+// In peer mode, /metrics serves acknowledgement by followers too: four
+// nodes, one actor written through the first, which owns it with the
+// other three as its followers. Every answer's Durable is counted by what
+// acknowledged it (the followers, for every write), and the actor's three
+// followers and their lag are there.
+func TestMetricsPeerMode(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	key := make([]byte, 32)
+	_, err := crand.Read(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, key, 0o600))
+	var hs []*inproc
+	for range 4 {
+		hs = append(hs, startInProcess(t, b, "", "-peer-listen", "127.0.0.1:0", "-cluster-key-file", keyFile, "-idle", "10m"))
+	}
+	before := scrapeMetrics(t, hs[0])
+	assert.Zero(t, before.Value(t, "framectl_quorum_acks_total", "by", "followers"))
+
+	const writes = 5
+	for i := range writes {
+		r := do(ctx, http.MethodPost, hs[0].url("m", "a", "notes"), fmt.Sprintf("note %d", i))
+		require.Equal(t, http.StatusOK, r.status, "%v", r)
+		require.Equal(t, hs[0].id, r.node, "served by the first node")
+	}
+	after := scrapeMetrics(t, hs[0])
+	byFollowers := after.Value(t, "framectl_quorum_acks_total", "by", "followers")
+	assert.GreaterOrEqual(t, byFollowers, float64(writes), "every write acknowledged by the followers")
+	// Every answer waited at the output gate once, and each wait is
+	// counted by what acknowledged it.
+	assert.Equal(t, after.Value(t, "framectl_vfs_durable_wait_seconds"), byFollowers+after.Value(t, "framectl_quorum_acks_total", "by", "bucket"))
+	assert.Equal(t, 1.0, after.Value(t, "framectl_quorum_actors_with_followers"))
+	assert.Equal(t, 3.0, after.Value(t, "framectl_quorum_followers", "state", "active"), "the actor's followers")
+	assert.Zero(t, after.Value(t, "framectl_quorum_followers", "state", "failed"))
+	assert.GreaterOrEqual(t, after.Value(t, "framectl_quorum_follower_lag_max_commits"), 0.0, "the lag is served")
+	var held float64
+	for _, h := range hs[1:] {
+		held += scrapeMetrics(t, h).Value(t, "framectl_quorum_store_bytes")
+	}
+	assert.Positive(t, held, "the followers' stores hold the actor's tail")
 }
