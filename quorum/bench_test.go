@@ -18,7 +18,7 @@ import (
 
 // BenchmarkDurable measures a write followed by Durable, acknowledged by
 // followers (three in-process nodes on 127.0.0.1, quorum two, uploads
-// every 10 s) against the bucket alone (vfs's default pacing, Durable
+// every 10 s: vfs.DefaultPeerUploadInterval) against the bucket alone (vfs's default pacing, Durable
 // uploading at once), side by side in one run, with 1 and 16 writers:
 // latency p50/p99 of Durable, commits/s, and PUTs per 1,000 commits
 // (batches only; the session's first snapshot is left out).
@@ -63,7 +63,7 @@ func benchDurableAt(b *testing.B, bk bucket.Bucket, writers int, peers bool, eve
 	if peers {
 		key := clusterKey(b)
 		ns := []*node{startNode(b, bk, key), startNode(b, bk, key), startNode(b, bk, key), startNode(b, bk, key)}
-		db = openActor(b, ns[0], bk, b.TempDir())
+		db, _ = openPaced(b, ns[0], bk, b.TempDir(), 0)
 	} else {
 		fn, err := fence.Register(ctx, bk, "127.0.0.1:1", testLease)
 		require.NoError(b, err)

@@ -113,12 +113,20 @@ func openActor(t testing.TB, n *node, b bucket.Bucket, dir string) *vfs.DB {
 // openSession is openActor, with the session.
 func openSession(t testing.TB, n *node, b bucket.Bucket, dir string) (*vfs.DB, *quorum.Session) {
 	t.Helper()
+	return openPaced(t, n, b, dir, time.Hour)
+}
+
+// openPaced is openSession with uploads every (0: peer mode's default,
+// vfs.DefaultPeerUploadInterval): the tests' hour keeps every commit at
+// the followers alone.
+func openPaced(t testing.TB, n *node, b bucket.Bucket, dir string, every time.Duration) (*vfs.DB, *quorum.Session) {
+	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		s := n.hub.Session(testActor)
 		db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "q", Actor: []byte("counter"), Dir: dir, Node: n.fn,
-			Peers: s, UploadInterval: time.Hour})
+			Peers: s, UploadInterval: every})
 		if err == nil {
 			return db, s
 		}
