@@ -6,9 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
-	"github.com/framectl/framectl/frames"
 )
 
 // A takeover's fences are counted by the followers that promised: none
@@ -17,34 +15,18 @@ import (
 // for did, counted before their promise left. The old owner, a follower
 // of nobody, promised nothing.
 func TestFencesPromisedCounted(t *testing.T) {
-	b, err := bucket.NewDir(t.TempDir())
-	require.NoError(t, err)
-	key := clusterKey(t)
-	ns := []*node{startNode(t, b, key), startNode(t, b, key), startNode(t, b, key), startNode(t, b, key)}
+	b, ns := fourNodes(t)
 	db := openActor(t, ns[0], b, t.TempDir())
-	c, err := db.Conn()
-	require.NoError(t, err)
-	require.NoError(t, c.Exec("CREATE TABLE t(i INTEGER)"))
-	require.NoError(t, db.Durable(context.Background()))
-	for i := range 3 {
-		insert(t, db, c, i)
-	}
+	c := writeRows(t, db, 3)
 	for _, n := range ns {
 		require.Zero(t, n.hub.Stats().Fences, "fences promised before any takeover")
 	}
 	ns[0].kill()
 
-	a := frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: frames.ActorKey([]byte("counter"))}
-	rec, _, err := fence.ReadRecord(context.Background(), b, a)
+	rec, _, err := fence.ReadRecord(context.Background(), b, testActor)
 	require.NoError(t, err)
 	require.Len(t, rec.Followers, 3)
-	var next *node
-	for _, n := range ns[1:] {
-		if n.store.ID() == rec.Followers[0] {
-			next = n
-		}
-	}
-	require.NotNil(t, next, "the first follower recorded is one of the nodes")
+	next := recordedFollower(t, b, ns[1:])
 	db2 := openActor(t, next, b, t.TempDir())
 	defer db2.Close(context.Background())
 	require.Equal(t, int64(1), next.hub.Stats().Fences, "the new owner's own store promised once")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -168,28 +169,65 @@ func seq(n int) []int {
 	return out
 }
 
-// Commits are acknowledged by the followers, without a PUT each: the
-// bucket gets them at Close.
-func TestDurableByFollowers(t *testing.T) {
+// fourNodes starts an owner and three followers on one directory bucket.
+func fourNodes(t *testing.T) (bucket.Bucket, []*node) {
+	t.Helper()
 	b, err := bucket.NewDir(t.TempDir())
 	require.NoError(t, err)
 	key := clusterKey(t)
-	ns := []*node{startNode(t, b, key), startNode(t, b, key), startNode(t, b, key), startNode(t, b, key)}
-	db := openActor(t, ns[0], b, t.TempDir())
+	return b, []*node{startNode(t, b, key), startNode(t, b, key), startNode(t, b, key), startNode(t, b, key)}
+}
+
+// writeRows creates the table and inserts rows 0..n-1, each with Durable,
+// and returns the connection.
+func writeRows(t *testing.T, db *vfs.DB, n int) *sqlite3.Conn {
+	t.Helper()
 	c, err := db.Conn()
 	require.NoError(t, err)
 	require.NoError(t, c.Exec("CREATE TABLE t(i INTEGER)"))
 	require.NoError(t, db.Durable(context.Background()))
-	for i := range 50 {
+	for i := range n {
 		insert(t, db, c, i)
 	}
+	return c
+}
+
+// recordedFollower is the node of the first follower own.json records: a
+// follower of the old owner, which fences its own store too when it takes
+// over.
+func recordedFollower(t *testing.T, b bucket.Bucket, ns []*node) *node {
+	t.Helper()
+	set := followersOf(t, b)
+	require.NotEmpty(t, set)
+	i := slices.IndexFunc(ns, func(n *node) bool { return n.store.ID() == set[0] })
+	require.GreaterOrEqual(t, i, 0, "the first follower recorded is one of the nodes")
+	return ns[i]
+}
+
+// restoredRows restores the actor from the bucket and returns its rows.
+func restoredRows(t *testing.T, b bucket.Bucket) []int {
+	t.Helper()
+	dest := filepath.Join(t.TempDir(), "r.db")
+	_, err := restore.Restore(context.Background(), b, testActor, dest, restore.Options{})
+	require.NoError(t, err)
+	rc, err := sqlite3.Open(dest)
+	require.NoError(t, err)
+	defer rc.Close()
+	return rows(t, rc)
+}
+
+// Commits are acknowledged by the followers, without a PUT each: the
+// bucket gets them at Close.
+func TestDurableByFollowers(t *testing.T) {
+	b, ns := fourNodes(t)
+	db := openActor(t, ns[0], b, t.TempDir())
+	c := writeRows(t, db, 50)
 	st := db.Stats()
 	require.Equal(t, int64(51), st.AckedByPeers, "every Durable answered by the followers")
 	require.Zero(t, st.AckedByBucket)
 	require.Zero(t, st.Batches, "no batch uploaded while the followers acknowledge")
 
-	a := testActor
-	rec, _, err := fence.ReadRecord(context.Background(), b, a)
+	rec, _, err := fence.ReadRecord(context.Background(), b, testActor)
 	require.NoError(t, err)
 	require.Len(t, rec.Followers, 3, "own.json records the set")
 	require.Equal(t, 2, rec.Quorum)
@@ -197,43 +235,20 @@ func TestDurableByFollowers(t *testing.T) {
 	require.Equal(t, seq(50), rows(t, c))
 	require.NoError(t, c.Close())
 	require.NoError(t, db.Close(context.Background()))
-	dest := filepath.Join(t.TempDir(), "r.db")
-	_, err = restore.Restore(context.Background(), b, a, dest, restore.Options{})
-	require.NoError(t, err)
-	rc, err := sqlite3.Open(dest)
-	require.NoError(t, err)
-	defer rc.Close()
-	require.Equal(t, seq(50), rows(t, rc), "Close flushed every commit to the bucket")
+	require.Equal(t, seq(50), restoredRows(t, b), "Close flushed every commit to the bucket")
 }
 
 // The owner dies with commits the followers acknowledged and the bucket
 // never got: the next owner's takeover recovers all of them, in order,
 // once, and makes them the bucket's.
 func TestTakeoverRecoversAcknowledgedTail(t *testing.T) {
-	b, err := bucket.NewDir(t.TempDir())
-	require.NoError(t, err)
-	key := clusterKey(t)
-	ns := []*node{startNode(t, b, key), startNode(t, b, key), startNode(t, b, key), startNode(t, b, key)}
+	b, ns := fourNodes(t)
 	db := openActor(t, ns[0], b, t.TempDir())
-	c, err := db.Conn()
-	require.NoError(t, err)
-	require.NoError(t, c.Exec("CREATE TABLE t(i INTEGER)"))
-	require.NoError(t, db.Durable(context.Background()))
-	for i := range 30 {
-		insert(t, db, c, i)
-	}
+	c := writeRows(t, db, 30)
 	require.Zero(t, db.Stats().Batches, "the bucket holds none of them")
 	ns[0].kill()
 
-	a := testActor
-	rec, _, err := fence.ReadRecord(context.Background(), b, a)
-	require.NoError(t, err)
-	next := ns[1]
-	for _, n := range ns[1:] {
-		if n.store.ID() == rec.Followers[0] {
-			next = n // a follower of the old owner takes over, fencing its own store too
-		}
-	}
+	next := recordedFollower(t, b, ns[1:])
 	db2 := openActor(t, next, b, t.TempDir())
 	c2, err := db2.Conn()
 	require.NoError(t, err)
@@ -242,13 +257,6 @@ func TestTakeoverRecoversAcknowledgedTail(t *testing.T) {
 	require.NoError(t, c2.Close())
 	require.NoError(t, db2.Close(context.Background()))
 	require.Equal(t, int64(1), next.hub.Stats().TailsRecovered)
-
-	dest := filepath.Join(t.TempDir(), "r.db")
-	_, err = restore.Restore(context.Background(), b, a, dest, restore.Options{})
-	require.NoError(t, err)
-	rc, err := sqlite3.Open(dest)
-	require.NoError(t, err)
-	defer rc.Close()
-	require.Equal(t, seq(31), rows(t, rc))
+	require.Equal(t, seq(31), restoredRows(t, b))
 	_ = c.Close()
 }

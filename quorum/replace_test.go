@@ -3,7 +3,6 @@ package quorum_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/quorum"
-	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/tails"
 	"github.com/framectl/framectl/vfs"
 )
@@ -86,13 +84,7 @@ func TestDeadFollowerReplaced(t *testing.T) {
 	rec, _, err := fence.ReadRecord(context.Background(), b, testActor)
 	require.NoError(t, err)
 	require.True(t, rec.Released(), "own.json released: %+v", rec)
-	dest := filepath.Join(t.TempDir(), "r.db")
-	_, err = restore.Restore(context.Background(), b, testActor, dest, restore.Options{})
-	require.NoError(t, err)
-	rc, err := sqlite3.Open(dest)
-	require.NoError(t, err)
-	defer rc.Close()
-	require.Equal(t, seq(n), rows(t, rc))
+	require.Equal(t, seq(n), restoredRows(t, b))
 }
 
 // followersOf reads the set own.json records.
