@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -98,6 +100,10 @@ type ack struct {
 // repeated with the same body: a duplicate in the end is then a bug.
 type stream struct {
 	ns, id string
+	// pad, if positive, is how many bytes of random hex text follow
+	// "<actor>#<seq> " in each body: notes that weigh what a real
+	// database's rows do.
+	pad int
 
 	mu         sync.Mutex
 	next       int // sequence of the next body
@@ -193,7 +199,13 @@ func (s *stream) post(ctx context.Context, p *proc) (reply, string) {
 	s.mu.Lock()
 	body := fmt.Sprintf("%s#%d", s.id, s.next)
 	s.next++
+	pad := s.pad
 	s.mu.Unlock()
+	if pad > 0 {
+		raw := make([]byte, (pad+1)/2)
+		rand.Read(raw)
+		body += " " + hex.EncodeToString(raw)[:pad]
+	}
 	sent := time.Now()
 	r := do(ctx, http.MethodPost, actorURL(p, s.ns, s.id, "notes"), body)
 	if ctx.Err() != nil {
@@ -431,6 +443,25 @@ func restoredNotes(t testing.TB, b bucket.Bucket, ns, id string) ([]note, restor
 	}
 	require.NoError(t, rows.Err())
 	return out, res
+}
+
+// actorSeqs reads actor ns/id's line of p's GET /status: the last commit
+// p captured and the last one in the bucket.
+func actorSeqs(ctx context.Context, p *proc, ns, id string) (captured, durable frames.Seq, err error) {
+	r := do(ctx, http.MethodGet, "http://"+p.addr+"/status", "")
+	if r.err != nil || r.status != http.StatusOK {
+		return 0, 0, fmt.Errorf("status of node%d: %v", p.slot, r)
+	}
+	var st struct{ Actors []actorStatus }
+	if err := json.Unmarshal(r.body, &st); err != nil {
+		return 0, 0, fmt.Errorf("status of node%d: %w", p.slot, err)
+	}
+	for _, a := range st.Actors {
+		if a.Namespace == ns && a.ID == id {
+			return a.Captured, a.Durable, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("node%d does not hold %s/%s", p.slot, ns, id)
 }
 
 func actorOf(ns, id string) frames.Actor {

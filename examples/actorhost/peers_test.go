@@ -53,14 +53,7 @@ func TestPeersCrashTakeover(t *testing.T) {
 
 func peersCrashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 	ctx := t.Context()
-	keyFile := filepath.Join(t.TempDir(), "cluster.key")
-	key := make([]byte, 32)
-	_, err := crand.Read(key)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(keyFile, key, 0o600))
-	flags := append(slices.Clone(shortTimings), "-peer-listen", "127.0.0.1:0", "-cluster-key-file", keyFile,
-		"-followers", "3", "-upload-interval", "10s")
-	c := newCluster(t, b, flags...)
+	c := newCluster(t, b, append(slices.Clone(shortTimings), peerFlags(t)...)...)
 	c.startN(5)
 	c.startSupervisor()
 	w := startWorkload(t, c, "peers", 10)
@@ -108,8 +101,22 @@ func peersCrashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 	checkFinalState(t, ctx, c, b, w)
 }
 
+// peerFlags make a node acknowledge writes by followers as these tests
+// run it: three followers per actor (quorum two, -quorum's default),
+// uploads at most every 10 s (so the bucket lacks the last seconds of
+// writes), and a new cluster key in a file of t's.
+func peerFlags(t testing.TB) []string {
+	t.Helper()
+	keyFile := filepath.Join(t.TempDir(), "cluster.key")
+	key := make([]byte, 32)
+	_, err := crand.Read(key)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(keyFile, key, 0o600))
+	return []string{"-peer-listen", "127.0.0.1:0", "-cluster-key-file", keyFile, "-followers", "3", "-upload-interval", "10s"}
+}
+
 // followerID is the follower ID of p's store (tails.Store.ID).
-func followerID(t *testing.T, p *proc) string {
+func followerID(t testing.TB, p *proc) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(p.data, "tails", "follower.id"))
 	require.NoError(t, err)
