@@ -2,10 +2,14 @@ package host
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +132,46 @@ func TestSlowBodyDoesNotHoldTheActor(t *testing.T) {
 	assert.Equal(t, int64(0), s.hooks.opened.Load(), "actors opened for the stalled request")
 	assert.Empty(t, s.Actors())
 	assert.Equal(t, int64(0), s.served.Load())
+}
+
+// A request whose body arrived in time keeps its context while it is
+// served past BodyTimeout (a claim waiting out a dead holder's lease, a
+// slow Durable): the body's read deadline ends with the body. Left on the
+// connection, it fails net/http's background read of it (which watches
+// for the client leaving, and starts at once for a request without a
+// body), that cancels the request's context, and the answer is lost.
+func TestServingOutlastsBodyTimeout(t *testing.T) {
+	b := buckettest.Dir(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h, err := New(t.Context(), testConfig(t, b, ln.Addr().String(), Config{}))
+	require.NoError(t, err)
+	handler := h.Handler(HandlerOptions{
+		BodyTimeout: 200 * time.Millisecond,
+		Route:       func(*http.Request) (string, []byte, error) { return "ns", []byte("slow"), nil },
+		Serve: func(w http.ResponseWriter, r *http.Request, _ *Handle) {
+			select {
+			case <-time.After(800 * time.Millisecond):
+				fmt.Fprint(w, "served")
+			case <-r.Context().Done():
+				fmt.Fprintf(w, "context ended: %v", r.Context().Err())
+			}
+		},
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		srv.Close()
+		h.Close(context.Background())
+	})
+	client := &http.Client{Timeout: hangGuard}
+	for _, body := range []io.Reader{nil, strings.NewReader("a body")} {
+		resp, err := client.Post("http://"+ln.Addr().String()+"/", "text/plain", body)
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, "served", string(got))
+	}
 }

@@ -115,6 +115,12 @@ func (hd *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.opts.Error(w, r, status, err.Error())
 		return
 	}
+	// The body's deadline ends with it. Left on the connection, it fails
+	// net/http's background read (which watches for the caller leaving,
+	// from the end of the body on, or from the start for a request
+	// without one), and that cancels the request: a request waiting past
+	// BodyTimeout for its claim or its Durable would end unanswered.
+	rc.SetReadDeadline(start.Add(hd.opts.RequestTimeout))
 	r = r.WithContext(ctx)
 	delay := retryMin
 	for {

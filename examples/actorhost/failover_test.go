@@ -99,13 +99,10 @@ const (
 	failoverNoteBytes = 960 << 10
 	failoverTail      = 5
 	// failoverAttempt bounds each attempt of the caller during the
-	// failover (then it sends the next): a caller with a per-attempt
-	// timeout, one shorter than host.DefaultBodyTimeout. A request still
-	// waiting in the heir for its claim when that passes is answered 200
-	// with no body and no X-Node (host/http.go leaves the body's read
-	// deadline on the connection; net/http's background read then fails
-	// and cancels the request), so with the default timing every failover
-	// ended in that answer.
+	// failover (then it sends the next), as a caller with a per-attempt
+	// timeout would. (Until host/http.go ended the body's read deadline
+	// with the body, a request that waited in the heir past
+	// host.DefaultBodyTimeout was answered 200 with no body.)
 	failoverAttempt = 5 * time.Second
 )
 
