@@ -47,7 +47,7 @@
 // what a set with nobody to spare does). Session.Close returns the claim
 // with the version of own.json the last replacement wrote, for the
 // release. While a set has more than n-q members failed or unreachable,
-// acknowledgements are the bucket's (Session.Acked reports no quorum at
-// once for failed ones; vfs asks the bucket after PeerWait for
-// unreachable ones).
+// acknowledgements are the bucket's: Session.Acked reports no quorum once
+// a replacement check saw them failed or unserved, and until then vfs asks
+// the bucket after PeerWait.
 package quorum

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -108,14 +109,41 @@ func (s *Session) replaceStep(r *replacing, now time.Time) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
+	cands, err := s.h.cfg.Directory.Candidates(ctx)
+	if err != nil {
+		return // the listing failed: nothing is known to have changed
+	}
+	live := liveSet(cands)
+	s.noteUnreachable(o, status, live)
 	switch {
 	case next != nil && ready:
 		s.record(ctx, o, own, next, q)
 	case next != nil:
-		s.watchJoining(ctx, r, o, status, now)
+		s.watchJoining(r, o, status, live, now)
 	default:
-		s.replaceBad(ctx, r, o, status, now)
+		s.replaceBad(ctx, r, o, status, cands, live, now)
 	}
+}
+
+// noteUnreachable records which members no live node serves, for Acked:
+// with fewer than q reachable, a Durable asks the bucket at once instead
+// of waiting vfs.Config.PeerWait for followers that cannot answer.
+func (s *Session) noteUnreachable(o *follow.Owner, status []follow.FollowerStatus, live map[follow.NodeID]bool) {
+	var gone map[follow.NodeID]bool
+	for _, f := range status {
+		if !live[f.ID] {
+			if gone == nil {
+				gone = map[follow.NodeID]bool{}
+			}
+			gone[f.ID] = true
+		}
+	}
+	s.mu.Lock()
+	if s.owner == o && !maps.Equal(gone, s.unreachable) {
+		s.unreachable = gone
+		s.noteChangedLocked()
+	}
+	s.mu.Unlock()
 }
 
 // record writes the ready set into own.json and tells the owner.
@@ -157,12 +185,7 @@ func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownersh
 
 // watchJoining cancels a change whose newcomer failed, died, or did not
 // get ready within ReplaceWait.
-func (s *Session) watchJoining(ctx context.Context, r *replacing, o *follow.Owner, status []follow.FollowerStatus, now time.Time) {
-	cands, err := s.h.cfg.Directory.Candidates(ctx)
-	if err != nil {
-		return
-	}
-	live := liveSet(cands)
+func (s *Session) watchJoining(r *replacing, o *follow.Owner, status []follow.FollowerStatus, live map[follow.NodeID]bool, now time.Time) {
 	var stuck []follow.NodeID
 	late := now.Sub(r.began) >= s.h.cfg.ReplaceWait
 	for _, f := range status {
@@ -190,12 +213,8 @@ func (s *Session) watchJoining(ctx context.Context, r *replacing, o *follow.Owne
 
 // replaceBad starts replacing the failed and dead followers of the set
 // with live candidates outside it.
-func (s *Session) replaceBad(ctx context.Context, r *replacing, o *follow.Owner, status []follow.FollowerStatus, now time.Time) {
-	cands, err := s.h.cfg.Directory.Candidates(ctx)
-	if err != nil {
-		return
-	}
-	live := liveSet(cands)
+func (s *Session) replaceBad(ctx context.Context, r *replacing, o *follow.Owner, status []follow.FollowerStatus,
+	cands []follow.NodeID, live map[follow.NodeID]bool, now time.Time) {
 	set := make([]follow.NodeID, 0, len(status))
 	var bad []int
 	for _, f := range status {

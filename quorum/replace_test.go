@@ -164,3 +164,32 @@ func requireTakeover(t *testing.T, by *node, b bucket.Bucket, n int) {
 	require.NoError(t, c.Close())
 	require.NoError(t, db.Close(context.Background()))
 }
+
+// With more than n-q followers dead and nobody to replace them with, the
+// session stops counting on them: Acked reports no quorum, so a Durable
+// asks the bucket at once rather than wait PeerWait for followers that
+// cannot answer, and every commit is still acknowledged.
+func TestUnreachableFollowersLeaveItToTheBucket(t *testing.T) {
+	b, ns := fourNodes(t)
+	db, sess := openSession(t, ns[0], b, t.TempDir())
+	c := writeRows(t, db, 5)
+	_, _, quorumOK := sess.Acked()
+	require.True(t, quorumOK)
+	ns[1].kill()
+	ns[2].kill()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, _, quorumOK = sess.Acked(); !quorumOK {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "two of three followers dead, and Acked still offers a quorum")
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := db.Stats().AckedByBucket
+	insert(t, db, c, 5)
+	require.Equal(t, before+1, db.Stats().AckedByBucket)
+	require.Equal(t, seq(6), rows(t, c))
+	require.NoError(t, c.Close())
+	require.NoError(t, db.Close(context.Background()))
+	require.Equal(t, seq(6), restoredRows(t, b))
+}

@@ -34,6 +34,9 @@ type Session struct {
 	windows map[follow.NodeID]*window // one Append in flight per follower (window.go)
 	own     fence.Ownership           // the claim as own.json holds it now (replace.go rewrites it)
 	repl    *replacing                // the replacement loop, once started (replace.go)
+	// unreachable: the followers no live node served at the last look
+	// (replace.go), which Acked does not count on.
+	unreachable map[follow.NodeID]bool
 }
 
 // Session returns a new session for actor a on this node.
@@ -48,6 +51,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch uint64,
 	// with what the closed one left.
 	s.mu.Lock()
 	s.closed, s.owner, s.err, s.tk, s.tkDone, s.n, s.q, s.own = false, nil, nil, nil, nil, 0, 0, fence.Ownership{}
+	s.unreachable = nil
 	s.windows = map[follow.NodeID]*window{}
 	s.mu.Unlock()
 	if len(prev.Followers) == 0 {
@@ -206,7 +210,7 @@ func (s *Session) Acked() (frames.Seq, <-chan struct{}, bool) {
 	}
 	live := 0
 	for _, f := range s.owner.Followers() {
-		if f.Member && f.Failed == nil {
+		if f.Member && f.Failed == nil && !s.unreachable[f.ID] {
 			live++
 		}
 	}
