@@ -77,7 +77,9 @@
 // [Observer.LiveNodes]. follower goes with peer, and only with it: the
 // follower ID served there ([Options].Follower, a node ID), its store's,
 // which a process restarted on the same store serves again under a new
-// node. Anything else is [ErrBadLease].
+// node. Such a process fences the leases its predecessors on the store
+// left ([Node.RetirePredecessors]), so that one follower has one live
+// lease. Anything else is [ErrBadLease].
 //
 // A missing lease proves nothing about its node: one deleted under a live
 // node (by hand, or by a sweep on a skewed clock) is noticed only at the

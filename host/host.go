@@ -244,6 +244,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("host: %w", err)
 	}
 	if peers != nil {
+		peers.retire(ctx, node, cfg.Logger)
 		pc := cfg.Peers
 		peers.leases = quorum.NewLeases(node, peers.node)
 		peers.hub, err = quorum.New(quorum.Config{Self: follow.NodeID(peers.store.ID()), Transport: peers.node, Store: peers.store,

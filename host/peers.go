@@ -1,12 +1,15 @@
 package host
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 
+	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/peer"
@@ -79,6 +82,16 @@ func startPeering(cfg Config) (*peering, error) {
 		return nil, fmt.Errorf("host: follower transport: %w", err)
 	}
 	return p, nil
+}
+
+// retire fences the leases earlier processes on this node's follower store
+// left (fence.Node.RetirePredecessors): the store's lock, held since
+// startPeering, says they have ended. A failure is logged, not fatal:
+// such a lease only delays the peers that take it for the live one.
+func (p *peering) retire(ctx context.Context, node *fence.Node, log *slog.Logger) {
+	if _, err := node.RetirePredecessors(ctx); err != nil {
+		log.Warn("fencing the leases earlier processes on the follower store left", logNode, node.ID(), logErr, err)
+	}
 }
 
 func (p *peering) close() error {

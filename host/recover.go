@@ -54,6 +54,9 @@ func (h *Host) watchNode() {
 		}
 		h.log.Warn("node lost: registering a new node", logNode, n.ID(), logErr, err)
 		next := h.restartNode(n)
+		if next != nil && h.peers != nil {
+			h.peers.retire(context.Background(), next, h.cfg.Logger) // n's lease, not fenced yet if it expired
+		}
 		h.mu.Lock()
 		stopped := h.stopErr != nil
 		if next != nil && !stopped {

@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -91,15 +92,31 @@ func (d *Leases) Candidates(ctx context.Context) ([]follow.NodeID, error) {
 	d.mu.Unlock()
 	out := []follow.NodeID{}
 	for _, l := range leases {
-		if l.Node == self {
+		id := follow.NodeID(l.Follower)
+		if l.Node == self || slices.Contains(out, id) {
 			continue
 		}
-		if err := d.tr.SetAddr(follow.NodeID(l.Follower), l.Peer); err != nil {
+		if err := d.tr.SetAddr(id, serving(leases, id).Peer); err != nil {
 			continue
 		}
-		out = append(out, follow.NodeID(l.Follower))
+		out = append(out, id)
 	}
 	return out, nil
+}
+
+// serving is the lease of the process serving follower id, of the live
+// leases that name it; nil if none does. Two name it only for a moment: a
+// process restarted on the store fences its predecessors' leases once it
+// registered (fence.Node.RetirePredecessors). In that moment the one with
+// the fewer renewals is the newer process.
+func serving(leases []fence.Lease, id follow.NodeID) *fence.Lease {
+	var best *fence.Lease
+	for i, l := range leases {
+		if follow.NodeID(l.Follower) == id && (best == nil || l.Heartbeat < best.Heartbeat) {
+			best = &leases[i]
+		}
+	}
+	return best
 }
 
 // LocateFresh is how old a listing Locate may use. A takeover locates the
@@ -113,9 +130,7 @@ const LocateFresh = 500 * time.Millisecond
 
 // Locate finds the live node serving follower id and gives the transport
 // its peer address; none is an error (the follower is unreachable until a
-// node serves its store again). Of two live leases naming the follower (a
-// process restarted on the store while its predecessor's lease has not
-// run out yet), the one with the fewer renewals is the newer process.
+// node serves its store again).
 func (d *Leases) Locate(ctx context.Context, id follow.NodeID) error {
 	d.mu.Lock()
 	stale := time.Since(d.at) >= LocateFresh
@@ -124,12 +139,7 @@ func (d *Leases) Locate(ctx context.Context, id follow.NodeID) error {
 	if err != nil {
 		return err
 	}
-	var best *fence.Lease
-	for i, l := range leases {
-		if follow.NodeID(l.Follower) == id && (best == nil || l.Heartbeat < best.Heartbeat) {
-			best = &leases[i]
-		}
-	}
+	best := serving(leases, id)
 	if best == nil {
 		return fmt.Errorf("quorum: no live node serves follower %s", id)
 	}
