@@ -12,9 +12,9 @@ import (
 
 	"github.com/klauspost/compress/flate"
 	"github.com/klauspost/compress/zstd"
-	"github.com/ncruces/go-sqlite3"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/fixture"
 )
 
 // BenchmarkCodec measures, for the chunks of real SQLite databases, the
@@ -25,11 +25,9 @@ import (
 // It decides nothing in the format; it is the measurement for a next one
 // (BENCHMARKS.md, "Chunk codecs: DEFLATE against zstd").
 //
-// Fixtures are cmd/framebench's restore fixtures (versus_restore.go,
-// buildFixture), built the same way at 8 MiB: "compressible" rows of
-// hex(randomblob(512)), three to a 4 KiB page; "incompressible" rows of
-// randomblob(1000), four to a page. Each chunk is frames.DefaultChunkBytes
-// of the file (64 pages), as Write cuts a lane.
+// Fixtures are cmd/framebench's restore fixtures (package
+// internal/fixture) at 8 MiB. Each chunk is frames.DefaultChunkBytes of
+// the file (64 pages), as Write cuts a lane.
 //
 // Codecs: "deflate" is klauspost's flate alone at frames.DefaultLevel
 // (what inflating costs, comparable with zstd alone); "frames" is
@@ -38,14 +36,14 @@ import (
 // keep paying; "zstd-*" are klauspost's zstd EncodeAll/DecodeAll with its
 // default frame checksum, concurrency 1.
 func BenchmarkCodec(b *testing.B) {
-	for _, fixture := range []string{"compressible", "incompressible"} {
-		chunks := codecFixture(b, fixture)
+	for _, kind := range []string{fixture.Compressible, fixture.Incompressible} {
+		chunks := codecFixture(b, kind)
 		var raw int64
 		for _, c := range chunks {
 			raw += int64(len(c))
 		}
 		for _, cd := range benchCodecs(b) {
-			name := fmt.Sprintf("fixture=%s/codec=%s", fixture, cd.name)
+			name := fmt.Sprintf("fixture=%s/codec=%s", kind, cd.name)
 			objs := make([][]byte, len(chunks))
 			var stored int64
 			for i, c := range chunks {
@@ -193,35 +191,9 @@ func codecFixture(b *testing.B, kind string) [][]byte {
 	if c, ok := codecFixtures.Load(kind); ok {
 		return c.([][]byte)
 	}
-	const size = 8 << 20
-	var rows int64
-	var expr string
-	switch kind {
-	case "incompressible":
-		rows, expr = size/(4096/4), "randomblob(1000)"
-	case "compressible":
-		rows, expr = size/(4096/3), "hex(randomblob(512))"
-	default:
-		b.Fatalf("unknown fixture %q", kind)
-	}
 	file := filepath.Join(b.TempDir(), kind+".db")
-	c, err := sqlite3.Open("file:" + file + "?vfs=os")
-	if err != nil {
+	if err := fixture.Build(file, kind, 8<<20); err != nil {
 		b.Fatal(err)
-	}
-	perTx := max(1, rows/100)
-	err = c.Exec("PRAGMA journal_mode=WAL; PRAGMA page_size=4096; CREATE TABLE t(id INTEGER PRIMARY KEY, v)")
-	for done := int64(0); err == nil && done < rows; done += perTx {
-		err = c.Exec(fmt.Sprintf("INSERT INTO t(v) SELECT %s FROM generate_series(1,%d)", expr, min(perTx, rows-done)))
-	}
-	if err == nil {
-		err = c.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
-	}
-	if cerr := c.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		b.Fatalf("building the %s database: %v", kind, err)
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {

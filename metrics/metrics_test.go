@@ -103,28 +103,8 @@ func TestHostStatsExposed(t *testing.T) {
 		Alarms:   host.AlarmStats{Pending: 19, Runs: 30, Failures: 8, Dropped: 2, FirstRuns: 21, Late: 3, Lateness: 90 * time.Second},
 		Draining: true, Drain: host.DrainStats{Drained: 23, Skipped: 24, Failed: 25, TimedOut: 26},
 	}
-	d := newHostDescs()
-	ch := make(chan prometheus.Metric, 100)
-	d.collect(ch, st)
-	close(ch)
-	got := map[string]float64{}
-	var lateness *dto.Summary
-	for m := range ch {
-		var pb dto.Metric
-		require.NoError(t, m.Write(&pb))
-		name := fqName(m.Desc())
-		for _, l := range pb.GetLabel() {
-			name += fmt.Sprintf("{%s=%s}", l.GetName(), l.GetValue())
-		}
-		switch {
-		case pb.Counter != nil:
-			got[name] = pb.Counter.GetValue()
-		case pb.Gauge != nil:
-			got[name] = pb.Gauge.GetValue()
-		case pb.Summary != nil:
-			lateness = pb.Summary
-		}
-	}
+	got, summaries := collected(t, func(ch chan<- prometheus.Metric) { newHostDescs().collect(ch, st) })
+	lateness := summaries["framectl_host_alarm_lateness_seconds"]
 	assert.Equal(t, map[string]float64{
 		"framectl_host_actors{state=queued}":                  1,
 		"framectl_host_actors{state=opening}":                 2,
@@ -163,6 +143,35 @@ func TestHostStatsExposed(t *testing.T) {
 }
 
 // fqName reads a Desc's name (it has no accessor; its String names it).
+// collected runs collect and returns the counters' and gauges' values and
+// the summaries, by name and labels ("name{label=value}").
+func collected(t *testing.T, collect func(ch chan<- prometheus.Metric)) (map[string]float64, map[string]*dto.Summary) {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 100)
+	collect(ch)
+	close(ch)
+	got, summaries := map[string]float64{}, map[string]*dto.Summary{}
+	for m := range ch {
+		var pb dto.Metric
+		require.NoError(t, m.Write(&pb))
+		name := fqName(m.Desc())
+		for _, l := range pb.GetLabel() {
+			name += fmt.Sprintf("{%s=%s}", l.GetName(), l.GetValue())
+		}
+		switch {
+		case pb.Counter != nil:
+			got[name] = pb.Counter.GetValue()
+		case pb.Gauge != nil:
+			got[name] = pb.Gauge.GetValue()
+		case pb.Summary != nil:
+			summaries[name] = pb.Summary
+		default:
+			t.Fatalf("%s: neither a counter, a gauge nor a summary", name)
+		}
+	}
+	return got, summaries
+}
+
 func fqName(d *prometheus.Desc) string {
 	s := d.String()
 	const prefix = `Desc{fqName: "`

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,26 +29,8 @@ func clusterKey(t *testing.T) []byte {
 // name and labels ("name{label=value}").
 func collectQuorum(t *testing.T, p *host.PeerStats) map[string]float64 {
 	t.Helper()
-	ch := make(chan prometheus.Metric, 100)
-	newQuorumDescs().collect(ch, p)
-	close(ch)
-	got := map[string]float64{}
-	for m := range ch {
-		var pb dto.Metric
-		require.NoError(t, m.Write(&pb))
-		name := fqName(m.Desc())
-		for _, l := range pb.GetLabel() {
-			name += fmt.Sprintf("{%s=%s}", l.GetName(), l.GetValue())
-		}
-		switch {
-		case pb.Counter != nil:
-			got[name] = pb.Counter.GetValue()
-		case pb.Gauge != nil:
-			got[name] = pb.Gauge.GetValue()
-		default:
-			t.Fatalf("%s: neither a counter nor a gauge", name)
-		}
-	}
+	got, summaries := collected(t, func(ch chan<- prometheus.Metric) { newQuorumDescs().collect(ch, p) })
+	require.Empty(t, summaries)
 	return got
 }
 

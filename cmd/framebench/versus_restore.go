@@ -16,6 +16,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/internal/fixture"
 	"github.com/framectl/framectl/vfs"
 )
 
@@ -29,9 +30,8 @@ import (
 // framectl restore always runs PRAGMA integrity_check; litestream restore
 // does not by default (-integrity-check none), so it runs both ways.
 //
-// Fixtures: "incompressible" rows of 1,000 random bytes (four to a page),
-// "compressible" rows of 1 KiB of hex text (three to a page; deflate takes
-// them to about 55%, as restore.go's fixture).
+// Fixtures: package internal/fixture's two kinds, incompressible rows and
+// compressible hex text (DEFLATE takes the latter to about 40%).
 
 func versusRestore(ctx context.Context, env *versusEnv, o versusOpts, run string) error {
 	if env.litestream == "" {
@@ -62,34 +62,6 @@ func framectlBinary(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// buildFixture writes a database of about size bytes of the kind's rows
-// with the plain os VFS, in WAL mode, checkpointed.
-func buildFixture(file, kind string, size int64) error {
-	var rows int64
-	var expr string
-	switch kind {
-	case "incompressible":
-		rows, expr = size/(4096/4), "randomblob(1000)"
-	case "compressible":
-		rows, expr = size/(4096/3), "hex(randomblob(512))"
-	default:
-		return fmt.Errorf("unknown fixture %q: want incompressible or compressible", kind)
-	}
-	c, err := plain(file)
-	if err != nil {
-		return err
-	}
-	perTx := max(1, rows/100)
-	err = c.Exec("PRAGMA page_size=4096; CREATE TABLE t(id INTEGER PRIMARY KEY, v)")
-	for done := int64(0); err == nil && done < rows; done += perTx {
-		err = c.Exec(fmt.Sprintf("INSERT INTO t(v) SELECT %s FROM generate_series(1,%d)", expr, min(perTx, rows-done)))
-	}
-	if err == nil {
-		err = c.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
-	}
-	return errors.Join(err, c.Close())
-}
-
 func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run, kind, fc string) error {
 	dir, err := env.work.next("restore-" + kind)
 	if err != nil {
@@ -98,7 +70,7 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 	defer os.RemoveAll(dir)
 	src := filepath.Join(dir, "source.db")
 	start := time.Now()
-	if err := buildFixture(src, kind, o.restoreBytes); err != nil {
+	if err := fixture.Build(src, kind, o.restoreBytes); err != nil {
 		return err
 	}
 	fi, err := os.Stat(src)
