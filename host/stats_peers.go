@@ -30,10 +30,11 @@ type PeerStats struct {
 	// has followers (a node alone has none: the bucket acknowledges);
 	// Followers sums the followers in their sets, and Failed those of
 	// them the owner stopped sending to (follow.FollowerStatus.Failed:
-	// full, broken). BelowQuorum counts the sessions with fewer followers
-	// not failed than their quorum: they acknowledge by the bucket alone.
-	// A follower that does not answer (dead, unreachable) is not failed:
-	// its lag grows.
+	// full, broken). BelowQuorum counts the sessions that cannot gather a
+	// quorum now (quorum.Session.Acked: fewer followers than it that are
+	// neither failed nor served by no live node): they acknowledge by the
+	// bucket alone. A follower that does not answer is not failed: its lag
+	// grows.
 	WithFollowers, Followers, Failed, BelowQuorum int
 	// LagSum and LagMax are how many commits of its owner's log each
 	// follower not failed lacks (SessionStats.Head - Matched), summed and
@@ -74,7 +75,7 @@ func (p *PeerStats) add(s vfs.Stats, peers *quorum.Session) {
 		return
 	}
 	ss := peers.Stats()
-	members, live := 0, 0
+	members := 0
 	for _, f := range ss.Followers {
 		if !f.Member {
 			continue // joining the set: not counted until it is in
@@ -84,7 +85,6 @@ func (p *PeerStats) add(s vfs.Stats, peers *quorum.Session) {
 			p.Failed++
 			continue
 		}
-		live++
 		lag := int64(0)
 		if ss.Head > f.Matched {
 			lag = int64(ss.Head - f.Matched)
@@ -97,7 +97,7 @@ func (p *PeerStats) add(s vfs.Stats, peers *quorum.Session) {
 	}
 	p.WithFollowers++
 	p.Followers += members
-	if live < ss.Quorum {
+	if _, _, quorum := peers.Acked(); !quorum {
 		p.BelowQuorum++
 	}
 }

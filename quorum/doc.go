@@ -22,7 +22,8 @@
 // owner that followed its predecessor fences its own store) is delivered
 // in-process, never over the network. One goroutine ticks every session
 // (Config.Tick): what follow wants resent is resent, a takeover's wait
-// runs out.
+// runs out. Another looks at every session's set each Config.ReplaceCheck,
+// with one listing of the live followers for all (replace.go).
 //
 // # A session
 //

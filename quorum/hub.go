@@ -70,7 +70,7 @@ type Config struct {
 	Retransmit, TakeoverWait time.Duration
 	// Tick: DefaultTick when zero.
 	Tick time.Duration
-	// ReplaceCheck and ReplaceWait: how often a session looks for
+	// ReplaceCheck and ReplaceWait: how often the hub looks for
 	// followers to replace, and how long a newcomer may take to catch up
 	// (replace.go; DefaultReplaceCheck and DefaultReplaceWait when zero).
 	ReplaceCheck, ReplaceWait time.Duration
@@ -89,7 +89,9 @@ type Hub struct {
 	sessions map[string]*Session // by actor name
 	closed   bool
 	stop     chan struct{}
-	done     chan struct{}
+	done     chan struct{} // tickLoop ended
+	// replaceDone: replaceLoop ended (replace.go)
+	replaceDone chan struct{}
 
 	stats hubCounters
 }
@@ -118,8 +120,9 @@ func New(cfg Config) (*Hub, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{cfg: cfg, log: cfg.Logger.With("subsystem", "quorum", "node", cfg.Self),
-		sessions: map[string]*Session{}, stop: make(chan struct{}), done: make(chan struct{})}
+		sessions: map[string]*Session{}, stop: make(chan struct{}), done: make(chan struct{}), replaceDone: make(chan struct{})}
 	go h.tickLoop()
+	go h.replaceLoop()
 	return h, nil
 }
 
@@ -246,4 +249,5 @@ func (h *Hub) Close() {
 	h.mu.Unlock()
 	close(h.stop)
 	<-h.done
+	<-h.replaceDone
 }

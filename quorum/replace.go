@@ -14,18 +14,20 @@ import (
 
 // Replacing a follower while the session runs.
 //
-// Every Config.ReplaceCheck a session looks at its set: a follower the
-// owner stopped sending to (follow.FollowerStatus.Failed: it refused as
-// full or broken) or one no live node serves (Directory.Candidates no
-// longer lists it: its node's lease ran out and no process took its store
-// over) is replaced by a live candidate outside the set, in follow's three
-// steps (follow: "Replacing a follower"). ChangeSet sends the newcomers a
-// reset with everything past the bucket's durable point; once q followers
-// of the new set hold everything that may have been acknowledged
-// (Owner.Pending reports ready), own.json records the new set, with a write
-// conditional on this claim (Directory.Record), and only once it landed
-// does the new set alone count (Owner.Recorded). The write is the one I/O,
-// done outside the session's lock, never on the ticker.
+// Every Config.ReplaceCheck the hub lists the live followers once
+// (Directory.Candidates) and looks at every session's set with it: a
+// follower the owner stopped sending to (follow.FollowerStatus.Failed: it
+// refused as full or broken) or one no live node serves (no longer listed:
+// its node's lease ran out and no process took its store over) is
+// replaced by a live candidate outside the set, in follow's three steps
+// (follow: "Replacing a follower"). ChangeSet sends the newcomers a reset
+// with everything past the bucket's durable point; once q followers of the
+// new set hold everything that may have been acknowledged (Owner.Pending
+// reports ready), own.json records the new set, with a write conditional
+// on this claim (Directory.Record), and only once it landed does the new
+// set alone count (Owner.Recorded). That write is the one I/O of a
+// session's step: it runs on a goroutine of its own, outside the session's
+// lock, so a slow bucket holds up no other session; Close waits for it.
 //
 // A change that is not ready within ReplaceWait, or whose newcomer failed
 // or died, is cancelled (nothing recorded it yet), and that candidate is
@@ -39,7 +41,7 @@ import (
 
 // Defaults of Config.ReplaceCheck and Config.ReplaceWait.
 const (
-	// DefaultReplaceCheck is how often a session looks for followers to
+	// DefaultReplaceCheck is how often the hub looks for followers to
 	// replace. A dead follower is seen once its lease ran out and the
 	// directory's listing (CandidatesCache) shows it, so a second more
 	// hardly matters; a check costs a look at that cached listing.
@@ -52,76 +54,90 @@ const (
 	recordTimeout = 10 * time.Second
 )
 
-// replacing is a session's replacement loop and what it remembers.
+// replacing is what a session remembers of its changes of the set.
 type replacing struct {
-	stop, done chan struct{}
-	began      time.Time                   // when the change under way started
-	avoid      map[follow.NodeID]time.Time // newcomers that did not get ready, until when
+	began     time.Time                   // when the change under way started
+	avoid     map[follow.NodeID]time.Time // newcomers that did not get ready, until when
+	recording chan struct{}               // closed when the write of own.json under way ends; nil: none
 }
 
-// startReplacing runs the replacement loop until stopReplacing; called
-// with s.mu held, once the owner started.
-func (s *Session) startReplacing() {
-	r := &replacing{stop: make(chan struct{}), done: make(chan struct{}), avoid: map[follow.NodeID]time.Time{}}
-	s.repl = r
-	go func() {
-		defer close(r.done)
-		t := time.NewTicker(s.h.cfg.ReplaceCheck)
-		defer t.Stop()
-		for {
-			select {
-			case <-r.stop:
-				return
-			case <-s.h.stop:
-				return
-			case now := <-t.C:
-				s.replaceStep(r, now)
+// replaceLoop checks every session's set each Config.ReplaceCheck, with
+// one listing of the live followers for all of them.
+func (h *Hub) replaceLoop() {
+	defer close(h.replaceDone)
+	t := time.NewTicker(h.cfg.ReplaceCheck)
+	defer t.Stop()
+	var ss []*Session
+	for {
+		select {
+		case <-h.stop:
+			return
+		case now := <-t.C:
+			h.mu.Lock()
+			ss = ss[:0]
+			for _, s := range h.sessions {
+				ss = append(ss, s)
 			}
+			h.mu.Unlock()
+			if len(ss) == 0 {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+			cands, err := h.cfg.Directory.Candidates(ctx)
+			if err == nil { // a failed listing says nothing changed
+				for _, s := range ss {
+					s.replaceStep(ctx, cands, now)
+				}
+			}
+			cancel()
+			clear(ss)
 		}
-	}()
-}
-
-// stopReplacing ends the loop and waits for it: a write of own.json under
-// way finishes first, so the ownership Close returns is own.json's.
-func (s *Session) stopReplacing() {
-	s.mu.Lock()
-	r := s.repl
-	s.repl = nil
-	s.mu.Unlock()
-	if r != nil {
-		close(r.stop)
-		<-r.done
 	}
 }
 
-// replaceStep takes one step of a change of the set, or starts one.
-func (s *Session) replaceStep(r *replacing, now time.Time) {
+// replaceStep takes one step of a change of the set, or starts one, with
+// cands the live followers.
+func (s *Session) replaceStep(ctx context.Context, cands []follow.NodeID, now time.Time) {
 	s.mu.Lock()
-	if s.owner == nil || s.closed || s.err != nil {
+	if s.owner == nil || s.closed || s.err != nil || s.repl.recording != nil {
 		s.mu.Unlock()
 		return
 	}
 	o := s.owner
 	next, ready := o.Pending()
 	status := o.Followers()
-	own, q := s.own, s.q
+	if next != nil && ready {
+		done := make(chan struct{})
+		s.repl.recording = done
+		own, q := s.own, s.q
+		s.mu.Unlock()
+		go func() {
+			defer close(done)
+			ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+			defer cancel()
+			s.record(ctx, o, own, next, q)
+		}()
+		return
+	}
 	s.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-	defer cancel()
-	cands, err := s.h.cfg.Directory.Candidates(ctx)
-	if err != nil {
-		return // the listing failed: nothing is known to have changed
-	}
 	live := liveSet(cands)
 	s.noteUnreachable(o, status, live)
-	switch {
-	case next != nil && ready:
-		s.record(ctx, o, own, next, q)
-	case next != nil:
-		s.watchJoining(r, o, status, live, now)
-	default:
-		s.replaceBad(ctx, r, o, status, cands, live, now)
+	if next != nil {
+		s.watchJoining(o, status, live, now)
+	} else {
+		s.replaceBad(ctx, o, status, cands, live, now)
+	}
+}
+
+// awaitRecording waits for a write of own.json under way; called once the
+// session is closed, so that none starts after.
+func (s *Session) awaitRecording() {
+	s.mu.Lock()
+	done := s.repl.recording
+	s.mu.Unlock()
+	if done != nil {
+		<-done
 	}
 }
 
@@ -151,6 +167,7 @@ func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownersh
 	rec, err := s.h.cfg.Directory.Record(ctx, own, next, q)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.repl.recording = nil
 	if s.owner != o || s.closed {
 		return
 	}
@@ -185,9 +202,11 @@ func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownersh
 
 // watchJoining cancels a change whose newcomer failed, died, or did not
 // get ready within ReplaceWait.
-func (s *Session) watchJoining(r *replacing, o *follow.Owner, status []follow.FollowerStatus, live map[follow.NodeID]bool, now time.Time) {
+func (s *Session) watchJoining(o *follow.Owner, status []follow.FollowerStatus, live map[follow.NodeID]bool, now time.Time) {
 	var stuck []follow.NodeID
-	late := now.Sub(r.began) >= s.h.cfg.ReplaceWait
+	s.mu.Lock()
+	late := now.Sub(s.repl.began) >= s.h.cfg.ReplaceWait
+	s.mu.Unlock()
 	for _, f := range status {
 		if !f.Member && (f.Failed != nil || !live[f.ID] || late) {
 			stuck = append(stuck, f.ID)
@@ -205,7 +224,7 @@ func (s *Session) watchJoining(r *replacing, o *follow.Owner, status []follow.Fo
 		return // got ready meanwhile: the next step records it
 	}
 	for _, id := range stuck {
-		r.avoid[id] = now.Add(s.h.cfg.ReplaceWait)
+		s.repl.avoid[id] = now.Add(s.h.cfg.ReplaceWait)
 		delete(s.windows, id)
 	}
 	s.h.log.Warn("gave up replacing followers", "actor", s.actor, "newcomers", stuck)
@@ -213,7 +232,7 @@ func (s *Session) watchJoining(r *replacing, o *follow.Owner, status []follow.Fo
 
 // replaceBad starts replacing the failed and dead followers of the set
 // with live candidates outside it.
-func (s *Session) replaceBad(ctx context.Context, r *replacing, o *follow.Owner, status []follow.FollowerStatus,
+func (s *Session) replaceBad(ctx context.Context, o *follow.Owner, status []follow.FollowerStatus,
 	cands []follow.NodeID, live map[follow.NodeID]bool, now time.Time) {
 	set := make([]follow.NodeID, 0, len(status))
 	var bad []int
@@ -228,23 +247,18 @@ func (s *Session) replaceBad(ctx context.Context, r *replacing, o *follow.Owner,
 	if len(bad) == 0 {
 		return
 	}
-	next := slices.Clone(set)
-	replaced := 0
-	for _, id := range cands {
-		if replaced == len(bad) {
-			break
-		}
-		if id == s.h.cfg.Self || slices.Contains(set, id) || now.Before(r.avoid[id]) {
-			continue
-		}
-		if err := s.h.cfg.Directory.Locate(ctx, id); err != nil {
-			continue
-		}
-		next[bad[replaced]] = id
-		replaced++
-	}
-	if replaced == 0 {
+	s.mu.Lock()
+	avoid := maps.Clone(s.repl.avoid)
+	s.mu.Unlock()
+	newcomers := s.choose(ctx, cands, len(bad), func(id follow.NodeID) bool {
+		return slices.Contains(set, id) || now.Before(avoid[id])
+	})
+	if len(newcomers) == 0 {
 		return // nobody to spare: the set goes on without them
+	}
+	next := slices.Clone(set)
+	for i, id := range newcomers {
+		next[bad[i]] = id
 	}
 	s.mu.Lock()
 	if s.owner != o || s.closed {
@@ -256,12 +270,32 @@ func (s *Session) replaceBad(ctx context.Context, r *replacing, o *follow.Owner,
 		s.h.log.Error("changing the follower set", "actor", s.actor, "followers", next, "err", err)
 		return
 	}
-	r.began = now
+	s.repl.began = now
 	out := s.route(o.Outbox(), now)
 	s.noteLocked()
 	s.mu.Unlock()
 	s.h.log.Info("replacing followers", "actor", s.actor, "from", set, "to", next)
 	s.h.sendAll(s.actor, out)
+}
+
+// choose returns up to n of cands, in their order, that the transport can
+// reach: never this node, never one twice, none that skip refuses.
+func (s *Session) choose(ctx context.Context, cands []follow.NodeID, n int, skip func(follow.NodeID) bool) []follow.NodeID {
+	var out []follow.NodeID
+	for _, id := range cands {
+		if len(out) == n {
+			break
+		}
+		if id == s.h.cfg.Self || slices.Contains(out, id) || skip(id) {
+			continue
+		}
+		if err := s.h.cfg.Directory.Locate(ctx, id); err != nil {
+			s.h.log.Info("follower candidate not located", "actor", s.actor, "node", id, "err", err)
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
 }
 
 func liveSet(cands []follow.NodeID) map[follow.NodeID]bool {

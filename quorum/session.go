@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -33,7 +32,7 @@ type Session struct {
 	closed  bool
 	windows map[follow.NodeID]*window // one Append in flight per follower (window.go)
 	own     fence.Ownership           // the claim as own.json holds it now (replace.go rewrites it)
-	repl    *replacing                // the replacement loop, once started (replace.go)
+	repl    replacing                 // changes of the set (replace.go)
 	// unreachable: the followers no live node served at the last look
 	// (replace.go), which Acked does not count on.
 	unreachable map[follow.NodeID]bool
@@ -41,7 +40,7 @@ type Session struct {
 
 // Session returns a new session for actor a on this node.
 func (h *Hub) Session(a frames.Actor) *Session {
-	return &Session{h: h, actor: ActorName(a), changed: make(chan struct{})}
+	return &Session{h: h, actor: ActorName(a), changed: make(chan struct{}), repl: replacing{avoid: map[follow.NodeID]time.Time{}}}
 }
 
 // Takeover fences the followers prev records, for epoch, and returns the
@@ -51,7 +50,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch uint64,
 	// with what the closed one left.
 	s.mu.Lock()
 	s.closed, s.owner, s.err, s.tk, s.tkDone, s.n, s.q, s.own = false, nil, nil, nil, nil, 0, 0, fence.Ownership{}
-	s.unreachable = nil
+	s.unreachable, s.repl = nil, replacing{avoid: map[follow.NodeID]time.Time{}}
 	s.windows = map[follow.NodeID]*window{}
 	s.mu.Unlock()
 	if len(prev.Followers) == 0 {
@@ -111,20 +110,7 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 	if err != nil {
 		return own, fmt.Errorf("quorum: choosing followers of %s: %w", s.actor, err)
 	}
-	var set []follow.NodeID
-	for _, id := range cands {
-		if len(set) == s.h.cfg.Followers {
-			break
-		}
-		if id == s.h.cfg.Self || slices.Contains(set, id) {
-			continue
-		}
-		if err := s.h.cfg.Directory.Locate(ctx, id); err != nil {
-			s.h.log.Info("follower candidate not located", "actor", s.actor, "node", id, "err", err)
-			continue
-		}
-		set = append(set, id)
-	}
+	set := s.choose(ctx, cands, s.h.cfg.Followers, func(follow.NodeID) bool { return false })
 	q := 0
 	if len(set) > 0 {
 		q = len(set)/2 + 1
@@ -157,11 +143,6 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 		return own, err
 	}
 	s.h.sendAll(s.actor, out)
-	s.mu.Lock()
-	if !s.closed && s.repl == nil {
-		s.startReplacing()
-	}
-	s.mu.Unlock()
 	return own, nil
 }
 
@@ -228,19 +209,24 @@ func (s *Session) Err() error {
 // the version of own.json a replacement of followers wrote, if one did
 // (vfs.Peers).
 func (s *Session) Close(own fence.Ownership) fence.Ownership {
-	s.stopReplacing()
 	s.mu.Lock()
+	wasClosed := s.closed
+	if !s.closed {
+		s.closed = true
+		s.noteChangedLocked()
+	}
+	s.mu.Unlock()
+	// A write of own.json under way lands first: the ownership returned
+	// must be the version own.json holds.
+	s.awaitRecording()
+	if !wasClosed {
+		s.h.unregister(s)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.owner != nil && s.own.Epoch == own.Epoch {
 		own = s.own
 	}
-	if s.closed {
-		s.mu.Unlock()
-		return own
-	}
-	s.closed = true
-	s.noteChangedLocked()
-	s.mu.Unlock()
-	s.h.unregister(s)
 	return own
 }
 
