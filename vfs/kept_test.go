@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,12 +21,15 @@ import (
 // keptWorkload opens a database on b that compacts after every batch and
 // rewrites its rows until done says so (called before each round, with
 // the directory of the copies), and returns it open.
-func keptWorkload(t *testing.T, b bucket.Bucket, keptBytes int64, done func(round int, db *DB, dir string) bool) (*DB, Config) {
+func keptWorkload(t *testing.T, b bucket.Bucket, keptBytes int64, configure func(*Config), done func(round int, db *DB, dir string) bool) (*DB, Config) {
 	t.Helper()
 	cfg := replTestConfig(t, b)
 	cfg.DisableCompaction = false
 	cfg.Compaction = compact.Rule{MinLogBytes: -1, MinInterval: -1}
 	cfg.KeptBytes = keptBytes
+	if configure != nil {
+		configure(&cfg)
+	}
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
@@ -90,7 +94,15 @@ func TestCompactionReadsKeptCopies(t *testing.T) {
 			}{{"kept", 0, false}, {"none", -1, true}} {
 				t.Run(c.name, func(t *testing.T) {
 					cb := &countingBucket{Bucket: be.New(t)}
-					db, cfg := keptWorkload(t, cb, c.kept, func(_ int, db *DB, _ string) bool {
+					// Whether the last pass ended in error: Close cancels
+					// a pass in flight, and a manifest whose PUT landed
+					// while the pass saw it fail is in the bucket but not
+					// among the copies.
+					var lastFailed atomic.Bool
+					observe := func(cfg *Config) {
+						cfg.Observer.Compaction = func(_ time.Duration, err error) { lastFailed.Store(err != nil) }
+					}
+					db, cfg := keptWorkload(t, cb, c.kept, observe, func(_ int, db *DB, _ string) bool {
 						return db.Stats().Compactions > 3 // past the session's first
 					})
 					gets := cb.objectGets.Load()
@@ -108,19 +120,26 @@ func TestCompactionReadsKeptCopies(t *testing.T) {
 					require.NoError(t, err)
 					s, _ := inv.Session(cfg.Epoch)
 					newest := s.Snapshots[len(s.Snapshots)-1].Seq
-					manifests := 0
+					var manifests []frames.Key
+					var batches []frames.Key
 					for _, k := range keptKeys(t, cfg.Dir) {
 						switch k.Kind {
 						case frames.KeyLog:
-							if k.Seq <= newest {
-								t.Errorf("kept batch %s is covered by the snapshot at %d", k, newest)
-							}
+							batches = append(batches, k)
 						case frames.KeySnapshot:
-							manifests++
+							manifests = append(manifests, k)
 						}
 					}
-					if manifests != 1 {
-						t.Errorf("%d manifests kept, want the newest alone", manifests)
+					if len(manifests) != 1 {
+						t.Fatalf("manifests kept %v, want the newest alone", manifests)
+					}
+					if have := manifests[0].Seq; have != newest && !(have < newest && lastFailed.Load()) {
+						t.Errorf("kept manifest %s, the bucket's newest is at %d and the last pass succeeded", manifests[0], newest)
+					}
+					for _, k := range batches {
+						if k.Seq <= manifests[0].Seq {
+							t.Errorf("kept batch %s is covered by the kept snapshot %s", k, manifests[0])
+						}
 					}
 					// The next session keeps the chunks of the last one and
 					// none of its batches or manifests.
@@ -152,7 +171,7 @@ func TestCompactionReadsKeptCopies(t *testing.T) {
 func TestCompactionDamagedKeptCopies(t *testing.T) {
 	b := buckettest.Dir(t)
 	var damaged int
-	db, _ := keptWorkload(t, b, 0, func(round int, db *DB, dir string) bool {
+	db, _ := keptWorkload(t, b, 0, nil, func(round int, db *DB, dir string) bool {
 		if st := db.Stats(); st.KeptFallbacks > 0 {
 			return st.Compactions > st.KeptFallbacks+4 // passes after it read copies again
 		}
