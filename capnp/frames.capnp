@@ -26,9 +26,14 @@ const manifestFormatVersion :UInt16 = 2;
 # naming its version.
 
 const chunkFormatVersion :UInt16 = 1;
-# The value of ChunkHeader.version written today (go doc ./frames, "Chunk
-# files"). Chunk objects have their own version: they are a different kind
-# of object from batches and snapshots, under keys of their own.
+# The value of ChunkHeader.version in a gzip chunk file, what framectl
+# wrote before zstd chunk files (go doc ./frames, "Chunk files"). Chunk
+# objects have their own version: they are a different kind of object from
+# batches and snapshots, under keys of their own.
+
+const chunkZstdFormatVersion :UInt16 = 2;
+# The value of ChunkHeader.version in a zstd chunk file, what framectl
+# writes today. Each file format holds only its own version.
 
 enum LaneKind {
   # What a lane holds, and so how a frame changes it.

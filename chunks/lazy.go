@@ -64,7 +64,7 @@ func Touch(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, m *
 		}
 		c := l.Chunks[id.Index]
 		jobs = append(jobs, &touchJob{id: id, use: loadUse{hash: c.Hash, size: uint64(c.Pages) * uint64(l.PageSize)}})
-		perWorker = max(perWorker, int64(l.ChunkPages)*int64(l.PageSize))
+		perWorker = max(perWorker, readerBytes(int64(l.ChunkPages)*int64(l.PageSize)))
 	}
 	ldr := &loader{b: b, a: a, key: key, lim: opts.Limits}
 	var mu sync.Mutex // a Set is not safe for concurrent use

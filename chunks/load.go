@@ -53,7 +53,7 @@ func Load(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, m *f
 			}
 			j.at = append(j.at, pagesAt{lane: l.Lane, first: c.FirstPage})
 		}
-		perWorker = max(perWorker, int64(l.ChunkPages)*int64(l.PageSize))
+		perWorker = max(perWorker, readerBytes(int64(l.ChunkPages)*int64(l.PageSize)))
 	}
 	ldr := &loader{b: b, a: a, key: key, ld: ld, lim: opts.Limits}
 	if err := ldr.run(ctx, jobs, opts.workers(perWorker, len(jobs))); err != nil {

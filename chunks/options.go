@@ -8,8 +8,9 @@ import (
 
 // Options tune Write and Load. The zero value gives the defaults.
 type Options struct {
-	// Compression is the DEFLATE level of the chunks and the manifest
-	// Write encodes (frames.WriteOptions.Level; 0: frames.DefaultLevel).
+	// Compression is the DEFLATE level of the manifest Write encodes, and
+	// the level its zstd chunks map it to (frames.WriteOptions.Level; 0:
+	// frames.DefaultLevel, zstd's fastest).
 	Compression int
 	// Parallelism is how many chunks are encoded and uploaded, or fetched
 	// and decoded, at once (default 2 × GOMAXPROCS: each worker alternates
@@ -45,6 +46,11 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
+
+// readerBytes is what a worker reading chunks of content bytes holds:
+// the content, and, while a zstd chunk decodes, its stored bytes, which
+// frames.ReadChunk reads whole (at most about the content's size).
+func readerBytes(content int64) int64 { return 2 * content }
 
 // workers is how many workers fit the budget when each holds perWorker
 // bytes: at least one, at most Parallelism.

@@ -33,8 +33,8 @@ type Options struct {
 	Now func() time.Time
 	// Limits bound what the pass decodes (frames.Limits defaults).
 	Limits frames.Limits
-	// Compression is the DEFLATE level of the snapshot written (default
-	// frames.DefaultLevel). Two compactors writing the same snapshot with
+	// Compression is the DEFLATE level of the snapshot written, and the
+	// level its zstd chunks map it to (default frames.DefaultLevel). Two compactors writing the same snapshot with
 	// different levels write different bytes of the same content; either is
 	// right.
 	Compression int

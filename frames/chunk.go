@@ -1,6 +1,8 @@
 package frames
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 
@@ -28,34 +30,65 @@ const maxChunkHeaderSize = 1 << 10
 
 // WriteChunk encodes content, whole pages of one lane, as a chunk object
 // into w, and returns its header and the object's size in bytes; the
-// object's key is Actor.ChunkKey(header.Hash). It hashes content itself
-// rather than trust a hash it is given: the key is a promise about the
-// bytes, and a manifest that names it is only as good as that promise.
+// object's key is Actor.ChunkKey(header.Hash). It writes a zstd chunk file
+// (version 2) at the zstd level opts.Level maps to (zstdLevel). It hashes
+// content itself rather than trust a hash it is given: the key is a
+// promise about the bytes, and a manifest that names it is only as good as
+// that promise.
 func WriteChunk(w io.Writer, content []byte, opts WriteOptions) (ChunkHeader, uint64, error) {
 	opts = opts.withDefaults()
-	fail := func(err error) (ChunkHeader, uint64, error) {
+	h, err := chunkHeaderOf(content)
+	if err != nil {
 		return ChunkHeader{}, 0, &Error{Object: "chunk", Err: err}
 	}
+	bp, _ := zstdBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	defer zstdBufs.Put(bp)
+	obj, err := appendZstdChunk((*bp)[:0], h, content, opts.Level)
+	*bp = obj
+	if err == nil {
+		_, err = w.Write(obj)
+	}
+	if err != nil {
+		return ChunkHeader{}, 0, &Error{Object: "chunk", Err: err}
+	}
+	return h, uint64(len(obj)), nil
+}
+
+// chunkHeaderOf checks that content may be a chunk and returns its header.
+func chunkHeaderOf(content []byte) (ChunkHeader, error) {
 	switch {
 	case len(content) == 0 || len(content)%chunkUnit != 0:
-		return fail(invalid(fmt.Sprintf("%d bytes is not a positive multiple of %d (whole pages)", len(content), chunkUnit)))
+		return ChunkHeader{}, invalid(fmt.Sprintf("%d bytes is not a positive multiple of %d (whole pages)", len(content), chunkUnit))
 	case uint64(len(content)) > DefaultMaxChunkBytes:
-		return fail(tooLarge(fmt.Sprintf("chunk of %d bytes exceeds what readers accept by default (%d)", len(content), uint64(DefaultMaxChunkBytes))))
+		return ChunkHeader{}, tooLarge(fmt.Sprintf("chunk of %d bytes exceeds what readers accept by default (%d)", len(content), uint64(DefaultMaxChunkBytes)))
 	}
-	h := ChunkHeader{Bytes: uint64(len(content)), Hash: SumChunk(content)}
-	cw := &countingWriter{w: w}
-	gz, err := newGzipWriter(cw, opts.Level)
+	return ChunkHeader{Bytes: uint64(len(content)), Hash: SumChunk(content)}, nil
+}
+
+// writeGzipChunk writes content as a gzip chunk file (version 1), the
+// format framectl wrote before zstd chunk files: for the tests that show
+// such chunks still read.
+func writeGzipChunk(w io.Writer, content []byte, level int) (ChunkHeader, uint64, error) {
+	h, err := chunkHeaderOf(content)
 	if err != nil {
-		return fail(err)
+		return ChunkHeader{}, 0, err
 	}
-	if err := writeChunkHeader(gz, h); err != nil {
-		return fail(err)
+	cw := &countingWriter{w: w}
+	gz, err := newGzipWriter(cw, level)
+	if err != nil {
+		return ChunkHeader{}, 0, err
+	}
+	if err := writeChunkHeaderVersion(gz, h, wire.ChunkFormatVersion); err != nil {
+		return ChunkHeader{}, 0, err
 	}
 	if _, err := gz.Write(content); err != nil {
-		return fail(err)
+		return ChunkHeader{}, 0, err
 	}
 	if err := gz.Close(); err != nil {
-		return fail(err)
+		return ChunkHeader{}, 0, err
 	}
 	return h, cw.n, nil
 }
@@ -72,7 +105,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func writeChunkHeader(w io.Writer, h ChunkHeader) error {
+func writeChunkHeaderVersion(w io.Writer, h ChunkHeader, version uint16) error {
 	msg, seg, err := newMessage(96)
 	if err != nil {
 		return err
@@ -81,7 +114,7 @@ func writeChunkHeader(w io.Writer, h ChunkHeader) error {
 	if err != nil {
 		return err
 	}
-	ch.SetVersion(wire.ChunkFormatVersion)
+	ch.SetVersion(version)
 	ch.SetByteLength(h.Bytes)
 	if err := ch.SetHash(h.Hash[:]); err != nil {
 		return err
@@ -89,12 +122,14 @@ func writeChunkHeader(w io.Writer, h ChunkHeader) error {
 	return writeMessage(w, msg)
 }
 
-// ReadChunk reads a whole chunk object and returns its header and content,
-// only once everything verified: the gzip trailer and the seal, the
-// content's length against the header, its SHA-256 against the header, and
-// then against the key. key names the object in errors; when it parses as
-// a chunk key, its hash must be the content's ([KeyMismatchError]
-// otherwise: a sound chunk stored under another chunk's key).
+// ReadChunk reads a whole chunk object, of either format (a zstd chunk
+// file, or a gzip one as framectl wrote before), and returns its header
+// and content, only once everything verified: the seal, the frame's or
+// the gzip member's checksum, the content's length against the header, its
+// SHA-256 against the header, and then against the key. key names the
+// object in errors; when it parses as a chunk key, its hash must be the
+// content's ([KeyMismatchError] otherwise: a sound chunk stored under
+// another chunk's key).
 //
 // size is the content length the caller expects (its manifest's pages
 // times the lane's page size), or 0 for whatever the header declares
@@ -111,41 +146,23 @@ func ReadChunk(r io.Reader, key string, size uint64, dst []byte, lim Limits) (Ch
 	if isKey && k.Kind != KeyChunk {
 		return fail(invalid("key names a " + k.Kind.String() + " object, not a chunk"))
 	}
-	g, err := newGzipReader(r, maxChunkHeaderSize+lim.MaxChunkBytes)
+	// The first bytes say the format: a zstd chunk file starts with its
+	// header frame's magic, a gzip one with gzip's.
+	var magic [4]byte
+	n, err := io.ReadFull(r, magic[:])
+	var h ChunkHeader
+	var content []byte
+	switch {
+	case err != nil && err != io.EOF && err != io.ErrUnexpectedEOF:
+		return fail(err)
+	case binary.LittleEndian.Uint32(magic[:]) == zstdChunkMagic:
+		h, content, err = readZstdChunk(r, size, dst, lim)
+	case n == 0:
+		return fail(truncated("empty object"))
+	default:
+		h, content, err = readGzipChunk(io.MultiReader(bytes.NewReader(magic[:n]), r), size, dst, lim)
+	}
 	if err != nil {
-		return fail(err)
-	}
-	defer g.release()
-	hlim := lim
-	hlim.MaxMessageSize = min(lim.MaxMessageSize, maxChunkHeaderSize)
-	msg, _, err := newMsgReader(g, hlim).next()
-	if err == io.EOF {
-		return fail(corrupt("no chunk header"))
-	}
-	if err != nil {
-		return fail(err)
-	}
-	h, err := decodeChunkHeader(msg, lim)
-	if err != nil {
-		return fail(err)
-	}
-	if size != 0 && h.Bytes != size {
-		return fail(corrupt(fmt.Sprintf("header declares %d bytes, the manifest expects %d", h.Bytes, size)))
-	}
-	content := dst
-	if uint64(cap(content)) < h.Bytes {
-		content = make([]byte, h.Bytes)
-	}
-	content = content[:h.Bytes]
-	if got, err := io.ReadFull(g, content); err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			// The gzip reader verified its trailer and seal: the object is
-			// whole and holds less than its header declares.
-			return fail(corrupt(fmt.Sprintf("content ends after %d of the %d bytes its header declares", got, h.Bytes)))
-		}
-		return fail(err)
-	}
-	if err := g.verifyEnd(); err != nil {
 		return fail(err)
 	}
 	if sum := SumChunk(content); sum != h.Hash {
@@ -157,15 +174,58 @@ func ReadChunk(r io.Reader, key string, size uint64, dst []byte, lim Limits) (Ch
 	return h, content, nil
 }
 
+// readGzipChunk reads a gzip chunk file (version 1) whole, trailer and
+// seal verified; the hash of the content is for the caller to check.
+func readGzipChunk(r io.Reader, size uint64, dst []byte, lim Limits) (ChunkHeader, []byte, error) {
+	g, err := newGzipReader(r, maxChunkHeaderSize+lim.MaxChunkBytes)
+	if err != nil {
+		return ChunkHeader{}, nil, err
+	}
+	defer g.release()
+	hlim := lim
+	hlim.MaxMessageSize = min(lim.MaxMessageSize, maxChunkHeaderSize)
+	msg, _, err := newMsgReader(g, hlim).next()
+	if err == io.EOF {
+		return ChunkHeader{}, nil, corrupt("no chunk header")
+	}
+	if err != nil {
+		return ChunkHeader{}, nil, err
+	}
+	h, err := decodeChunkHeader(msg, lim, wire.ChunkFormatVersion)
+	if err != nil {
+		return ChunkHeader{}, nil, err
+	}
+	if size != 0 && h.Bytes != size {
+		return ChunkHeader{}, nil, corrupt(fmt.Sprintf("header declares %d bytes, the manifest expects %d", h.Bytes, size))
+	}
+	content := dst
+	if uint64(cap(content)) < h.Bytes {
+		content = make([]byte, h.Bytes)
+	}
+	content = content[:h.Bytes]
+	if got, err := io.ReadFull(g, content); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			// The gzip reader verified its trailer and seal: the object is
+			// whole and holds less than its header declares.
+			return ChunkHeader{}, nil, corrupt(fmt.Sprintf("content ends after %d of the %d bytes its header declares", got, h.Bytes))
+		}
+		return ChunkHeader{}, nil, err
+	}
+	if err := g.verifyEnd(); err != nil {
+		return ChunkHeader{}, nil, err
+	}
+	return h, content, nil
+}
+
 // decodeChunkHeader converts a ChunkHeader message and checks it on its
-// own.
-func decodeChunkHeader(msg *capnp.Message, lim Limits) (ChunkHeader, error) {
+// own: version is the one its file's format holds.
+func decodeChunkHeader(msg *capnp.Message, lim Limits, version uint16) (ChunkHeader, error) {
 	ch, err := wire.ReadRootChunkHeader(msg)
 	if err != nil {
 		return ChunkHeader{}, corruptCause("chunk header", err)
 	}
-	if v := ch.Version(); v != wire.ChunkFormatVersion {
-		return ChunkHeader{}, unknownKind(fmt.Sprintf("chunk format version %d (this build reads %d)", v, wire.ChunkFormatVersion))
+	if v := ch.Version(); v != version {
+		return ChunkHeader{}, unknownKind(fmt.Sprintf("chunk format version %d in a file of version %d", v, version))
 	}
 	h := ChunkHeader{Bytes: ch.ByteLength()}
 	hash, err := ch.Hash()

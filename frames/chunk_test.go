@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	capnp "capnproto.org/go/capnp/v3"
+	"github.com/cespare/xxhash/v2"
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -59,10 +61,17 @@ func TestChunkRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, bytes.Equal(content, out), "content differs")
 			require.Same(t, &dst[:1][0], &out[0], "the content was not read into dst")
-			// The standard library reads the file: the content is the header
-			// message followed by the pages.
-			plain := gunzip(t, data)
-			require.True(t, bytes.HasSuffix(plain, content), "gunzip output does not end with the pages")
+			// A zstd decoder reads the file as the pages alone: the header
+			// and the seal are skippable frames.
+			require.True(t, bytes.Equal(content, unzstd(t, data)), "zstd does not read the file as the pages")
+			// A gzip chunk file, as framectl wrote before, reads the same.
+			var gz bytes.Buffer
+			_, _, err = writeGzipChunk(&gz, content, DefaultLevel)
+			require.NoError(t, err)
+			gh, gout, err := readChunk(gz.Bytes(), key, uint64(size))
+			require.NoError(t, err)
+			require.Equal(t, h, gh)
+			require.True(t, bytes.Equal(content, gout), "gzip chunk content differs")
 		})
 	}
 }
@@ -89,27 +98,41 @@ func smallChunk(t testing.TB) ([]byte, string) {
 	return data, chunkActor.ChunkKey(h.Hash)
 }
 
+// smallChunks returns the small chunk in both formats.
+func smallChunks(t testing.TB) map[string][]byte {
+	content, _ := testLane(5, 512, 1)
+	data, _ := encodeChunk(t, content)
+	var gz bytes.Buffer
+	_, _, err := writeGzipChunk(&gz, content, DefaultLevel)
+	require.NoError(t, err)
+	return map[string][]byte{"zstd": data, "gzip": gz.Bytes()}
+}
+
 func TestChunkEveryByteFlipDetected(t *testing.T) {
-	data, key := smallChunk(t)
-	t.Logf("sample chunk: %d bytes", len(data))
-	for pos := range data {
-		for _, x := range []byte{0xff, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80} {
-			b := bytes.Clone(data)
-			b[pos] ^= x
-			_, _, err := readChunk(b, key, 0)
-			checkDamage(t, fmt.Sprintf("byte %d ^ %#x", pos, x), err)
+	_, key := smallChunk(t)
+	for format, data := range smallChunks(t) {
+		t.Logf("sample %s chunk: %d bytes", format, len(data))
+		for pos := range data {
+			for _, x := range []byte{0xff, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80} {
+				b := bytes.Clone(data)
+				b[pos] ^= x
+				_, _, err := readChunk(b, key, 0)
+				checkDamage(t, fmt.Sprintf("%s: byte %d ^ %#x", format, pos, x), err)
+			}
 		}
 	}
 }
 
 func TestChunkEveryTruncationDetected(t *testing.T) {
-	data, key := smallChunk(t)
-	for cut := 0; cut < len(data); cut++ {
-		_, _, err := readChunk(data[:cut], key, 0)
-		checkDamage(t, fmt.Sprintf("cut at %d", cut), err)
+	_, key := smallChunk(t)
+	for format, data := range smallChunks(t) {
+		for cut := 0; cut < len(data); cut++ {
+			_, _, err := readChunk(data[:cut], key, 0)
+			checkDamage(t, fmt.Sprintf("%s: cut at %d", format, cut), err)
+		}
+		_, _, err := readChunk(append(bytes.Clone(data), 0), key, 0)
+		checkDamage(t, format+": trailing byte", err)
 	}
-	_, _, err := readChunk(append(bytes.Clone(data), 0), key, 0)
-	checkDamage(t, "trailing byte", err)
 }
 
 // A sound chunk under another chunk's key (a chunk swapped for another of
@@ -222,7 +245,7 @@ func TestChunkReaderErrorsPassThrough(t *testing.T) {
 // The header message is as small as documented (doc.go, "Chunk files").
 func TestChunkHeaderSize(t *testing.T) {
 	var buf bytes.Buffer
-	require.NoError(t, writeChunkHeader(&buf, ChunkHeader{Bytes: 512}))
+	require.NoError(t, writeChunkHeaderVersion(&buf, ChunkHeader{Bytes: 512}, zstdChunkVersion))
 	require.Equal(t, 72, buf.Len())
 	msg, err := capnp.Unmarshal(buf.Bytes())
 	require.NoError(t, err)
@@ -250,4 +273,111 @@ func TestChunkHashText(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalid, "%q", s)
 	}
 	require.ErrorIs(t, back.UnmarshalText([]byte("x")), ErrInvalid)
+}
+
+// zstdFile builds a zstd chunk file of a header frame holding hdr, the
+// given frames, and a seal that matches them: only the rule under test
+// can refuse it.
+func zstdFile(hdr []byte, frames ...[]byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, zstdChunkMagic)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(hdr)))
+	b = append(b, hdr...)
+	for _, f := range frames {
+		b = append(b, f...)
+	}
+	seal := xxhash.Sum64(b)
+	b = binary.LittleEndian.AppendUint32(b, zstdSealMagic)
+	b = binary.LittleEndian.AppendUint32(b, zstdSealLen-8)
+	b = append(b, 'F', 'C')
+	return binary.LittleEndian.AppendUint64(b, seal)
+}
+
+// zstdFrame compresses content as one zstd frame with the encoder's
+// options, framectl's (a content size and a checksum) unless changed.
+func zstdFrame(t testing.TB, content []byte, opts ...zstd.EOption) []byte {
+	t.Helper()
+	e, err := zstd.NewWriter(nil, append([]zstd.EOption{zstd.WithEncoderConcurrency(1)}, opts...)...)
+	require.NoError(t, err)
+	defer e.Close()
+	return e.EncodeAll(content, nil)
+}
+
+// zstdStream compresses content as a streaming encoder does when it
+// flushes before it knows the size: no content size in the frame header.
+func zstdStream(t testing.TB, content []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	e, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
+	require.NoError(t, err)
+	half := len(content) / 2
+	_, err = e.Write(content[:half])
+	require.NoError(t, err)
+	require.NoError(t, e.Flush())
+	_, err = e.Write(content[half:])
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	var zh zstd.Header
+	require.NoError(t, zh.Decode(buf.Bytes()))
+	require.False(t, zh.HasFCS, "the stream declares its size")
+	return buf.Bytes()
+}
+
+// Zstd chunk files the writer never makes, each sealed so that only the
+// rule under test can refuse them, and none allocating much to refuse.
+func TestZstdChunkStructureEnforced(t *testing.T) {
+	content, _ := testLane(8, 512, 2)
+	sum := SumChunk(content)
+	other := SumChunk(content[:512])
+	key := chunkActor.ChunkKey(sum)
+	hdr := func(n uint64, h ChunkHash) []byte { return chunkHeaderMsg(t, zstdChunkVersion, n, h[:]) }
+	good := hdr(1024, sum)
+	frame := zstdFrame(t, content)
+	skippable := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 0x184D2A53), 0)
+	require.True(t, bytes.Equal(content, unzstd(t, zstdFile(good, frame))), "the crafted file is sound")
+	for name, c := range map[string]struct {
+		data []byte
+		want error
+	}{
+		"no header":              {zstdFile(nil, frame), ErrCorrupt},
+		"version 1":              {zstdFile(chunkHeaderMsg(t, wire.ChunkFormatVersion, 1024, sum[:]), frame), ErrUnknownKind},
+		"version 3":              {zstdFile(chunkHeaderMsg(t, 3, 1024, sum[:]), frame), ErrUnknownKind},
+		"no hash":                {zstdFile(chunkHeaderMsg(t, zstdChunkVersion, 1024, nil), frame), ErrCorrupt},
+		"zero length":            {zstdFile(hdr(0, sum), frame), ErrCorrupt},
+		"not whole pages":        {zstdFile(hdr(1000, sum), zstdFrame(t, content[:1000])), ErrCorrupt},
+		"header with more bytes": {zstdFile(append(bytes.Clone(good), 0, 0, 0, 0, 0, 0, 0, 0), frame), ErrCorrupt},
+		"header of 2 KiB":        {zstdFile(make([]byte, 2048), frame), ErrTooLarge},
+		"no frame":               {zstdFile(good), ErrCorrupt},
+		"frame short":            {zstdFile(good, zstdFrame(t, content[:512])), ErrCorrupt},
+		"frame long":             {zstdFile(good, zstdFrame(t, append(bytes.Clone(content), content[:512]...))), ErrCorrupt},
+		"two frames":             {zstdFile(hdr(512, other), zstdFrame(t, content[:512]), zstdFrame(t, content[:512])), ErrCorrupt},
+		"a skippable frame next": {zstdFile(good, frame, skippable), ErrCorrupt},
+		"no content size":        {zstdFile(good, zstdStream(t, content)), ErrCorrupt},
+		"no checksum":            {zstdFile(good, zstdFrame(t, content, zstd.WithEncoderCRC(false))), ErrCorrupt},
+		"hash differs":           {zstdFile(hdr(1024, other), frame), ErrCorrupt},
+		"content altered":        {zstdFile(good, zstdFrame(t, append(bytes.Clone(content[:512]), content[:512]...))), ErrCorrupt},
+		"past MaxChunkBytes":     {zstdFile(hdr(DefaultMaxChunkBytes+512, sum), frame), ErrTooLarge},
+		"header message huge":    {zstdFile(segmentTable(1<<28), frame), ErrTooLarge},
+		"garbage frame":          {zstdFile(good, bytes.Repeat([]byte{0x28, 0xb5, 0x2f, 0xfd, 0xff}, 100)), ErrCorrupt},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			alloc := allocated(func() { _, _, err = readChunk(c.data, key, 0) })
+			requireNamed(t, err, c.want, key, name)
+			assert.Less(t, alloc, uint64(1<<20), "allocated refusing it")
+		})
+	}
+}
+
+// A frame that declares 16 MiB while the header declares 1 KiB, or that
+// decodes past its declared size, costs at most what the header allowed.
+func TestZstdChunkBoundedByHeader(t *testing.T) {
+	big := make([]byte, 8<<20)
+	small, _ := testLane(10, 512, 2)
+	sum := SumChunk(small)
+	key := chunkActor.ChunkKey(sum)
+	data := zstdFile(chunkHeaderMsg(t, zstdChunkVersion, 1024, sum[:]), zstdFrame(t, big))
+	var err error
+	alloc := allocated(func() { _, _, err = readChunk(data, key, 0) })
+	requireNamed(t, err, ErrCorrupt, key, "8 MiB frame under a 1 KiB header")
+	assert.Less(t, alloc, uint64(1<<20), "allocated refusing it")
 }

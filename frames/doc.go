@@ -1,13 +1,13 @@
 // Package frames owns the bytes framectl puts in a bucket: batch files,
-// snapshot files, manifests and chunk files (gzip around Cap'n Proto
-// messages), the object key layout and its number encodings, and the rolling
+// snapshot files and manifests (gzip around Cap'n Proto messages), chunk
+// files (zstd, or gzip as written before), the object key layout and its number encodings, and the rolling
 // database checksum that chains frames together. The formats are drawn below,
 // under Wire format.
 //
 // Everything read from a bucket is untrusted. Every decoder here is bounded
 // ([Limits]): message size, pointer traversal and depth, decompressed size,
 // list lengths are all checked before anything is allocated on their account,
-// the gzip header and trailer are checked exactly, trailing bytes are
+// the gzip header and trailer and the zstd frame are checked exactly, trailing bytes are
 // rejected, and unknown union tags are errors rather than panics. A damaged
 // object yields an [*Error] naming the object key and what is wrong, matching
 // [ErrCorrupt], [ErrTruncated], [ErrTooLarge] or [ErrUnknownKind] with
@@ -28,7 +28,7 @@
 // Everything from here on is part of the wire format: keys and objects
 // written today must read the same way forever. The messages are defined
 // field by field in capnp/frames.capnp; a change to what is written is a new
-// formatVersion, manifestFormatVersion or chunkFormatVersion there, and the
+// formatVersion, manifestFormatVersion or chunk format version there, and the
 // golden files in frames/testdata/golden pin the encoded bytes of these
 // ones. The sections below are Object keys, Numbers in keys, Batch files,
 // Snapshot files, Manifests, Chunk files, Chunk size, Gzip file and seal,
@@ -228,8 +228,22 @@
 //
 // A chunk file, chunk/<hash>, holds a run of whole pages of a lane, and
 // nothing about which: no lane, page numbers or page size. It is written
-// by [WriteChunk] and read by [ReadChunk]:
+// by [WriteChunk] as a zstd chunk file (version 2) and read by
+// [ReadChunk], which reads gzip chunk files (version 1), what framectl
+// wrote before, as well; its first four bytes say which. Little-endian
+// throughout:
 //
+//	zstd chunk file (version 2):
+//	+----------------------+-----------+---------------------+
+//	| 50 2a 4d 18          | uint32 n  | ChunkHeader message |  skippable frame 0 (RFC 8878, 3.1.2):
+//	+----------------------+-----------+---------------------+  n bytes, version 2, byteLength, hash
+//	| one zstd frame (RFC 8878, 3.1.1) of the byteLength bytes |  the pages, raw, in order; the frame
+//	| of the pages                                             |  header declares byteLength, and the
+//	+----------------------------------------------------------+  frame ends in its content checksum
+//	| 5f 2a 4d 18 | 0a 00 00 00 | 'F' 'C' | xxhash64          |  skippable frame 15, 18 bytes: the seal,
+//	+-------------+-------------+---------+------------------+  the xxhash64 of every byte before it
+//
+//	gzip chunk file (version 1), read only:
 //	gzip file (Gzip file and seal) of:
 //	+---------------------+
 //	| ChunkHeader message |  version, byteLength, hash (72 bytes as written)
@@ -237,12 +251,30 @@
 //	| byteLength bytes    |  the pages, raw, in order
 //	+---------------------+
 //
+// Any zstd decoder (the zstd tool, zstd -dc) reads a zstd chunk file as
+// exactly the pages: it skips skippable frames. Why zstd for chunks when
+// every other object is gzip: a restore of compressible pages spent 62% of
+// its CPU inflating DEFLATE, and zstd decodes the same pages 4.5 times as
+// fast at the same ratio (BenchmarkCodec in package chunks; BENCHMARKS.md,
+// "Chunk codecs"); chunks are most of what a restore reads. Batches stay
+// gzip: they are small, and read once. The seal is the gzip seal's, for
+// the same reason: zstd's content checksum covers the decoded bytes only.
+// The reader reads the header frame, checks its size against the caller's
+// before allocating anything for the content, then reads the rest whole
+// (at most a zstd frame's bound for byteLength, plus the seal) and checks
+// the seal, the frame header's declared size and checksum flag, that the
+// frame's blocks end exactly at its checksum before the seal (one frame,
+// nothing skippable inside), and decodes it into at most byteLength bytes.
+//
 // Rules the writer obeys and the reader enforces:
-//   - version is chunkFormatVersion (1); byteLength a positive multiple of
+//   - version is chunkZstdFormatVersion (2) in a zstd chunk file and
+//     chunkFormatVersion (1) in a gzip one, and nothing else;
+//     byteLength a positive multiple of
 //     512 (the smallest page size), at most [Limits].MaxChunkBytes, and,
 //     when the reader says what its manifest expects, exactly that, checked
 //     before the content is allocated;
-//   - exactly byteLength bytes follow, then the gzip trailer, then nothing;
+//   - exactly byteLength bytes follow, then the frame's checksum or the
+//     gzip trailer, then the seal, then nothing;
 //   - hash is the SHA-256 of those bytes ([SumChunk]);
 //   - the key agrees: <hash> is hash ([KeyMismatchError] otherwise, once
 //     everything else verified: a sound chunk under another chunk's key).
@@ -295,8 +327,8 @@
 //
 // # Gzip file and seal
 //
-// Every batch, snapshot, manifest and chunk is one gzip file of two
-// members:
+// Every batch, snapshot and manifest, and every chunk written before zstd
+// chunk files, is one gzip file of two members:
 //
 //	content member:
 //	+----+----+----+----+----+----+----+----+----+----+

@@ -3,12 +3,14 @@ package frames
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"flag"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 )
 
@@ -42,6 +44,18 @@ func gunzip(t *testing.T, b []byte) []byte {
 	zr, err := gzip.NewReader(bytes.NewReader(b)) // the standard library reads our files
 	require.NoError(t, err)
 	out, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	return out
+}
+
+// unzstd decodes b with klauspost's zstd decoder, which skips skippable
+// frames as RFC 8878 says any decoder does (so does the zstd tool).
+func unzstd(t *testing.T, b []byte) []byte {
+	t.Helper()
+	d, err := zstd.NewReader(nil)
+	require.NoError(t, err)
+	defer d.Close()
+	out, err := d.DecodeAll(b, nil)
 	require.NoError(t, err)
 	return out
 }
@@ -85,16 +99,42 @@ func TestGoldenSnapshot(t *testing.T) {
 
 func goldenChunk() []byte { return bytes.Repeat([]byte{0x5a, 0xa5, 0, 0}, 256) }
 
+// Both chunk formats read: chunk-v1.gz is a gzip chunk file as framectl
+// wrote before zstd chunk files, and must read for ever; chunk-v2.zst is
+// a zstd one. What the zstd writer makes today has chunk-v2's header frame
+// byte for byte (the frame itself may change with the compressor, as
+// DEFLATE's bytes may) and decodes with the reference zstd decoder to the
+// content.
 func TestGoldenChunk(t *testing.T) {
 	content := goldenChunk()
-	var buf bytes.Buffer
-	h, _, err := WriteChunk(&buf, content, WriteOptions{})
+	key := Actor{Namespace: NamespaceID("", "golden"), Actor: "01"}.ChunkKey(SumChunk(content))
+	var gz bytes.Buffer
+	h, _, err := writeGzipChunk(&gz, content, DefaultLevel)
 	require.NoError(t, err)
-	old := golden(t, "chunk-v1", buf.Bytes())
-	got, out, err := ReadChunk(bytes.NewReader(old), Actor{Namespace: NamespaceID("", "golden"), Actor: "01"}.ChunkKey(h.Hash), 1024, nil, Limits{})
+	old := golden(t, "chunk-v1", gz.Bytes())
+	got, out, err := ReadChunk(bytes.NewReader(old), key, 1024, nil, Limits{})
 	require.NoError(t, err)
 	require.Equal(t, h, got)
-	require.True(t, bytes.Equal(content, out), "golden chunk content")
+	require.True(t, bytes.Equal(content, out), "golden chunk-v1 content")
+
+	var zs bytes.Buffer
+	_, _, err = WriteChunk(&zs, content, WriteOptions{})
+	require.NoError(t, err)
+	path := filepath.Join("testdata", "golden", "chunk-v2.zst")
+	if *update {
+		require.NoError(t, os.WriteFile(path, zs.Bytes(), 0o644))
+	}
+	old, err = os.ReadFile(path)
+	require.NoError(t, err)
+	hdrLen := 8 + int(binary.LittleEndian.Uint32(old[4:]))
+	require.Equal(t, old[:hdrLen], zs.Bytes()[:hdrLen], "the header frame of a zstd chunk file changed: the wire format must not change")
+	got, out, err = ReadChunk(bytes.NewReader(old), key, 1024, nil, Limits{})
+	require.NoError(t, err)
+	require.Equal(t, h, got)
+	require.True(t, bytes.Equal(content, out), "golden chunk-v2 content")
+	for _, obj := range [][]byte{old, zs.Bytes()} {
+		require.True(t, bytes.Equal(content, unzstd(t, obj)), "the zstd decoder reads a zstd chunk file as its content")
+	}
 }
 
 func readGolden(name string) ([]byte, error) {

@@ -28,19 +28,18 @@ const (
 // framing: segment table, then segments) of a decompressed object, one at a
 // time, with every bound of Limits applied.
 type msgReader struct {
-	g     *gzipReader
+	r     io.Reader // a *gzipReader, or the bytes of a zstd chunk's header frame
 	lim   Limits
 	table []byte // the segment table of a multi-segment message, reused
 }
 
-func newMsgReader(g *gzipReader, lim Limits) *msgReader {
-	return &msgReader{g: g, lim: lim}
+func newMsgReader(r io.Reader, lim Limits) *msgReader {
+	return &msgReader{r: r, lim: lim}
 }
 
 // next returns the next message and its size in bytes, or io.EOF at the
 // verified end of the object.
 func (m *msgReader) next() (*capnp.Message, uint64, error) {
-	before := m.g.n
 	data, err := m.read()
 	if err != nil {
 		return nil, 0, err
@@ -49,7 +48,7 @@ func (m *msgReader) next() (*capnp.Message, uint64, error) {
 	if err != nil {
 		return nil, 0, corruptCause("bad message framing", err)
 	}
-	size := m.g.n - before
+	size := uint64(len(data))
 	// Traversal counts the bytes each accessor reads; a reader that reads
 	// every field once stays under the message size. Twice that leaves room
 	// and still stops amplification through shared or zero-sized pointers.
@@ -64,7 +63,7 @@ func (m *msgReader) next() (*capnp.Message, uint64, error) {
 func (m *msgReader) read() ([]byte, error) {
 	// First word: segment count - 1, then the size of segment 0 in words.
 	var first [8]byte
-	if _, err := io.ReadFull(m.g, first[:]); err != nil {
+	if _, err := io.ReadFull(m.r, first[:]); err != nil {
 		if err == io.EOF {
 			return nil, io.EOF // clean end: the gzip reader verified the trailer
 		}
@@ -84,7 +83,7 @@ func (m *msgReader) read() ([]byte, error) {
 	if count > 1 {
 		m.table = append(m.table[:0], first[:]...)
 		m.table = append(m.table, make([]byte, tableSize-8)...)
-		if _, err := io.ReadFull(m.g, m.table[8:]); err != nil {
+		if _, err := io.ReadFull(m.r, m.table[8:]); err != nil {
 			return nil, m.cut(err)
 		}
 		table = m.table
@@ -102,7 +101,7 @@ func (m *msgReader) read() ([]byte, error) {
 	}
 	data := make([]byte, total)
 	copy(data, table)
-	if _, err := io.ReadFull(m.g, data[tableSize:]); err != nil {
+	if _, err := io.ReadFull(m.r, data[tableSize:]); err != nil {
 		return nil, m.cut(err)
 	}
 	return data, nil

@@ -2,11 +2,14 @@ package fuzz
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/framectl/framectl/frames"
 )
@@ -45,12 +48,61 @@ func FuzzReadChunk(f *testing.F) {
 	f.Fuzz(checkChunkObject)
 }
 
-// FuzzReadChunkContent fuzzes what is inside the seal (content_test.go).
+// FuzzReadChunkContent fuzzes what is inside the seal of a gzip chunk file
+// (content_test.go): the format framectl wrote before zstd chunk files.
+// The zstd seeds' header messages and content seed it too: version 2 in a
+// gzip file is refused, one mutation from version 1.
 func FuzzReadChunkContent(f *testing.F) {
 	for _, s := range chunkSeeds(f) {
-		f.Add(unseal(f, s))
+		if s[0] == 0x1f {
+			f.Add(unseal(f, s))
+		} else {
+			hdr, _ := splitZstdChunk(f, s)
+			_, content, err := readChunk(s, chunkKey, 0)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(append(bytes.Clone(hdr), content...))
+		}
 	}
 	f.Fuzz(func(t *testing.T, content []byte) { checkChunkObject(t, seal(t, content)) })
+}
+
+// FuzzReadZstdChunkContent fuzzes what is inside the seal of a zstd chunk
+// file: the header message and the zstd frame, sealed as the writer seals
+// them, so that mutations reach the decoder instead of the seal.
+func FuzzReadZstdChunkContent(f *testing.F) {
+	for _, s := range chunkSeeds(f) {
+		if s[0] != 0x1f {
+			hdr, frame := splitZstdChunk(f, s)
+			f.Add(hdr, frame)
+		}
+	}
+	f.Fuzz(func(t *testing.T, hdr, frame []byte) { checkChunkObject(t, zstdFile(hdr, frame)) })
+}
+
+// splitZstdChunk returns the header message and the zstd frame of a zstd
+// chunk file (frames' doc.go, "Chunk files").
+func splitZstdChunk(t testing.TB, data []byte) (hdr, frame []byte) {
+	n := int(binary.LittleEndian.Uint32(data[4:]))
+	if len(data) < 8+n+18 {
+		t.Fatalf("zstd chunk seed of %d bytes", len(data))
+	}
+	return data[8 : 8+n], data[8+n : len(data)-18]
+}
+
+// zstdFile seals a header message and a frame as a zstd chunk file: an
+// implementation of the format apart from the writer's, checked against
+// it by TestChunkedSeedsResealed.
+func zstdFile(hdr, frame []byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 0x184D2A50)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(hdr)))
+	b = append(append(b, hdr...), frame...)
+	sum := xxhash.Sum64(b)
+	b = binary.LittleEndian.AppendUint32(b, 0x184D2A5F)
+	b = binary.LittleEndian.AppendUint32(b, 10)
+	b = append(b, 'F', 'C')
+	return binary.LittleEndian.AppendUint64(b, sum)
 }
 
 // checkChunkObject checks ReadChunk's promises on one object: bounded
@@ -286,7 +338,13 @@ func TestChunkedSeedsResealed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _, err := readChunk(seal(t, unsealT(t, obj)), chunkKey, 0)
+		var resealed []byte
+		if obj[0] == 0x1f {
+			resealed = seal(t, unsealT(t, obj))
+		} else if resealed = zstdFile(splitZstdChunk(t, obj)); !bytes.Equal(resealed, obj) {
+			t.Fatalf("resealed zstd chunk differs from the writer's (%d bytes, %d)", len(resealed), len(obj))
+		}
+		got, _, err := readChunk(resealed, chunkKey, 0)
 		if err != nil || got != want {
 			t.Fatalf("resealed chunk reads as %+v (%v), want %+v", got, err, want)
 		}

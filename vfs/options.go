@@ -118,8 +118,9 @@ type Config struct {
 	// S3-compatible stores list new keys late) before it fails with
 	// ErrListingBehind rather than restore an older state (default 30 s).
 	ListingWait time.Duration
-	// Compression is the DEFLATE level of batches and snapshots (default
-	// frames.DefaultLevel).
+	// Compression is the DEFLATE level of batches and manifests, and the
+	// level zstd chunks map it to (default frames.DefaultLevel: zstd's
+	// fastest for chunks).
 	Compression int
 	// Observer is told of the database's events as they happen (durable
 	// waits, compaction passes, restores), for metrics; its zero value is

@@ -21,7 +21,7 @@ Usage: framectl inspect --bucket URL KEY [--pages] [--json]
        framectl inspect FILE [--pages] [--json]
 
 Decodes one object and prints what it holds, reading it to the end so that
-its gzip trailer, lengths and checksums are verified:
+its gzip trailer or zstd checksum, seal, lengths and checksums are verified:
   batch      the header (epoch, sequence numbers, frame count), then every
              frame: sequence numbers, lane, kind, page count and numbers,
              database size, checksum before and after, commit time
@@ -299,8 +299,10 @@ func keyOfPath(path string) (key, kind string) {
 	return "", ""
 }
 
-// sniff guesses a local file's kind from its content. Gzip is a batch, a
-// snapshot (a full one or a manifest) or a chunk: their headers alone do
+// sniff guesses a local file's kind from its content. A zstd skippable
+// frame first is a chunk (frames' doc, "Chunk files"). Gzip is a batch, a
+// snapshot (a full one or a manifest) or a chunk as written before zstd
+// chunk files: their headers alone do
 // not tell them apart (Cap'n Proto structs carry no type), so the file is
 // read as a batch, then as a chunk, then as a snapshot; a file damaged so
 // that none reads whole is taken for a snapshot if its header lists lanes,
@@ -308,7 +310,7 @@ func keyOfPath(path string) (key, kind string) {
 // lease. The file is rewound.
 func sniff(f *os.File) (string, error) {
 	defer f.Seek(0, io.SeekStart)
-	head := make([]byte, 2)
+	head := make([]byte, 4)
 	n, err := io.ReadFull(f, head)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return "", err
@@ -322,7 +324,9 @@ func sniff(f *os.File) (string, error) {
 		return "", err
 	}
 	switch {
-	case bytes.Equal(head, []byte{0x1f, 0x8b}):
+	case bytes.Equal(head, []byte{0x50, 0x2a, 0x4d, 0x18}):
+		return kindChunk, nil
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
 		_, _, err := frames.ReadBatch(f, "", frames.Limits{})
 		if err == nil {
 			return kindBatch, nil
