@@ -2,15 +2,21 @@ package restore_test
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	capnp "capnproto.org/go/capnp/v3"
+	"github.com/cespare/xxhash/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	wire "github.com/framectl/framectl/capnp"
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
@@ -313,6 +319,114 @@ func TestChunkDamage(t *testing.T) {
 				found = found || (p.Key == strayKey && p.Kind == restore.KindStray && p.Severity == restore.Warning)
 			}
 			require.True(t, found, "no warning for the stray chunk: %v", rep.Problems)
+		})
+	}
+}
+
+// gzipChunk encodes content as a gzip chunk file (chunk format version 1),
+// as framectl wrote chunks before zstd chunk files, built here from the
+// format's description (frames' doc.go, "Chunk files", "Gzip file and
+// seal") rather than by the writer, which no longer makes them.
+func gzipChunk(t testing.TB, content []byte) []byte {
+	t.Helper()
+	msg, seg, err := capnp.NewMessage(capnp.SingleSegment(nil))
+	require.NoError(t, err)
+	ch, err := wire.NewRootChunkHeader(seg)
+	require.NoError(t, err)
+	ch.SetVersion(wire.ChunkFormatVersion)
+	ch.SetByteLength(uint64(len(content)))
+	sum := frames.SumChunk(content)
+	require.NoError(t, ch.SetHash(sum[:]))
+	hdr, err := msg.Marshal()
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf) // MTIME 0, XFL 0, OS 255: framectl's header
+	zw.Write(hdr)
+	zw.Write(content)
+	require.NoError(t, zw.Close())
+	seal := xxhash.Sum64(buf.Bytes())
+	buf.Write([]byte{0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 12, 0, 'F', 'C', 8, 0})
+	buf.Write(binary.LittleEndian.AppendUint64(nil, seal))
+	buf.Write([]byte{3, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	return buf.Bytes()
+}
+
+// A bucket whose manifests name chunks of both formats, zstd and gzip (as
+// written before zstd chunk files, under the same keys: a key is the
+// content's hash, whatever the file's format), restores every point of
+// its current session byte for byte, verifies clean, and a new session on
+// it writes a manifest that still names the gzip chunks it kept.
+func TestRestoreFromGzipChunks(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			b := be.New(t)
+			w := newWorkload(t, b, "gzip-chunks", 6, 1024)
+			w.exec(0, "INSERT INTO t(a,b) SELECT 1, randomblob(1500) FROM generate_series(1,400)")
+			w.durable()
+			first := len(w.points)
+			for i := range scaled(6) {
+				w.ops(1 + i%3*4)
+				w.durable()
+			}
+			w.closeDB()
+			ctx := t.Context()
+			rewritten := map[string]bool{}
+			for i, key := range buckettest.Keys(t, b, w.actor.ChunkPrefix()) {
+				if i%2 == 1 {
+					continue
+				}
+				rc, _, err := b.Get(ctx, key)
+				require.NoError(t, err)
+				_, content, err := frames.ReadChunk(rc, key, 0, nil, frames.Limits{})
+				rc.Close()
+				require.NoError(t, err)
+				put(t, b, key, gzipChunk(t, content))
+				rewritten[key] = true
+			}
+			named := 0
+			for _, m := range manifestsOf(t, b, w.actor) {
+				for _, l := range m.Lanes {
+					for _, c := range l.Chunks {
+						if rewritten[w.actor.ChunkKey(c.Hash)] {
+							named++
+						}
+					}
+				}
+			}
+			require.NotZero(t, named, "no manifest names a gzip chunk")
+
+			last := w.points[len(w.points)-1]
+			_, got := restoreTo(t, b, w.actor, restore.Latest())
+			dbtest.SameBytes(t, "latest", got, last.data)
+			for _, p := range w.points[first:] {
+				_, got := restoreTo(t, b, w.actor, restore.ToSeq(p.seq))
+				dbtest.SameBytes(t, fmt.Sprintf("frame %d", p.seq), got, p.data)
+			}
+			rep, err := restore.Verify(ctx, b, w.actor, restore.VerifyOptions{ScratchDir: t.TempDir()})
+			require.NoError(t, err)
+			require.False(t, rep.Damaged(), "%v", rep.Problems)
+
+			// The next session reuses the gzip chunks it finds, as they are.
+			w.newSession(2)
+			w.ops(3)
+			w.durable()
+			w.closeDB()
+			kept := 0
+			for key := range rewritten {
+				rc, _, err := b.Get(ctx, key)
+				require.NoError(t, err)
+				head := make([]byte, 2)
+				_, err = io.ReadFull(rc, head)
+				rc.Close()
+				require.NoError(t, err)
+				if bytes.Equal(head, []byte{0x1f, 0x8b}) {
+					kept++
+				}
+			}
+			require.Equal(t, len(rewritten), kept, "gzip chunks rewritten or deleted by the next session")
+			last = w.points[len(w.points)-1]
+			_, got = restoreTo(t, b, w.actor, restore.Latest())
+			dbtest.SameBytes(t, "latest of session 2", got, last.data)
 		})
 	}
 }
