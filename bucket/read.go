@@ -91,8 +91,14 @@ func readCapped(r io.Reader, maxSize int64) ([]byte, error) {
 // with a zero Info. A backend that answers out of order, or More without
 // keys, is reported rather than followed round in circles.
 func All(ctx context.Context, b Bucket, prefix string) iter.Seq2[Info, error] {
+	return AllAfter(ctx, b, prefix, "")
+}
+
+// AllAfter is All from the first key after startAfter: a reader that wants
+// only some of a prefix's keys skips those before them unlisted.
+func AllAfter(ctx context.Context, b Bucket, prefix, startAfter string) iter.Seq2[Info, error] {
 	return func(yield func(Info, error) bool) {
-		after := ""
+		after := startAfter
 		for {
 			page, err := b.List(ctx, prefix, after, 0)
 			if err != nil {

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/framectl/framectl/bucket"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/bucket/buckettest"
 )
 
 // lying is a bucket whose Get reports a size that may not match its body,
@@ -118,4 +121,31 @@ func TestAllChecksListings(t *testing.T) {
 	if stop.lists != 1 {
 		t.Fatalf("All listed %d pages after the caller stopped at the first key", stop.lists)
 	}
+}
+
+// TestAllAfter: AllAfter starts past startAfter, on a real bucket, and
+// still refuses a key at or before it.
+func TestAllAfter(t *testing.T) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			b := be.New(t)
+			for _, k := range []string{"p/a/1", "p/a/2", "p/b", "p/c", "q"} {
+				_, err := b.Put(t.Context(), k, strings.NewReader(k), int64(len(k)), bucket.Condition{})
+				require.NoError(t, err)
+			}
+			var keys []string
+			for o, err := range bucket.AllAfter(t.Context(), b, "p/", "p/a/~") {
+				require.NoError(t, err)
+				keys = append(keys, o.Key)
+			}
+			require.Equal(t, []string{"p/b", "p/c"}, keys)
+		})
+	}
+	page := bucket.Page{Objects: []bucket.Info{{Key: "p/a"}}}
+	var errs []error
+	for _, err := range bucket.AllAfter(t.Context(), &lying{pages: []bucket.Page{page}}, "p/", "p/b") {
+		errs = append(errs, err)
+	}
+	require.Len(t, errs, 1)
+	require.Error(t, errs[0], "a key before startAfter")
 }

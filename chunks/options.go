@@ -13,8 +13,8 @@ type Options struct {
 	// frames.DefaultLevel, zstd's fastest).
 	Compression int
 	// Parallelism is how many chunks are encoded and uploaded, or fetched
-	// and decoded, at once (default 2 × GOMAXPROCS: each worker alternates
-	// between the CPU and the network). MaxInflightBytes may allow fewer.
+	// and decoded, at once (default DefaultParallelism, or 2 × GOMAXPROCS
+	// if more). MaxInflightBytes may allow fewer.
 	Parallelism int
 	// MaxInflightBytes bounds the chunk bytes held in memory at once
 	// (default DefaultMaxInflightBytes). Workers are only as many as the
@@ -32,6 +32,14 @@ type Options struct {
 	Prior *frames.Manifest
 }
 
+// DefaultParallelism is the default of Options.Parallelism. A worker
+// spends most of a chunk's time waiting for the bucket, not on the CPU:
+// restoring 1 GiB of 256 KiB chunks from versitygw on the same machine
+// took 3.2-4.1 s with 4 workers (2 × GOMAXPROCS on 2 cores), 2.2-3.5 s
+// with 16, 2.1-2.4 s with 32 and no less with 64 (alternating runs, one
+// process). 16 workers hold 8 MiB of a restore's 64 MiB.
+const DefaultParallelism = 16
+
 // DefaultMaxInflightBytes is the default of Options.MaxInflightBytes:
 // 256 chunks of the default size, more than enough workers to hide a
 // bucket's latency, and the memory a restore may use.
@@ -39,7 +47,7 @@ const DefaultMaxInflightBytes = 64 << 20
 
 func (o Options) withDefaults() Options {
 	if o.Parallelism <= 0 {
-		o.Parallelism = 2 * runtime.GOMAXPROCS(0)
+		o.Parallelism = max(DefaultParallelism, 2*runtime.GOMAXPROCS(0))
 	}
 	if o.MaxInflightBytes <= 0 {
 		o.MaxInflightBytes = DefaultMaxInflightBytes

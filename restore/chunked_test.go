@@ -3,11 +3,14 @@ package restore_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	capnp "capnproto.org/go/capnp/v3"
@@ -428,5 +431,35 @@ func TestRestoreFromGzipChunks(t *testing.T) {
 			_, got = restoreTo(t, b, w.actor, restore.Latest())
 			dbtest.SameBytes(t, "latest of session 2", got, last.data)
 		})
+	}
+}
+
+// listedKeys records every key a bucket's List returns.
+type listedKeys struct {
+	bucket.Bucket
+	mu   sync.Mutex
+	keys []string
+}
+
+func (l *listedKeys) List(ctx context.Context, prefix, startAfter string, limit int) (bucket.Page, error) {
+	p, err := l.Bucket.List(ctx, prefix, startAfter, limit)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, o := range p.Objects {
+		l.keys = append(l.keys, o.Key)
+	}
+	return p, err
+}
+
+// A restore lists no chunk: it reads those its manifest names by name,
+// and an actor's chunks list first, thousands per GiB.
+func TestRestoreListsNoChunk(t *testing.T) {
+	c := newChunkedBucket(t, buckettest.Dir(t))
+	lb := &listedKeys{Bucket: c.b}
+	_, got := restoreTo(t, lb, c.w.actor, restore.Latest())
+	dbtest.SameBytes(t, "latest", got, c.want)
+	require.NotEmpty(t, lb.keys)
+	for _, k := range lb.keys {
+		require.False(t, strings.HasPrefix(k, c.w.actor.ChunkPrefix()), "restore listed %s", k)
 	}
 }

@@ -107,12 +107,24 @@ func (inv *Inventory) NewestWithSnapshot() (*Session, bool) {
 // groups them by session. Its errors are a *Error with Op "list" and the
 // actor's prefix, wrapping the bucket's error.
 func Take(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, error) {
+	return take(ctx, b, a, "")
+}
+
+// takeForRestore is Take without the chunks, which a restore reads by the
+// names its manifest gives them: they list first (frames' doc, "Object
+// keys"), so the listing starts past them. Listing the 4,110 chunk keys of
+// 1 GiB took a quarter of a second of a 5 s restore from versitygw.
+func takeForRestore(ctx context.Context, b bucket.Bucket, a frames.Actor) (*Inventory, error) {
+	return take(ctx, b, a, a.ChunkPrefix()+"~") // after every hex hash
+}
+
+func take(ctx context.Context, b bucket.Bucket, a frames.Actor, startAfter string) (*Inventory, error) {
 	if !a.Valid() {
 		return nil, &Error{Op: "list", Actor: a.Prefix(), Err: fmt.Errorf("invalid actor (namespace %q, actor %q)", a.Namespace, a.Actor)}
 	}
 	inv := &Inventory{Actor: a}
 	bySession := map[uint64]*Session{}
-	for info, err := range bucket.All(ctx, b, a.Prefix()) {
+	for info, err := range bucket.AllAfter(ctx, b, a.Prefix(), startAfter) {
 		if err != nil {
 			return nil, &Error{Op: "list", Actor: a.Prefix(), Err: err}
 		}

@@ -147,7 +147,7 @@ func replayWithReplans(ctx context.Context, b bucket.Bucket, a frames.Actor, scr
 	var last error
 	for attempt := 0; attempt <= opts.MaxReplans; attempt++ {
 		report(opts, Progress{Actor: a, Phase: PhasePlan})
-		inv, err := Take(ctx, b, a)
+		inv, err := takeForRestore(ctx, b, a)
 		if err != nil {
 			return nil, 0, err
 		}
