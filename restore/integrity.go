@@ -36,6 +36,11 @@ func IntegrityCheck(ctx context.Context, path string) error {
 	c.SetInterrupt(ctx)
 	s, _, err := c.Prepare("PRAGMA integrity_check")
 	if err != nil {
+		// Preparing reads the schema, and an interrupt stops it too: a
+		// cancelled check is not a damaged database.
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return integrityError(path, err)
 	}
 	defer s.Close()
