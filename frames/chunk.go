@@ -124,8 +124,8 @@ func writeChunkHeaderVersion(w io.Writer, h ChunkHeader, version uint16) error {
 
 // ReadChunk reads a whole chunk object, of either format (a zstd chunk
 // file, or a gzip one as framectl wrote before), and returns its header
-// and content, only once everything verified: the seal, the frame's or
-// the gzip member's checksum, the content's length against the header, its
+// and content, only once everything verified: the seal, the gzip
+// member's checksum (a zstd frame's is left to the seal and the hash), the content's length against the header, its
 // SHA-256 against the header, and then against the key. key names the
 // object in errors; when it parses as a chunk key, its hash must be the
 // content's ([KeyMismatchError] otherwise: a sound chunk stored under

@@ -265,6 +265,8 @@
 // the seal, the frame header's declared size and checksum flag, that the
 // frame's blocks end exactly at its checksum before the seal (one frame,
 // nothing skippable inside), and decodes it into at most byteLength bytes.
+// It does not verify the frame's checksum: the seal and the SHA-256 of the
+// content leave it nothing to catch.
 //
 // Rules the writer obeys and the reader enforces:
 //   - version is chunkZstdFormatVersion (2) in a zstd chunk file and

@@ -84,8 +84,12 @@ func Replay(ctx context.Context, b bucket.Bucket, plan Plan, scratchDir string, 
 	return replay(ctx, b, plan, scratchDir, opts.withDefaults(), nil)
 }
 
-// replayHooks let Verify watch a replay.
+// replayHooks let Verify watch a replay, and Restore ask more of it.
 type replayHooks struct {
+	// writeBack, for Restore, which syncs the files it renames: the main
+	// lane's file is synced while it is verified, so that its pages go to
+	// the disk during the checks rather than after them.
+	writeBack bool
 	// onFrame is called after every whole frame applied.
 	onFrame func(set *lanes.Set)
 	// onObject is called for every object read to its verified end, with
@@ -255,11 +259,23 @@ func (r *replayer) verify(ctx context.Context) error {
 		r.progress(PhaseIntegrity, "")
 		go func() { integrity <- IntegrityCheck(ictx, main.Path) }()
 	}
+	written := make(chan error, 1)
+	if r.hooks.writeBack {
+		go func() { written <- syncFile(main.Path) }()
+	} else {
+		written <- nil
+	}
 	ferr := r.set.VerifyFiles(ctx)
 	if ferr != nil {
 		cancel() // the files are wrong: their integrity does not matter
 	}
 	ierr := <-integrity
+	// A failed sync is a failed restore, whatever the checks say: the
+	// kernel may have dropped the pages it could not write, and a later
+	// sync would not say so.
+	if werr := <-written; werr != nil && ferr == nil && ierr == nil {
+		return r.fail("", werr)
+	}
 	// A file that does not hold what the chain says explains any
 	// integrity failure: report the checksum.
 	if ferr != nil {
@@ -269,6 +285,15 @@ func (r *replayer) verify(ctx context.Context) error {
 		return r.fail("", ierr)
 	}
 	return nil
+}
+
+// syncFile syncs the file at path through a descriptor of its own.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
 }
 
 // loadSnapshot loads the plan's snapshot into a new Set and starts the

@@ -100,6 +100,8 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 			opts.Logger.Warn("lane left out: only the main lane is restored", logActor, a.Prefix(), "lane", l.Number)
 		}
 	}
+	// The replay synced the main lane while it verified it (writeBack):
+	// this finds little left to write.
 	if err := rep.Set.Sync(); err != nil {
 		return fail(err)
 	}
@@ -154,7 +156,7 @@ func replayWithReplans(ctx context.Context, b bucket.Bucket, a frames.Actor, scr
 		var rep *Replayed
 		p, err := planActor(ctx, b, inv, opts.Target, opts.Limits)
 		if err == nil {
-			rep, err = replay(ctx, b, p, scratchDir, opts, nil)
+			rep, err = replay(ctx, b, p, scratchDir, opts, &replayHooks{writeBack: true})
 		}
 		if err == nil {
 			return rep, attempt, nil
