@@ -19,11 +19,15 @@
 //
 // Every page Write reads is checked against its lane's tracker
 // (lanes.ReadPages), so a manifest describes exactly the state tracked;
-// every chunk Load reads is checked against its key's hash and its
-// manifest's size (frames.ReadChunk), and each lane's pages against the
-// manifest's checksum (lanes.Loader), so a load yields the manifest's
-// state or an error naming the manifest and the chunk: never another
-// database.
+// every chunk Load reads is read to its sealed end and checked against its
+// key's hash and its manifest's size (frames.ReadChunkSealed), and each
+// lane's pages against the manifest's checksum (lanes.Loader), so a load
+// yields the manifest's state or an error naming the manifest (and the
+// chunk, for damage the object itself shows): never another database. The
+// content's SHA-256 is not recomputed: the manifest's checksum already
+// checks every page the chunks hold, and SHA-256 was a fifth of a
+// restore's CPU. framectl verify recomputes it (restore.Verify), naming
+// the chunk whose content is not what its name says.
 //
 // # Chunks named unread
 //

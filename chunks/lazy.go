@@ -41,9 +41,9 @@ func OpenLazy(key string, m *frames.Manifest, dir string) (*lanes.Set, error) {
 
 // Touch fetches the chunks of m (read at key) that applying frame f to
 // set would touch and set does not hold yet (set.Needs), in parallel
-// within Options.MaxInflightBytes, each read to its verified end and
+// within Options.MaxInflightBytes, each read to its sealed end and
 // checked against its key's hash and its reference's size
-// (frames.ReadChunk) as Load checks it, and fills them into set
+// (frames.ReadChunkSealed) as Load checks it, and fills them into set
 // (lanes.Set.Fill, which checks their pages against the fingerprint). set
 // must be OpenLazy's from m. Errors name the manifest and the chunk, as
 // Load's; after one, set may hold some of the chunks, never a wrong one.
@@ -66,7 +66,7 @@ func Touch(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, m *
 		jobs = append(jobs, &touchJob{id: id, use: loadUse{hash: c.Hash, size: uint64(c.Pages) * uint64(l.PageSize)}})
 		perWorker = max(perWorker, readerBytes(int64(l.ChunkPages)*int64(l.PageSize)))
 	}
-	ldr := &loader{b: b, a: a, key: key, lim: opts.Limits}
+	ldr := &loader{b: b, a: a, key: key, lim: opts.Limits, hash: opts.HashContent}
 	var mu sync.Mutex // a Set is not safe for concurrent use
 	err := ldr.runEach(ctx, jobs, opts.workers(perWorker, len(jobs)), func(j *touchJob, content []byte) error {
 		mu.Lock()

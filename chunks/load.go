@@ -22,15 +22,19 @@ type Loaded struct {
 // Load builds a lanes.Set in dir from the manifest m read at key (a
 // verified manifest: frames.ReadManifest or frames.OpenSnapshot), at
 // m.Seq and m.CommitTime. Its chunks are fetched and decoded in parallel
-// within Options.MaxInflightBytes, each read to its verified end with the
-// size its reference implies and its content checked against the hash its
-// key names (frames.ReadChunk), and written at its offset; then every
-// lane's pages are checked against the manifest's checksum (lanes.Loader).
+// within Options.MaxInflightBytes, each read to its sealed end with the
+// size its reference implies and its header's hash checked against the
+// one its key names (frames.ReadChunkSealed), and written at its offset;
+// then every lane's pages are checked against the manifest's checksum
+// (lanes.Loader).
 //
 // A chunk that does not exist is ErrMissing; one that is damaged, or holds
 // another chunk's content, matches the frames error that says so. Either
 // way the *Error names the manifest and the chunk, and nothing is left in
-// dir. The Set is the manifest's state or there is none.
+// dir. A sealed chunk whose content is not what its own header says (a
+// writer that lied) fails the manifest's checksum instead: that error
+// names the manifest, and verify names the chunk. The Set is the
+// manifest's state or there is none.
 func Load(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, m *frames.Manifest, dir string, opts Options) (*lanes.Set, Loaded, error) {
 	opts = opts.withDefaults()
 	ld, err := lanes.NewLoader(dir, m.Header(), key)
@@ -55,7 +59,7 @@ func Load(ctx context.Context, b bucket.Bucket, a frames.Actor, key string, m *f
 		}
 		perWorker = max(perWorker, readerBytes(int64(l.ChunkPages)*int64(l.PageSize)))
 	}
-	ldr := &loader{b: b, a: a, key: key, ld: ld, lim: opts.Limits}
+	ldr := &loader{b: b, a: a, key: key, ld: ld, lim: opts.Limits, hash: opts.HashContent}
 	if err := ldr.run(ctx, jobs, opts.workers(perWorker, len(jobs))); err != nil {
 		ld.Abort()
 		return nil, ldr.stats(), err
@@ -88,11 +92,12 @@ type pagesAt struct {
 
 // loader is one Load's fetches.
 type loader struct {
-	b   bucket.Bucket
-	a   frames.Actor
-	key string
-	ld  *lanes.Loader
-	lim frames.Limits
+	b    bucket.Bucket
+	a    frames.Actor
+	key  string
+	ld   *lanes.Loader
+	lim  frames.Limits
+	hash bool // Options.HashContent
 
 	chunks atomic.Int64
 	bytes  atomic.Int64
@@ -166,7 +171,14 @@ func (l *loader) get(ctx context.Context, u loadUse, buf *[]byte) ([]byte, error
 	defer rc.Close()
 	l.chunks.Add(1)
 	cr := &countingReader{r: rc, n: &l.bytes}
-	_, content, err := frames.ReadChunk(cr, key, u.size, *buf, l.lim)
+	// Sealed unless asked: the Loader checks every page against the
+	// manifest's checksum, which leaves the content's SHA-256 nothing to
+	// catch that the seal and the key do not.
+	read := frames.ReadChunkSealed
+	if l.hash {
+		read = frames.ReadChunk
+	}
+	_, content, err := read(cr, key, u.size, *buf, l.lim)
 	if err != nil {
 		return fail(err)
 	}

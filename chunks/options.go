@@ -22,6 +22,11 @@ type Options struct {
 	MaxInflightBytes int64
 	// Limits bound the decoding of every chunk Load reads.
 	Limits frames.Limits
+	// HashContent, for Load and Touch, recomputes every chunk's SHA-256
+	// (frames.ReadChunk) instead of leaving its content to the manifest's
+	// checksum (frames.ReadChunkSealed): for verify, which must name a
+	// chunk whose content is not what its key says.
+	HashContent bool
 	// Prior, for Write, is a manifest read from the bucket (so its chunks
 	// are stored) whose chunks may be named without reading them: a chunk
 	// of the same lane, page size and range whose recorded fingerprint is

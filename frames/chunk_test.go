@@ -381,3 +381,43 @@ func TestZstdChunkBoundedByHeader(t *testing.T) {
 	requireNamed(t, err, ErrCorrupt, key, "8 MiB frame under a 1 KiB header")
 	assert.Less(t, alloc, uint64(1<<20), "allocated refusing it")
 }
+
+// ReadChunkSealed refuses every damaged or misplaced chunk ReadChunk
+// refuses (every byte flip, every truncation, another chunk's key) and
+// accepts only what differs from it by the content's SHA-256 alone: a
+// sealed object whose header lied about its content.
+func TestReadChunkSealed(t *testing.T) {
+	_, key := smallChunk(t)
+	for format, data := range smallChunks(t) {
+		_, want, err := readChunk(data, key, 0)
+		require.NoError(t, err)
+		_, got, err := ReadChunkSealed(bytes.NewReader(data), key, 0, nil, Limits{})
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(want, got), "%s: content differs", format)
+		for pos := range data {
+			b := bytes.Clone(data)
+			b[pos] ^= 0x10
+			_, _, err := ReadChunkSealed(bytes.NewReader(b), key, 0, nil, Limits{})
+			checkDamage(t, fmt.Sprintf("%s: byte %d", format, pos), err)
+		}
+		for cut := range len(data) {
+			_, _, err := ReadChunkSealed(bytes.NewReader(data[:cut]), key, 0, nil, Limits{})
+			checkDamage(t, fmt.Sprintf("%s: cut at %d", format, cut), err)
+		}
+	}
+	a, _ := testLane(6, 512, 2)
+	b, _ := testLane(7, 512, 2)
+	dataA, _ := encodeChunk(t, a)
+	_, hB := encodeChunk(t, b)
+	_, _, err := ReadChunkSealed(bytes.NewReader(dataA), chunkActor.ChunkKey(hB.Hash), 0, nil, Limits{})
+	var mm *KeyMismatchError
+	require.ErrorAs(t, err, &mm, "chunk A under B's key")
+
+	lying := zstdFile(chunkHeaderMsg(t, zstdChunkVersion, 1024, hB.Hash[:]), zstdFrame(t, a))
+	key = chunkActor.ChunkKey(hB.Hash)
+	_, _, err = readChunk(lying, key, 0)
+	requireNamed(t, err, ErrCorrupt, key, "ReadChunk, a header that lies")
+	_, got, err := ReadChunkSealed(bytes.NewReader(lying), key, 0, nil, Limits{})
+	require.NoError(t, err, "ReadChunkSealed leaves the lie to its caller's checksum")
+	require.True(t, bytes.Equal(a, got))
+}

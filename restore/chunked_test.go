@@ -23,6 +23,7 @@ import (
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -295,6 +296,27 @@ func TestChunkDamage(t *testing.T) {
 				})
 			}
 
+			// A chunk whose sealed header names the victim's hash over
+			// another chunk's pages: only a writer that lied makes one.
+			// Verify names it; the restore, which leaves the content's hash
+			// to the manifest's checksum, fails on the checksum, naming the
+			// manifest, and writes nothing.
+			t.Run("lie", func(t *testing.T) {
+				put(t, c.b, victim, lyingChunk(t, read(other), victim))
+				defer put(t, c.b, victim, orig)
+				rep := c.verify(t)
+				dmg := damageOn(rep)
+				require.NotEmpty(t, dmg, "%v", rep.Problems)
+				require.Equal(t, victim, dmg[0].Key)
+				require.Equal(t, restore.KindCorrupt, dmg[0].Kind)
+				dest := filepath.Join(t.TempDir(), "restored.db")
+				_, err := restore.Restore(ctx, c.b, c.w.actor, dest, restore.Options{})
+				require.ErrorIs(t, err, lanes.ErrChecksum)
+				require.ErrorContains(t, err, c.newest)
+				_, err = os.Stat(dest)
+				require.ErrorIs(t, err, os.ErrNotExist)
+			})
+
 			// A chunk only the superseded session's manifest names: damage
 			// for verify, nothing for a restore of the latest state.
 			old := c.chunkOf(t, c.oldest, true)
@@ -462,4 +484,26 @@ func TestRestoreListsNoChunk(t *testing.T) {
 	for _, k := range lb.keys {
 		require.False(t, strings.HasPrefix(k, c.w.actor.ChunkPrefix()), "restore listed %s", k)
 	}
+}
+
+// lyingChunk rewrites the zstd chunk file data so that its header names
+// the hash of key's chunk, sealed again (frames' doc.go, "Chunk files"):
+// sound in every way but the content's SHA-256.
+func lyingChunk(t testing.TB, data []byte, key string) []byte {
+	t.Helper()
+	k, err := frames.ParseKey(key)
+	require.NoError(t, err)
+	require.Equal(t, uint32(0x184D2A50), binary.LittleEndian.Uint32(data), "a zstd chunk file")
+	n := int(binary.LittleEndian.Uint32(data[4:]))
+	_, content, err := frames.ReadChunk(bytes.NewReader(data), "", 0, nil, frames.Limits{})
+	require.NoError(t, err)
+	own := frames.SumChunk(content)
+	hdr := bytes.Replace(bytes.Clone(data[8:8+n]), own[:], k.Chunk[:], 1)
+	require.NotEqual(t, data[8:8+n], hdr, "the header holds the content's hash")
+	body := append(append(bytes.Clone(data[:8]), hdr...), data[8+n:len(data)-18]...)
+	seal := binary.LittleEndian.AppendUint32(nil, 0x184D2A5F)
+	seal = binary.LittleEndian.AppendUint32(seal, 10)
+	seal = append(seal, 'F', 'C')
+	seal = binary.LittleEndian.AppendUint64(seal, xxhash.Sum64(body))
+	return append(body, seal...)
 }

@@ -24,20 +24,25 @@
 //
 // # How a restore runs
 //
-// Restore lists the actor (Take), then plans (plan.go): it reads own.json
+// Restore lists the actor but for its chunks, which it reads by the names
+// its manifest gives (inventory.go), then plans (plan.go): it reads own.json
 // and picks the session, the newest snapshot at or before the target and
 // the batches after it. The replay (replay.go, the one Replay runs for
 // compaction) opens the snapshot object (frames.OpenSnapshot), which holds
 // either a manifest or a full snapshot: a manifest's chunks are fetched in
-// parallel within Options.MaxInflightBytes into scratch files
-// (chunks.Load), a full snapshot streams into them (lanes.LoadSnapshot).
+// parallel (chunks.DefaultParallelism at once: each waits for the bucket
+// more than for the CPU) within Options.MaxInflightBytes into scratch
+// files (chunks.Load), a full snapshot streams into them
+// (lanes.LoadSnapshot).
 // Then up to Options.Parallelism batches are downloaded and decoded ahead,
 // within the same byte budget (fetch.go; for a full snapshot, while it
 // streams); frames are applied strictly in order, each batch read to its
 // verified end. A batch that starts past the
 // sequence number reached is skipped only when a later batch covers it,
 // else the restore fails with a gap. Then the files are checked against
-// the tracked checksums and SQLite's integrity_check runs on the database.
+// the tracked checksums and SQLite's integrity_check runs on the database
+// (through a read-only VFS that reads ahead, integrityvfs.go), both at
+// once, while Restore's database file is synced beside them.
 // An object deleted under the restore (compaction) makes Restore list and
 // plan again, at most Options.MaxReplans times.
 //

@@ -90,6 +90,10 @@ type replayHooks struct {
 	// lane's file is synced while it is verified, so that its pages go to
 	// the disk during the checks rather than after them.
 	writeBack bool
+	// hashChunks, for Verify, which counts the chunks the replay loaded
+	// as checked: they are read with their content's SHA-256 recomputed
+	// (chunks.Options.HashContent).
+	hashChunks bool
 	// onFrame is called after every whole frame applied.
 	onFrame func(set *lanes.Set)
 	// onObject is called for every object read to its verified end, with
@@ -332,7 +336,7 @@ func (r *replayer) loadSnapshot(ctx context.Context, dir string) error {
 	if m != nil {
 		closeBody() // read whole: nothing more to come
 		set, loaded, err := chunks.Load(ctx, r.b, r.plan.Actor, key, m, dir,
-			chunks.Options{MaxInflightBytes: r.opts.MaxInflightBytes, Limits: r.opts.Limits})
+			chunks.Options{MaxInflightBytes: r.opts.MaxInflightBytes, Limits: r.opts.Limits, HashContent: r.hooks.hashChunks})
 		r.extra.objects += loaded.Chunks
 		r.extra.bytes += loaded.Bytes
 		if err != nil {
@@ -408,7 +412,7 @@ func (r *replayer) batch(ctx context.Context, i int, o Object) error {
 		}
 		if r.res.Lazy {
 			loaded, err := chunks.Touch(ctx, r.b, r.plan.Actor, r.plan.Snapshot.Key, r.res.Manifest, r.set, f,
-				chunks.Options{MaxInflightBytes: r.opts.MaxInflightBytes, Limits: r.opts.Limits})
+				chunks.Options{MaxInflightBytes: r.opts.MaxInflightBytes, Limits: r.opts.Limits, HashContent: r.hooks.hashChunks})
 			r.extra.objects += loaded.Chunks
 			r.extra.bytes += loaded.Bytes
 			if err != nil {

@@ -22,7 +22,8 @@ func (v *verifier) replayCurrent(ctx context.Context, s *Session) error {
 		pending = map[frames.Seq][]lanes.Lane{} // states inside the batch being read, trusted once it verifies
 	)
 	hooks := &replayHooks{
-		onFrame: func(set *lanes.Set) { pending[set.Seq()] = set.Lanes() },
+		hashChunks: true,
+		onFrame:    func(set *lanes.Set) { pending[set.Seq()] = set.Lanes() },
 		onObject: func(o Object, hdr *frames.BatchHeader) {
 			maps.Copy(v.chain, pending)
 			clear(pending)
