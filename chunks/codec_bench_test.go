@@ -17,13 +17,14 @@ import (
 	"github.com/framectl/framectl/internal/fixture"
 )
 
-// BenchmarkCodec measures, for the chunks of real SQLite databases, the
-// codec chunks use today (frames' DEFLATE at frames.DefaultLevel) against
-// zstd at three levels: compressed ratio, and decode and encode MB/s of
-// chunk content (b.SetBytes), one core, each coder reused across chunks
-// as a restore (decode) or a compaction (encode) reuses its pooled ones.
-// It decides nothing in the format; it is the measurement for a next one
-// (BENCHMARKS.md, "Chunk codecs: DEFLATE against zstd").
+// BenchmarkCodec measures, for the chunks of real SQLite databases,
+// DEFLATE at frames.DefaultLevel (the codec of gzip chunk files, which
+// framectl wrote before zstd ones) against zstd at three levels:
+// compressed ratio, and decode and encode MB/s of chunk content
+// (b.SetBytes), one core, each coder reused across chunks as a restore
+// (decode) or a compaction (encode) reuses its pooled ones. It is the
+// measurement that chose zstd for chunk files (BENCHMARKS.md, "Chunk
+// codecs: DEFLATE against zstd").
 //
 // Fixtures are cmd/framebench's restore fixtures (package
 // internal/fixture) at 8 MiB. Each chunk is frames.DefaultChunkBytes of
@@ -31,10 +32,9 @@ import (
 //
 // Codecs: "deflate" is klauspost's flate alone at frames.DefaultLevel
 // (what inflating costs, comparable with zstd alone); "frames" is
-// frames.WriteChunk and frames.ReadChunk, the same DEFLATE plus the chunk
-// header, CRC-32, seal and SHA-256 of the content, which any codec would
-// keep paying; "zstd-*" are klauspost's zstd EncodeAll/DecodeAll with its
-// default frame checksum, concurrency 1.
+// frames.WriteChunk and frames.ReadChunk, today's zstd chunk files with
+// their header, seal and the content's SHA-256; "zstd-*" are klauspost's
+// zstd EncodeAll/DecodeAll with its default frame checksum, concurrency 1.
 func BenchmarkCodec(b *testing.B) {
 	for _, kind := range []string{fixture.Compressible, fixture.Incompressible} {
 		chunks := codecFixture(b, kind)
