@@ -187,7 +187,9 @@ func readZstdChunk(r io.Reader, size uint64, dst []byte, lim Limits) (ChunkHeade
 	// The capacity bounds what the decoder writes: a second frame after
 	// the first has no room.
 	content = content[:0:h.Bytes]
-	dec, pool, err := getZstdDecoder(lim.MaxChunkBytes)
+	// The capacity is the bound; the decoder's own limits only need to
+	// allow it (and zstd refuses a window under 1 KiB).
+	dec, pool, err := getZstdDecoder(max(lim.MaxChunkBytes, 1<<20))
 	if err != nil {
 		return ChunkHeader{}, nil, err
 	}
@@ -248,6 +250,7 @@ func readPart(r io.Reader, p []byte, what string) error {
 // readAtMost appends r's bytes to buf up to its end, refusing more than
 // max of them.
 func readAtMost(r io.Reader, buf []byte, max uint64) ([]byte, error) {
+	empty := 0 // reads in a row that returned nothing: 100 are io.ErrNoProgress, as in bufio
 	for {
 		if uint64(len(buf)) > max {
 			return buf, corrupt(fmt.Sprintf("object continues past the %d bytes its header allows", max))
@@ -259,11 +262,18 @@ func readAtMost(r io.Reader, buf []byte, max uint64) ([]byte, error) {
 		room := buf[len(buf):min(uint64(cap(buf)), max+1)]
 		n, err := r.Read(room)
 		buf = buf[:len(buf)+n]
-		if err == io.EOF {
+		switch {
+		case err == io.EOF:
 			return buf, nil
-		}
-		if err != nil {
+		case err != nil:
 			return buf, err
+		case n == 0:
+			empty++
+			if empty > 100 {
+				return buf, io.ErrNoProgress
+			}
+		default:
+			empty = 0
 		}
 	}
 }
