@@ -271,13 +271,14 @@
 // Rules the writer obeys and the reader enforces:
 //   - version is chunkZstdFormatVersion (2) in a zstd chunk file and
 //     chunkFormatVersion (1) in a gzip one, and nothing else;
-//     byteLength a positive multiple of
-//     512 (the smallest page size), at most [Limits].MaxChunkBytes, and,
-//     when the reader says what its manifest expects, exactly that, checked
-//     before the content is allocated;
+//   - byteLength is a positive multiple of 512 (the smallest page size),
+//     at most [Limits].MaxChunkBytes, and, when the reader says what its
+//     manifest expects, exactly that, checked before the content is
+//     allocated;
 //   - exactly byteLength bytes follow, then the frame's checksum or the
 //     gzip trailer, then the seal, then nothing;
-//   - hash is the SHA-256 of those bytes ([SumChunk]);
+//   - hash is the SHA-256 of those bytes ([SumChunk]; [ReadChunkSealed]
+//     leaves this one to a caller that checks the pages itself);
 //   - the key agrees: <hash> is hash ([KeyMismatchError] otherwise, once
 //     everything else verified: a sound chunk under another chunk's key).
 //
