@@ -187,8 +187,10 @@ func TestCutFollowerCatchesUp(t *testing.T) {
 	for _, f := range s.Stats().Followers {
 		require.NoError(t, f.Failed)
 	}
-	st = s.Stats()
-	require.Equal(t, frames.Seq(40), st.Acked)
+	// The owner counts the follower's acknowledgements as they reach it,
+	// over the same lossy network: its Matched can lead Acked a moment.
+	awaitAcked(t, s, 40)
+	require.Equal(t, frames.Seq(40), s.Stats().Acked, "acknowledged past the log")
 	stats := nw.Stats()
 	require.Positive(t, stats.Dropped+stats.Duplicated+stats.Reordered, "the network injected faults: %+v", stats)
 	require.False(t, errors.Is(s.Err(), follow.ErrSuperseded))

@@ -192,6 +192,17 @@ func (h *Hub) sendAll(actor string, out []follow.Envelope) {
 	}
 }
 
+// liveSessions appends the hub's sessions to dst, for a loop to work on
+// without holding h.mu.
+func (h *Hub) liveSessions(dst []*Session) []*Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.sessions {
+		dst = append(dst, s)
+	}
+	return dst
+}
+
 func (h *Hub) tickLoop() {
 	defer close(h.done)
 	t := time.NewTicker(h.cfg.Tick)
@@ -202,12 +213,7 @@ func (h *Hub) tickLoop() {
 		case <-h.stop:
 			return
 		case now := <-t.C:
-			h.mu.Lock()
-			ss = ss[:0]
-			for _, s := range h.sessions {
-				ss = append(ss, s)
-			}
-			h.mu.Unlock()
+			ss = h.liveSessions(ss[:0])
 			for _, s := range ss {
 				s.tick(now)
 			}

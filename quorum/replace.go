@@ -73,12 +73,7 @@ func (h *Hub) replaceLoop() {
 		case <-h.stop:
 			return
 		case now := <-t.C:
-			h.mu.Lock()
-			ss = ss[:0]
-			for _, s := range h.sessions {
-				ss = append(ss, s)
-			}
-			h.mu.Unlock()
+			ss = h.liveSessions(ss[:0])
 			if len(ss) == 0 {
 				continue
 			}
