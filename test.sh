@@ -35,6 +35,23 @@ FUZZTIME_HEAVY=${FUZZTIME_HEAVY:-10000x}
 heavy_fuzz=" FuzzReadManifestContent FuzzRestore FuzzSnapshotContent FuzzBatchContent FuzzReadChunkContent "
 step() { printf '\n== %s\n' "$*" >&2; }
 
+step "no build outputs or large files tracked by git"
+# A compiled binary (ELF, Mach-O, PE) or any file over 1 MiB does not
+# belong in git: a 24 MB framebench executable once sat at the root.
+tracked_bad=
+if git rev-parse --git-dir >/dev/null 2>&1; then tracked_bad=$(git ls-files -z | while IFS= read -r -d '' f; do
+  [ -f "$f" ] || continue
+  size=$(stat -c %s -- "$f")
+  if [ "$size" -gt $((1 << 20)) ]; then echo "$f: $size bytes (over 1 MiB)"; continue; fi
+  magic=$(head -c 4 -- "$f" | od -An -tx1 | tr -d ' \n')
+  case "$magic" in
+    7f454c46) echo "$f: an ELF executable" ;;
+    feedface|feedfacf|cefaedfe|cffaedfe|cafebabe) echo "$f: a Mach-O executable" ;;
+    4d5a*) echo "$f: a PE executable" ;;
+  esac
+done); fi
+if [ -n "$tracked_bad" ]; then echo "git tracks build outputs or large files (git rm --cached them; .gitignore):" >&2; echo "$tracked_bad" >&2; exit 1; fi
+
 step "go vet"
 go vet ./...
 
