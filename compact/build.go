@@ -100,7 +100,7 @@ type built struct {
 // build replays the current session as inv lists it and uploads a snapshot
 // of the state reached. It returns ok false, and uploads nothing, when the
 // batches add no frame to the session's newest snapshot.
-func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch uint64, owner *Owner, opts Options, res *Result) (built, bool, error) {
+func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch frames.Epoch, owner *Owner, opts Options, res *Result) (built, bool, error) {
 	a := inv.Actor
 	plan, err := restore.PlanSession(ctx, b, inv, epoch, restore.Latest(), opts.Limits)
 	if err != nil {
@@ -159,7 +159,7 @@ func build(ctx context.Context, b bucket.Bucket, inv *restore.Inventory, epoch u
 
 // buildManifest uploads the replayed state as a manifest sharing the base
 // manifest's chunks and lineage.
-func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64, rep *restore.Replayed, owner *Owner, opts Options, res *Result) (built, bool, error) {
+func buildManifest(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch frames.Epoch, rep *restore.Replayed, owner *Owner, opts Options, res *Result) (built, bool, error) {
 	key := a.SnapshotKey(epoch, rep.Seq)
 	srcs, err := rep.Set.Sources()
 	if err != nil {

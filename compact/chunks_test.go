@@ -64,7 +64,7 @@ func TestCompactionUploadsOnlyChangedChunks(t *testing.T) {
 			base := openSnapshot(t, b, s.Snapshots[0].Key)
 			require.NotNil(t, base)
 			require.GreaterOrEqual(t, len(base.Lanes[0].Chunks), 8)
-			require.Equal(t, uint64(1), base.Predecessor.Epoch)
+			require.Equal(t, frames.Epoch(1), base.Predecessor.Epoch)
 
 			// Rows 1000..1100: about 100 KiB of contiguous pages.
 			d.exec("UPDATE t SET b = randomblob(900) WHERE id BETWEEN 1000 AND 1100")

@@ -369,7 +369,7 @@ func TestCollectBesideWakingWriter(t *testing.T) {
 			requireNamedPresent(t, b, a, "once session 3 started")
 			verifyClean(t, b, a, "once session 3 started")
 			got, rr := restoreLatest(t, b, a)
-			require.Equal(t, uint64(3), rr.Epoch)
+			require.Equal(t, frames.Epoch(3), rr.Epoch)
 			dbtest.SameBytes(t, "restored from session 3", got, img)
 
 			// The first pass deletes session 2 and keeps what its manifests
@@ -531,7 +531,7 @@ func TestCollectBesideZombie(t *testing.T) {
 
 			res, err := compact.Actor(t.Context(), b, a, testOptions(t))
 			require.NoError(t, err)
-			require.Equal(t, uint64(2), res.Epoch)
+			require.Equal(t, frames.Epoch(2), res.Epoch)
 			require.Zero(t, res.ChunksDeleted, "chunks deleted within the grace")
 			require.GreaterOrEqual(t, res.ChunksKeptByGrace, len(zombieChunks))
 			g.Release()

@@ -21,7 +21,7 @@ func (d deletion) len() int { return len(d.snapshots) + len(d.batches) }
 // from's session the snapshots before it and the batches ending at or
 // before its sequence number. Sessions newer than current, the keep point itself and
 // everything after it are never in it.
-func covered(inv *restore.Inventory, current uint64, from restore.Object) deletion {
+func covered(inv *restore.Inventory, current frames.Epoch, from restore.Object) deletion {
 	var d deletion
 	for i := range inv.Sessions {
 		s := &inv.Sessions[i]
@@ -55,7 +55,7 @@ func covered(inv *restore.Inventory, current uint64, from restore.Object) deleti
 // lineage never reaches (see lineage.go), except those of sessions up to
 // from's (covered deletes those) and from's own objects up to its
 // sequence number (covered decides them).
-func noHistory(inv *restore.Inventory, current uint64, lin *lineage, from restore.Object, haveFrom bool) deletion {
+func noHistory(inv *restore.Inventory, current frames.Epoch, lin *lineage, from restore.Object, haveFrom bool) deletion {
 	var d deletion
 	if lin == nil {
 		return d
@@ -84,7 +84,7 @@ func noHistory(inv *restore.Inventory, current uint64, lin *lineage, from restor
 // plan returns what a pass deletes with the given retention, and how many
 // covered objects the window keeps for now. lin is the current session's
 // lineage (nil: not known, or not needed: no retention).
-func plan(inv *restore.Inventory, current uint64, lin *lineage, opts Options) (del deletion, retained int) {
+func plan(inv *restore.Inventory, current frames.Epoch, lin *lineage, opts Options) (del deletion, retained int) {
 	all, ok := keepPoint(inv, current, nil, 0, opts.Now())
 	if !ok {
 		return deletion{}, 0 // the current session has no snapshot: nothing is covered

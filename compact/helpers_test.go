@@ -49,20 +49,20 @@ func actorOf(id []byte) frames.Actor {
 
 // openDB opens (or reopens, with a new epoch) the database in dir, with
 // 1 KiB pages: small databases of many pages.
-func openDB(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint64) *testDB {
+func openDB(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch frames.Epoch) *testDB {
 	t.Helper()
 	return openDBPage(t, b, dir, id, epoch, 1024)
 }
 
 // openDBPage is openDB with the page size of a new database.
-func openDBPage(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint64, pageSize int) *testDB {
+func openDBPage(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch frames.Epoch, pageSize int) *testDB {
 	t.Helper()
 	return openDBMode(t, b, dir, id, epoch, pageSize, vfs.Async)
 }
 
 // openDBMode is openDBPage in the given mode (vfs.Sync: one batch per
 // commit).
-func openDBMode(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch uint64, pageSize int, mode vfs.Mode) *testDB {
+func openDBMode(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch frames.Epoch, pageSize int, mode vfs.Mode) *testDB {
 	t.Helper()
 	cfg := vfs.Config{Bucket: b, Namespace: testNamespace, Actor: id, Epoch: epoch, Dir: dir, Mode: mode,
 		PageSize: pageSize, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
@@ -174,7 +174,7 @@ var errUnreachable = errors.New("sequence number not reachable from the objects 
 // sequence number reached. It stays separate from restore.Replay, which
 // compaction itself uses, so that it checks compaction rather than repeats
 // it.
-func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64, target frames.Seq) ([]byte, frames.Seq, error) {
+func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch frames.Epoch, target frames.Seq) ([]byte, frames.Seq, error) {
 	t.Helper()
 	ctx := t.Context()
 	inv, err := restore.Take(ctx, b, a)
@@ -255,7 +255,7 @@ func replayTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64, targe
 
 // mustReplay replays the newest state of a session and fails the test if it
 // cannot.
-func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) ([]byte, frames.Seq) {
+func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch frames.Epoch) ([]byte, frames.Seq) {
 	t.Helper()
 	data, seq, err := replayTo(t, b, a, epoch, 0)
 	require.NoError(t, err, "replaying session %d", epoch)
@@ -271,7 +271,7 @@ type sessionState struct {
 	newest    restore.Object
 }
 
-func stateOf(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) sessionState {
+func stateOf(t testing.TB, b bucket.Bucket, a frames.Actor, epoch frames.Epoch) sessionState {
 	t.Helper()
 	st, err := stateErr(t.Context(), b, a, epoch)
 	require.NoError(t, err)
@@ -279,7 +279,7 @@ func stateOf(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) sessio
 }
 
 // stateErr is stateOf for goroutines other than the test's.
-func stateErr(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64) (sessionState, error) {
+func stateErr(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch frames.Epoch) (sessionState, error) {
 	inv, err := restore.Take(ctx, b, a)
 	if err != nil {
 		return sessionState{}, err

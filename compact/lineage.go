@@ -31,7 +31,7 @@ import (
 // link is one session of the lineage: its objects past ceiling are no
 // history (capped false for the current session: all of it is).
 type link struct {
-	epoch   uint64
+	epoch   frames.Epoch
 	ceiling frames.Seq
 	capped  bool
 }
@@ -47,7 +47,7 @@ type lineage struct {
 }
 
 // link returns the link of epoch, if the session is on the lineage.
-func (l *lineage) link(epoch uint64) (link, bool) {
+func (l *lineage) link(epoch frames.Epoch) (link, bool) {
 	for _, k := range l.links {
 		if k.epoch == epoch {
 			return k, true
@@ -59,7 +59,7 @@ func (l *lineage) link(epoch uint64) (link, bool) {
 // noHistory reports whether the session of epoch (older than the current
 // one) holds nothing the lineage reaches: it is not on it, and the walk
 // either went past it or knows every session of the history.
-func (l *lineage) noHistory(epoch uint64) bool {
+func (l *lineage) noHistory(epoch frames.Epoch) bool {
 	if _, ok := l.link(epoch); ok {
 		return false
 	}
@@ -69,9 +69,9 @@ func (l *lineage) noHistory(epoch uint64) bool {
 // walkLineage follows the lineage of the current session from lin, the
 // lineage its newest manifest records (known false: its snapshot is a full
 // snapshot, which records none), counting what it reads into read.
-func walkLineage(ctx context.Context, b bucket.Bucket, owner *Owner, inv *restore.Inventory, current uint64, lin frames.Lineage, known bool,
+func walkLineage(ctx context.Context, b bucket.Bucket, owner *Owner, inv *restore.Inventory, current frames.Epoch, lin frames.Lineage, known bool,
 	lim frames.Limits, read *int64) (*lineage, error) {
-	l := &lineage{links: []link{{epoch: current}}}
+	l := &lineage{links: []link{{epoch: frames.Epoch(current)}}}
 	for known {
 		if lin.Epoch == 0 || lin.Epoch >= l.links[len(l.links)-1].epoch {
 			l.complete = lin.Epoch == 0

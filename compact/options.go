@@ -113,7 +113,7 @@ type Result struct {
 	// Epoch is the current session the pass worked on: own.json's epoch,
 	// or without own.json the newest session that has a snapshot. 0 when
 	// the actor has neither (nothing to do).
-	Epoch uint64
+	Epoch frames.Epoch
 	// RuleLogBytes and RuleDBBytes are the size rule's inputs as the pass
 	// found them (see Due); Due is its answer.
 	RuleLogBytes, RuleDBBytes int64

@@ -61,7 +61,7 @@ const maxOwnerRefs = 1 << 19
 // every pass of the session (Options.Owner), and tell it about manifests
 // written outside a pass (Wrote). Safe for concurrent use.
 type Owner struct {
-	epoch uint64
+	epoch frames.Epoch
 
 	mu        sync.Mutex
 	uploads   map[frames.ChunkHash]bool // put by the owner in this session
@@ -79,7 +79,7 @@ type heldManifest struct {
 }
 
 // NewOwner returns the Owner of the session of epoch.
-func NewOwner(epoch uint64) *Owner {
+func NewOwner(epoch frames.Epoch) *Owner {
 	return &Owner{epoch: epoch, uploads: map[frames.ChunkHash]bool{}, manifests: map[string]*heldManifest{}}
 }
 

@@ -21,14 +21,14 @@ type obj struct {
 }
 
 type sess struct {
-	epoch              uint64
+	epoch              frames.Epoch
 	snapshots, batches []obj
 }
 
 func planInventory(now time.Time, sessions ...sess) *restore.Inventory {
 	a := frames.Actor{Namespace: frames.NamespaceID("", "plan"), Actor: frames.ActorKey([]byte{1, 2, 3})}
 	inv := &restore.Inventory{Actor: a}
-	mk := func(kind frames.KeyKind, epoch uint64, o obj) restore.Object {
+	mk := func(kind frames.KeyKind, epoch frames.Epoch, o obj) restore.Object {
 		key := a.LogKey(epoch, o.seq)
 		if kind == frames.KeySnapshot {
 			key = a.SnapshotKey(epoch, o.seq)
@@ -90,7 +90,7 @@ func TestPlan(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		inv       *restore.Inventory
-		current   uint64
+		current   frames.Epoch
 		retention time.Duration
 		lineage   *lineage
 		deleted   []string

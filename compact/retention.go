@@ -33,6 +33,7 @@ package compact
 import (
 	"time"
 
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -43,8 +44,8 @@ import (
 //
 // lin is the current session's lineage (nil: not known, every older
 // session is a candidate, in epoch order).
-func keepPoint(inv *restore.Inventory, current uint64, lin *lineage, retention time.Duration, now time.Time) (restore.Object, bool) {
-	cur, ok := inv.Session(current)
+func keepPoint(inv *restore.Inventory, current frames.Epoch, lin *lineage, retention time.Duration, now time.Time) (restore.Object, bool) {
+	cur, ok := inv.Session(frames.Epoch(current))
 	if !ok || len(cur.Snapshots) == 0 {
 		return restore.Object{}, false
 	}

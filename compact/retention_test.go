@@ -202,7 +202,7 @@ func TestRetentionFollowsLineage(t *testing.T) {
 			inv, err = restore.Take(t.Context(), b, a)
 			require.NoError(t, err)
 			require.Len(t, inv.Sessions, 1, "sessions past the window")
-			require.Equal(t, uint64(3), inv.Sessions[0].Epoch)
+			require.Equal(t, frames.Epoch(3), inv.Sessions[0].Epoch)
 			got, _ := restoreLatest(t, b, a)
 			img, _ := orc.get(orc.seqs()[len(orc.seqs())-1])
 			dbtest.SameBytes(t, "latest past the window", got, img)

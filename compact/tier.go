@@ -57,7 +57,7 @@ func readOwner(ctx context.Context, b bucket.Bucket, a frames.Actor) (*fence.Rec
 // currentEpoch returns the epoch of the current session: own's epoch, or
 // without own.json the newest session with a snapshot. ok is false when
 // there is none (an actor with no snapshot anywhere and no own.json).
-func currentEpoch(inv *restore.Inventory, own *fence.Record) (epoch uint64, ok bool) {
+func currentEpoch(inv *restore.Inventory, own *fence.Record) (epoch frames.Epoch, ok bool) {
 	if own != nil {
 		return own.Epoch, true
 	}

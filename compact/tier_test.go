@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/stretchr/testify/require"
 )
@@ -49,7 +50,7 @@ func TestTierPass(t *testing.T) {
 			img := d2.image()
 
 			all := func() []string { return buckettest.Keys(t, b, a.Prefix()) }
-			session := func(epoch uint64) []string {
+			session := func(epoch frames.Epoch) []string {
 				return append(buckettest.Keys(t, b, a.SnapshotSessionPrefix(epoch)), buckettest.Keys(t, b, a.LogSessionPrefix(epoch))...)
 			}
 			putOwn := func(body []byte) {
@@ -91,7 +92,7 @@ func TestTierPass(t *testing.T) {
 			putOwn(fence.Record{Epoch: 1}.Marshal())
 			res, err = compact.Actor(ctx, b, a, opts)
 			require.NoError(t, err, "own.json at epoch 1: session")
-			require.Equal(t, uint64(1), res.Epoch, "own.json at epoch 1: session")
+			require.Equal(t, frames.Epoch(1), res.Epoch, "own.json at epoch 1: session")
 			if got := session(2); !slices.Equal(got, s2) {
 				t.Fatalf("own.json at epoch 1: session 2 changed: %v -> %v", s2, got)
 			}
@@ -114,7 +115,7 @@ func TestTierPass(t *testing.T) {
 			clock.Advance(2 * time.Hour)
 			res, err = compact.Actor(ctx, b, a, opts)
 			require.NoError(t, err, "after the window: session")
-			require.Equal(t, uint64(2), res.Epoch, "after the window: session")
+			require.Equal(t, frames.Epoch(2), res.Epoch, "after the window: session")
 			require.Len(t, session(1), 0, "after the window, session 1 still holds")
 			for _, k := range s1 {
 				if !slices.Contains(res.Deleted, k) {

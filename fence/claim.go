@@ -20,7 +20,7 @@ var ErrHeld = errors.New("fence: actor held by a live node")
 // HeldError is ErrHeld with the holder.
 type HeldError struct {
 	Actor   frames.Actor
-	Epoch   uint64
+	Epoch   frames.Epoch
 	Node    string
 	Address string
 }
@@ -48,7 +48,7 @@ var ErrNotClaiming = errors.New("fence: node no longer claims actors")
 // Ownership is a claim this node won.
 type Ownership struct {
 	Actor frames.Actor
-	Epoch uint64
+	Epoch frames.Epoch
 	// Prev is the record the claim replaced (zero Epoch: there was none).
 	// A released one may say where its session ended (Record.Seq): what
 	// the new session restores must reach it. A held one names the
@@ -238,8 +238,8 @@ func (n *Node) notClaiming(ctx context.Context, a frames.Actor, cur Record) erro
 // keys, so the first key listed under each prefix names its newest session:
 // one List of one key per prefix. Keys that do not parse are not sessions
 // (restore does not read them either) and are listed past.
-func newestEpoch(ctx context.Context, b bucket.Bucket, a frames.Actor) (uint64, error) {
-	var newest uint64
+func newestEpoch(ctx context.Context, b bucket.Bucket, a frames.Actor) (frames.Epoch, error) {
+	var newest frames.Epoch
 	for _, prefix := range []string{a.LogPrefix(), a.SnapshotPrefix()} {
 		after, limit := "", 1
 	page:
@@ -297,7 +297,7 @@ func (n *Node) Release(ctx context.Context, o Ownership, seq frames.Seq) error {
 // the session closed, verify and restore can tell a lost tail from an end.
 // It never replaces a record of a newer epoch, nor one a node holds
 // (ErrFenced: someone else owns the actor); a lost race is read back.
-func ReleaseUnclaimed(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch uint64, seq frames.Seq, retention time.Duration) error {
+func ReleaseUnclaimed(ctx context.Context, b bucket.Bucket, a frames.Actor, epoch frames.Epoch, seq frames.Seq, retention time.Duration) error {
 	key := a.OwnKey()
 	next := Record{Epoch: epoch, Seq: seq, Retention: retention}
 	body := next.Marshal()

@@ -18,11 +18,11 @@ func TestClaimAboveNewestSession(t *testing.T) {
 		}
 		sessions := func(a frames.Actor, logs, snapshots []uint64) {
 			for _, s := range logs {
-				putTiny(t, b, a.LogKey(s, frames.Seq(10*s)))
-				putTiny(t, b, a.LogKey(s, frames.Seq(10*s+1)))
+				putTiny(t, b, a.LogKey(frames.Epoch(s), frames.Seq(10*s)))
+				putTiny(t, b, a.LogKey(frames.Epoch(s), frames.Seq(10*s+1)))
 			}
 			for _, s := range snapshots {
-				putTiny(t, b, a.SnapshotKey(s, frames.Seq(10*s)))
+				putTiny(t, b, a.SnapshotKey(frames.Epoch(s), frames.Seq(10*s)))
 			}
 		}
 		for i, c := range []struct {
@@ -30,7 +30,7 @@ func TestClaimAboveNewestSession(t *testing.T) {
 			logs, snapshots []uint64
 			own             *Record
 			junk            []string // keys under the actor that are not sessions
-			want            uint64
+			want            frames.Epoch
 		}{
 			{name: "no own.json", logs: []uint64{2, 5, 7}, snapshots: []uint64{1, 3, 6}, want: 8},
 			{name: "own.json at 3", logs: []uint64{2, 5, 7}, snapshots: []uint64{1, 3, 6}, own: &Record{Epoch: 3}, want: 8},

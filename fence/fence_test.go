@@ -223,11 +223,11 @@ func TestClaimReleaseTakeover(t *testing.T) {
 		bn := register(t, b, "127.0.0.1:9002", cb)
 		oa, err := a.Claim(ctx, testActor, ClaimOptions{})
 		require.NoError(t, err, "first claim: %+v", oa)
-		require.Equal(t, uint64(1), oa.Epoch, "first claim: %+v", oa)
+		require.Equal(t, frames.Epoch(1), oa.Epoch, "first claim: %+v", oa)
 		// A claims again: every claim opens a new session.
 		again, err := a.Claim(ctx, testActor, ClaimOptions{})
 		require.NoError(t, err, "repeat claim: %+v", again)
-		require.Equal(t, uint64(2), again.Epoch, "repeat claim: %+v", again)
+		require.Equal(t, frames.Epoch(2), again.Epoch, "repeat claim: %+v", again)
 		oa = again
 		// B is told who holds it.
 		_, err = bn.Claim(ctx, testActor, ClaimOptions{})
@@ -240,7 +240,7 @@ func TestClaimReleaseTakeover(t *testing.T) {
 		require.NoError(t, a.Release(ctx, oa, 0))
 		ob, err := bn.Claim(ctx, testActor, ClaimOptions{})
 		require.NoError(t, err, "claim after release: %+v", ob)
-		require.Equal(t, uint64(3), ob.Epoch, "claim after release: %+v", ob)
+		require.Equal(t, frames.Epoch(3), ob.Epoch, "claim after release: %+v", ob)
 		// B dies (stops renewing); after lease+grace on A's clock, A fences
 		// B and takes epoch 3.
 		_, err = a.Claim(ctx, testActor, ClaimOptions{})
@@ -252,11 +252,11 @@ func TestClaimReleaseTakeover(t *testing.T) {
 		}
 		oa3, err := a.Claim(ctx, testActor, ClaimOptions{})
 		require.NoError(t, err, "takeover: %+v", oa3)
-		require.Equal(t, uint64(4), oa3.Epoch, "takeover: %+v", oa3)
+		require.Equal(t, frames.Epoch(4), oa3.Epoch, "takeover: %+v", oa3)
 		// B's release of its stale claim fails: it was fenced.
 		require.ErrorIs(t, bn.Release(ctx, ob, 0), ErrFenced, "stale release")
 		rec := readRecord(t, b)
-		require.Equal(t, uint64(4), rec.Epoch, "own.json %+v", rec)
+		require.Equal(t, frames.Epoch(4), rec.Epoch, "own.json %+v", rec)
 		require.Equal(t, a.ID(), rec.Node, "own.json %+v", rec)
 	})
 }
@@ -324,7 +324,7 @@ func TestClaimRace(t *testing.T) {
 		for i := range nodes {
 			nodes[i] = register(t, b, fmt.Sprintf("127.0.0.1:%d", 9100+i), newFakeClock())
 		}
-		var last uint64
+		var last frames.Epoch
 		for round := range 5 {
 			var wins atomic.Int32
 			var winner atomic.Pointer[Ownership]

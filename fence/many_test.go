@@ -32,7 +32,7 @@ func TestSweepPastAPage(t *testing.T) {
 		putAll(t, b, keys)
 		o, err := holder1.Claim(ctx, sweepActor(1), ClaimOptions{})
 		require.NoError(t, err)
-		require.Equal(t, uint64(4), o.Epoch, "claim after a session of %d batches", objects)
+		require.Equal(t, frames.Epoch(4), o.Epoch, "claim after a session of %d batches", objects)
 		_, err = holder2.Claim(ctx, sweepActor(3), ClaimOptions{})
 		require.NoError(t, err)
 

@@ -32,7 +32,7 @@ const MaxFollowers = 7
 // Record is an actor's ownership record, own.json. Its format is under
 // "Ownership record" in the package documentation (doc.go).
 type Record struct {
-	Epoch   uint64
+	Epoch   frames.Epoch
 	Node    string
 	Address string
 	// Seq, on a released record, is the last sequence number of the
@@ -60,13 +60,13 @@ func (r Record) Released() bool { return r.Node == "" }
 
 // recordJSON is the record as stored.
 type recordJSON struct {
-	Epoch     uint64     `json:"epoch"`
-	Node      string     `json:"node"`
-	Address   string     `json:"address"`
-	Seq       frames.Seq `json:"seq,omitempty"`
-	Retention string     `json:"retention,omitempty"`
-	Followers []string   `json:"followers,omitempty"`
-	Quorum    int        `json:"quorum,omitempty"`
+	Epoch     frames.Epoch `json:"epoch"`
+	Node      string       `json:"node"`
+	Address   string       `json:"address"`
+	Seq       frames.Seq   `json:"seq,omitempty"`
+	Retention string       `json:"retention,omitempty"`
+	Followers []string     `json:"followers,omitempty"`
+	Quorum    int          `json:"quorum,omitempty"`
 }
 
 // MarshalJSON encodes the record as own.json holds it (Marshal), so that
@@ -143,7 +143,7 @@ func ParseRecord(key string, data []byte) (Record, error) {
 	if err != nil || epoch == 0 {
 		return fail(fmt.Sprintf("epoch %s is not a whole number of 1 or more", raw.Epoch))
 	}
-	r := Record{Epoch: epoch, Node: *raw.Node, Address: *raw.Address}
+	r := Record{Epoch: frames.Epoch(epoch), Node: *raw.Node, Address: *raw.Address}
 	if raw.Seq != nil {
 		seq, err := parseCount(raw.Seq)
 		if err != nil {

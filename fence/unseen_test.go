@@ -51,7 +51,7 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 				t.Fatalf("%s: got %v, want ErrHolderUnseen (and not ErrHeld)", when, err)
 			}
 			rec := readRecord(t, b)
-			require.Equal(t, uint64(1), rec.Epoch, "%s: own.json changed to %+v", when, rec)
+			require.Equal(t, frames.Epoch(1), rec.Epoch, "%s: own.json changed to %+v", when, rec)
 			require.Equal(t, holder.ID(), rec.Node, "%s: own.json changed to %+v", when, rec)
 		}
 		notYet("at once")
@@ -71,7 +71,7 @@ func TestClaimWaitsOutAMissingLease(t *testing.T) {
 		renewFor(t, b, claimant, cb, 5*time.Second)
 		o, err := claimant.Claim(ctx, testActor, ClaimOptions{})
 		require.NoError(t, err, "after lease+grace without a lease: %+v", o)
-		require.Equal(t, uint64(2), o.Epoch, "after lease+grace without a lease: %+v", o)
+		require.Equal(t, frames.Epoch(2), o.Epoch, "after lease+grace without a lease: %+v", o)
 		// Meanwhile the holder's next renewal finds no lease: it stops.
 		ca.Step(holder.opts.RenewEvery)
 		select {

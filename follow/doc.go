@@ -115,7 +115,7 @@
 // followers of the set, provided the takeover hears from n-q+1 followers of
 // the set own.json recorded. Of the q followers that hold it at most q-1 are
 // lost, and any n-q+1 that answer include one that holds it. A follower is
-// its store (NodeID): one that crashes and restarts on its store loses
+// its store (FollowerID): one that crashes and restarts on its store loses
 // nothing, having fsynced before it acknowledged; it is only unreachable
 // for a while.
 //

@@ -39,9 +39,9 @@ var (
 
 // SupersededError is ErrSuperseded with the epochs.
 type SupersededError struct {
-	Epoch uint64 // the superseded one
-	Newer uint64 // the newest a follower was told of
-	By    NodeID // the follower that said so
+	Epoch frames.Epoch // the superseded one
+	Newer frames.Epoch // the newest a follower was told of
+	By    FollowerID   // the follower that said so
 }
 
 func (e *SupersededError) Error() string {
@@ -51,10 +51,10 @@ func (e *SupersededError) Is(target error) bool { return target == ErrSuperseded
 
 // TooFewAnswersError is ErrTooFewAnswers with who answered.
 type TooFewAnswersError struct {
-	Epoch    uint64
-	Need     int      // n-q+1
-	Answered []NodeID // sorted
-	Broken   []NodeID // answered with a log that is not chained; not counted
+	Epoch    frames.Epoch
+	Need     int          // n-q+1
+	Answered []FollowerID // sorted
+	Broken   []FollowerID // answered with a log that is not chained; not counted
 	Waited   time.Duration
 }
 
@@ -71,9 +71,9 @@ func (e *TooFewAnswersError) Is(target error) bool { return target == ErrTooFewA
 
 // DivergedError is ErrDiverged with the follower and the point concerned.
 type DivergedError struct {
-	Epoch    uint64
-	Follower NodeID
-	Other    NodeID // the follower it disagrees with, "" for the bucket
+	Epoch    frames.Epoch
+	Follower FollowerID
+	Other    FollowerID // the follower it disagrees with, "" for the bucket
 	Seq      frames.Seq
 	Why      string
 }
@@ -87,7 +87,7 @@ func (e *DivergedError) Error() string {
 }
 func (e *DivergedError) Is(target error) bool { return target == ErrDiverged }
 
-func joinIDs(ids []NodeID) string {
+func joinIDs(ids []FollowerID) string {
 	if len(ids) == 0 {
 		return "none"
 	}

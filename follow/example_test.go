@@ -12,8 +12,8 @@ import (
 // and it is acknowledged once two followers hold it.
 func Example() {
 	now := time.Unix(0, 0)
-	set := []follow.NodeID{"a", "b", "c"}
-	followers := map[follow.NodeID]*follow.Follower{}
+	set := []follow.FollowerID{"a", "b", "c"}
+	followers := map[follow.FollowerID]*follow.Follower{}
 	for _, id := range set {
 		followers[id] = follow.NewFollower(follow.Limits{})
 	}
@@ -21,8 +21,8 @@ func Example() {
 	// down followers get nothing.
 	deliver := func(n interface {
 		Outbox() []follow.Envelope
-		Receive(follow.NodeID, follow.Message)
-	}, down follow.NodeID) {
+		Receive(follow.FollowerID, follow.Message)
+	}, down follow.FollowerID) {
 		for out := n.Outbox(); len(out) > 0; out = n.Outbox() {
 			for _, env := range out {
 				if env.To == down {

@@ -3,6 +3,8 @@ package follow
 import (
 	"fmt"
 	"slices"
+
+	"github.com/framectl/framectl/frames"
 )
 
 // State is everything a follower keeps, and must keep on disk: a reply may
@@ -10,11 +12,11 @@ import (
 type State struct {
 	// Promised is the newest epoch the follower was told of (by a Fence or
 	// an Append): it refuses every older one. It never decreases.
-	Promised uint64
+	Promised frames.Epoch
 	// LogEpoch is the epoch whose owner wrote Entries (0: nobody yet). It
 	// never exceeds Promised, and changes only when that owner's Reset
 	// replaces the log whole.
-	LogEpoch uint64
+	LogEpoch frames.Epoch
 	// Base is the bucket's durable point as LogEpoch's owner last reported
 	// it; Entries are chained from it.
 	Base    Point
@@ -82,7 +84,7 @@ func (f *Follower) Handle(m Message) Message {
 	return nil
 }
 
-func (f *Follower) refuse(epoch uint64, r Reason) *Refuse {
+func (f *Follower) refuse(epoch frames.Epoch, r Reason) *Refuse {
 	return &Refuse{Epoch: epoch, Reason: r, Newest: f.st.Promised, End: f.st.End()}
 }
 

@@ -3,9 +3,11 @@ package follow
 import (
 	"errors"
 	"testing"
+
+	"github.com/framectl/framectl/frames"
 )
 
-func mustAck(t *testing.T, reply Message, epoch uint64, end Point) {
+func mustAck(t *testing.T, reply Message, epoch frames.Epoch, end Point) {
 	t.Helper()
 	a, ok := reply.(*Ack)
 	if !ok || a.Epoch != epoch || a.End != end {

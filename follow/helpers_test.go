@@ -30,12 +30,12 @@ func entries(p Point, n int, tag byte) []Entry {
 // every message in order unless a test intervenes.
 type cluster struct {
 	t         *testing.T
-	followers map[NodeID]*Follower
-	down      map[NodeID]bool
+	followers map[FollowerID]*Follower
+	down      map[FollowerID]bool
 }
 
-func newCluster(t *testing.T, ids ...NodeID) *cluster {
-	c := &cluster{t: t, followers: map[NodeID]*Follower{}, down: map[NodeID]bool{}}
+func newCluster(t *testing.T, ids ...FollowerID) *cluster {
+	c := &cluster{t: t, followers: map[FollowerID]*Follower{}, down: map[FollowerID]bool{}}
 	for _, id := range ids {
 		c.followers[id] = NewFollower(Limits{})
 	}
@@ -44,7 +44,7 @@ func newCluster(t *testing.T, ids ...NodeID) *cluster {
 
 type node interface {
 	Outbox() []Envelope
-	Receive(NodeID, Message)
+	Receive(FollowerID, Message)
 }
 
 // run delivers messages between n and the followers until none is left.
@@ -69,7 +69,7 @@ func (c *cluster) run(n node) {
 
 // takeover runs a takeover of epoch over the followers and returns the new
 // owner.
-func (c *cluster) takeover(epoch uint64, q int, set []NodeID, bucket Point) *Owner {
+func (c *cluster) takeover(epoch frames.Epoch, q int, set []FollowerID, bucket Point) *Owner {
 	c.t.Helper()
 	tk, err := NewTakeover(TakeoverConfig{Epoch: epoch, Quorum: q, Followers: set, Bucket: bucket}, t0)
 	if err != nil {

@@ -2,14 +2,21 @@ package follow
 
 import "github.com/framectl/framectl/frames"
 
-// NodeID names a follower. A follower is its store: a process restarted on
+// FollowerID names a follower. A follower is its store: a process restarted on
 // the same store is the same follower, with everything it acknowledged; a
 // store that is lost or wiped comes back, if at all, as a new follower with
 // a new ID, brought up to date like any replacement (Owner.Replace). The
 // owner counts what a follower acknowledged for as long as the follower is
 // in the set, so reusing an ID for an empty store would count commits that
-// nobody holds.
-type NodeID string
+// nobody holds. It is not a node ID (fence.Node.ID, one per process
+// registration): the stores' IDs are what own.json's follower set records
+// (tails.Store.ID).
+type FollowerID string
+
+// NodeID is the old name of FollowerID.
+//
+// Deprecated: use FollowerID. NodeID is kept for one release.
+type NodeID = FollowerID
 
 // Point is a position in an actor's log: just after commit Seq, where the
 // chain value is Chain. Seq 0 is the empty log; its chain value is that of

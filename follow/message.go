@@ -1,27 +1,29 @@
 package follow
 
+import "github.com/framectl/framectl/frames"
+
 // Message is one protocol message: *Fence, *Promise, *Append, *Ack or
 // *Refuse. Its wire encoding is under "Wire format" in the package
 // documentation (doc.go).
 type Message interface {
 	// MsgEpoch is the epoch the message is about: the sender's for Fence
 	// and Append, the one answered for Promise, Ack and Refuse.
-	MsgEpoch() uint64
+	MsgEpoch() frames.Epoch
 }
 
 // Fence is a new owner's first message to every follower of the set:
 // refuse every epoch older than Epoch from now on, and answer with what you
 // hold (a Promise).
 type Fence struct {
-	Epoch uint64
+	Epoch frames.Epoch
 }
 
 // Promise answers a Fence: the follower will refuse every epoch older than
 // Epoch, and holds the log LogEpoch's owner wrote, Entries chained from Base.
 // LogEpoch 0: it holds nothing past Base from anyone.
 type Promise struct {
-	Epoch    uint64
-	LogEpoch uint64
+	Epoch    frames.Epoch
+	LogEpoch frames.Epoch
 	Base     Point
 	Entries  []Entry
 }
@@ -35,7 +37,7 @@ type Promise struct {
 // refuses (RefuseNeedReset); one that does but ends before Prev refuses with
 // its end (RefuseGap).
 type Append struct {
-	Epoch   uint64
+	Epoch   frames.Epoch
 	Reset   bool
 	Prev    Point
 	Durable Point
@@ -45,16 +47,16 @@ type Append struct {
 // Ack says that the follower holds, on its disk, the log of Epoch's owner
 // through End.
 type Ack struct {
-	Epoch uint64
+	Epoch frames.Epoch
 	End   Point
 }
 
 // Refuse says why a follower did not take a message about Epoch. Newest is
 // the newest epoch it was told of; End the end of what it holds.
 type Refuse struct {
-	Epoch  uint64
+	Epoch  frames.Epoch
 	Reason Reason
-	Newest uint64
+	Newest frames.Epoch
 	End    Point
 }
 
@@ -98,14 +100,14 @@ func (r Reason) String() string {
 	return "unknown reason"
 }
 
-func (m *Fence) MsgEpoch() uint64   { return m.Epoch }
-func (m *Promise) MsgEpoch() uint64 { return m.Epoch }
-func (m *Append) MsgEpoch() uint64  { return m.Epoch }
-func (m *Ack) MsgEpoch() uint64     { return m.Epoch }
-func (m *Refuse) MsgEpoch() uint64  { return m.Epoch }
+func (m *Fence) MsgEpoch() frames.Epoch   { return m.Epoch }
+func (m *Promise) MsgEpoch() frames.Epoch { return m.Epoch }
+func (m *Append) MsgEpoch() frames.Epoch  { return m.Epoch }
+func (m *Ack) MsgEpoch() frames.Epoch     { return m.Epoch }
+func (m *Refuse) MsgEpoch() frames.Epoch  { return m.Epoch }
 
 // Envelope is a message to send, and to whom.
 type Envelope struct {
-	To  NodeID
+	To  FollowerID
 	Msg Message
 }

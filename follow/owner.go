@@ -27,15 +27,15 @@ type OwnerConfig struct {
 // this epoch, or that the bucket holds (BucketDurable), whichever is
 // higher. Time passes only through Tick.
 type Owner struct {
-	epoch      uint64
+	epoch      frames.Epoch
 	q          int
 	lim        Limits
 	retransmit time.Duration
 
-	set   []NodeID // the set own.json records
-	next  []NodeID // the set being changed to (ChangeSet), nil when none
-	ready bool     // q of next hold everything acknowledged; own.json may record it
-	peers map[NodeID]*peer
+	set   []FollowerID // the set own.json records
+	next  []FollowerID // the set being changed to (ChangeSet), nil when none
+	ready bool         // q of next hold everything acknowledged; own.json may record it
+	peers map[FollowerID]*peer
 
 	start frames.Seq // end of the recovered tail: every reset carries it
 	base  Point      // the bucket's durable point
@@ -74,7 +74,7 @@ func NewOwner(r Recovery, cfg OwnerConfig, now time.Time) (*Owner, error) {
 	}
 	o := &Owner{
 		epoch: r.Epoch, q: r.Quorum, lim: cfg.Limits, retransmit: cfg.Retransmit,
-		set: slices.Clone(r.Followers), peers: map[NodeID]*peer{},
+		set: slices.Clone(r.Followers), peers: map[FollowerID]*peer{},
 		base: r.Base, log: slices.Clip(r.Tail), bytes: sizeOf(r.Tail),
 		start: endOf(r.Base, r.Tail).Seq, acked: r.Base.Seq, now: now,
 	}
@@ -89,7 +89,7 @@ func NewOwner(r Recovery, cfg OwnerConfig, now time.Time) (*Owner, error) {
 }
 
 // Epoch is the owner's epoch.
-func (o *Owner) Epoch() uint64 { return o.epoch }
+func (o *Owner) Epoch() frames.Epoch { return o.epoch }
 
 // Head is the end of the owner's log: the last commit appended.
 func (o *Owner) Head() Point { return endOf(o.base, o.log) }
@@ -164,7 +164,7 @@ func (o *Owner) BucketDurable(p Point) error {
 }
 
 // Receive takes a follower's reply.
-func (o *Owner) Receive(from NodeID, m Message) {
+func (o *Owner) Receive(from FollowerID, m Message) {
 	if o.superseded != nil {
 		return
 	}
@@ -224,7 +224,7 @@ func (o *Owner) ack(p *peer, m *Ack) {
 	o.advance()
 }
 
-func (o *Owner) refused(from NodeID, p *peer, m *Refuse) {
+func (o *Owner) refused(from FollowerID, p *peer, m *Refuse) {
 	if m.Newest > o.epoch {
 		o.superseded = &SupersededError{Epoch: o.epoch, Newer: m.Newest, By: from}
 		o.out = nil
@@ -279,7 +279,7 @@ func (o *Owner) advance() {
 }
 
 // quorumEnd is the highest seq q followers of set hold in this epoch.
-func (o *Owner) quorumEnd(set []NodeID) frames.Seq {
+func (o *Owner) quorumEnd(set []FollowerID) frames.Seq {
 	q := o.q
 	if faults.ackBelowQuorum && q > 1 {
 		q--
@@ -301,7 +301,7 @@ func (o *Owner) chainAt(seq frames.Seq) (frames.Checksum, bool) {
 }
 
 // members is everyone the owner sends to: the set, and those joining it.
-func (o *Owner) members() []NodeID {
+func (o *Owner) members() []FollowerID {
 	ms := o.set
 	for _, id := range o.next {
 		if !slices.Contains(o.set, id) {
@@ -341,7 +341,7 @@ func (o *Owner) flush(force bool) {
 	}
 }
 
-func (o *Owner) send(id NodeID, p *peer, m *Append) {
+func (o *Owner) send(id FollowerID, p *peer, m *Append) {
 	o.out = append(o.out, Envelope{To: id, Msg: m})
 	p.sent = max(p.sent, endOf(m.Prev, m.Entries).Seq)
 	if m.Reset {
@@ -351,7 +351,7 @@ func (o *Owner) send(id NodeID, p *peer, m *Append) {
 
 // FollowerStatus is what the owner knows of one follower.
 type FollowerStatus struct {
-	ID      NodeID
+	ID      FollowerID
 	Matched frames.Seq // holds this epoch's log through here
 	Member  bool       // in the set own.json records (false: joining)
 	Failed  error      // why the owner stopped sending to it (ErrFollowerFull, ErrFollowerBroken), nil if it did not
@@ -376,7 +376,7 @@ func (o *Owner) Followers() []FollowerStatus {
 // and Recorded said so. Until ready acknowledgement goes on by the set own.json
 // records; from ready on a commit counts only once q of each set hold it,
 // since own.json may name either until Recorded.
-func (o *Owner) ChangeSet(next []NodeID) error {
+func (o *Owner) ChangeSet(next []FollowerID) error {
 	switch {
 	case o.superseded != nil:
 		return o.superseded
@@ -419,7 +419,7 @@ func (o *Owner) Cancel() error {
 // Pending returns the set being changed to, and whether it is ready to be
 // recorded in own.json: q of it hold everything acknowledged. nil, false
 // when no change is under way.
-func (o *Owner) Pending() ([]NodeID, bool) {
+func (o *Owner) Pending() ([]FollowerID, bool) {
 	if o.next == nil {
 		return nil, false
 	}
@@ -429,7 +429,7 @@ func (o *Owner) Pending() ([]NodeID, bool) {
 // Recorded says that own.json now records the pending set, with this epoch
 // (a conditional write that a takeover would have made fail): the new set
 // alone counts from now on.
-func (o *Owner) Recorded(set []NodeID) error {
+func (o *Owner) Recorded(set []FollowerID) error {
 	if o.next == nil || !o.ready || !slices.Equal(set, o.next) {
 		return fmt.Errorf("%w: set %v is not the ready pending set", ErrInvalid, set)
 	}
@@ -444,7 +444,7 @@ func (o *Owner) Recorded(set []NodeID) error {
 }
 
 // checkSet checks an epoch, quorum and follower set.
-func checkSet(epoch uint64, q int, set []NodeID) error {
+func checkSet(epoch frames.Epoch, q int, set []FollowerID) error {
 	switch {
 	case epoch == 0:
 		return fmt.Errorf("%w: epoch 0", ErrInvalid)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-var abc = []NodeID{"a", "b", "c"}
+var abc = []FollowerID{"a", "b", "c"}
 
 // Acked is the q-th highest follower: one follower holding more proves
 // nothing, q-1 are not enough.
@@ -77,7 +77,7 @@ func TestOwnerSuperseded(t *testing.T) {
 // The owner holds at most MaxTailBytes past the bucket's durable point.
 func TestOwnerBackpressure(t *testing.T) {
 	es := entries(Point{}, 4, 1)
-	o, err := NewOwner(Recovery{Epoch: 1, Quorum: 1, Followers: []NodeID{"a"}}, OwnerConfig{Limits: Limits{MaxTailBytes: sizeOf(es[:3])}}, t0)
+	o, err := NewOwner(Recovery{Epoch: 1, Quorum: 1, Followers: []FollowerID{"a"}}, OwnerConfig{Limits: Limits{MaxTailBytes: sizeOf(es[:3])}}, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestOwnerChangesSet(t *testing.T) {
 	}
 	// a is lost; d replaces it. b alone of the new set holds the tail.
 	c.down["a"], c.down["d"] = true, true
-	if err := o.ChangeSet([]NodeID{"d", "b", "c"}); err != nil {
+	if err := o.ChangeSet([]FollowerID{"d", "b", "c"}); err != nil {
 		t.Fatal(err)
 	}
 	c.run(o)
@@ -162,7 +162,7 @@ func TestNewOwnerChecks(t *testing.T) {
 		"epoch 0":             {Quorum: 1, Followers: abc},
 		"quorum past n":       {Epoch: 1, Quorum: 4, Followers: abc},
 		"quorum 0":            {Epoch: 1, Followers: abc},
-		"repeated follower":   {Epoch: 1, Quorum: 1, Followers: []NodeID{"a", "a"}},
+		"repeated follower":   {Epoch: 1, Quorum: 1, Followers: []FollowerID{"a", "a"}},
 		"tail not chained":    {Epoch: 1, Quorum: 1, Followers: abc, Tail: es[1:]},
 		"no followers at all": {Epoch: 1, Quorum: 1},
 	} {
@@ -198,7 +198,7 @@ func TestOwnerChangeSetWaitsForRecoveredTail(t *testing.T) {
 	}
 	o.Outbox() // the resets are lost
 	c.down["d"], c.down["e"] = true, true
-	if err := o.ChangeSet([]NodeID{"d", "e", "c"}); err != nil {
+	if err := o.ChangeSet([]FollowerID{"d", "e", "c"}); err != nil {
 		t.Fatal(err)
 	}
 	c.run(o)

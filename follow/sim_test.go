@@ -159,39 +159,39 @@ func (s simStats) String() string {
 
 // simNode is a follower and its store.
 type simNode struct {
-	id       NodeID
+	id       FollowerID
 	f        *Follower
 	lim      Limits
 	slow     bool // messages to and from it wait five times longer, on average
 	down     bool // crashed: takes nothing until restarted, from its store
 	lost     bool // its store is gone: never again
-	promised uint64
+	promised frames.Epoch
 }
 
 // simOwner is an owner (or, before, its takeover) and the history its log
 // stands for, from seq 1.
 type simOwner struct {
-	epoch   uint64
+	epoch   frames.Epoch
 	o       *Owner
 	t       *Takeover
 	hist    []Entry
-	set     []NodeID
+	set     []FollowerID
 	acked   frames.Seq
 	bounded bool
 	bound   frames.Seq
 	err     error // why its takeover failed
 }
 
-func (s *simOwner) addr() NodeID { return NodeID("o" + strconv.FormatUint(s.epoch, 10)) }
+func (s *simOwner) addr() FollowerID { return FollowerID("o" + s.epoch.String()) }
 
 type simMsg struct {
-	from, to NodeID
+	from, to FollowerID
 	data     []byte
 }
 
 type simAck struct {
 	id    uint64
-	epoch uint64 // the oldest epoch that acknowledged it
+	epoch frames.Epoch // the oldest epoch that acknowledged it
 }
 
 type world struct {
@@ -200,22 +200,22 @@ type world struct {
 	n, q   int
 	lim    Limits
 	now    time.Time
-	nodes  map[NodeID]*simNode
-	order  []NodeID
+	nodes  map[FollowerID]*simNode
+	order  []FollowerID
 	owners []*simOwner // every owner and takeover not crashed, oldest first
 	net    []simMsg
-	cut    map[[2]NodeID]bool
+	cut    map[[2]FollowerID]bool
 	bucket []Entry
 	own    struct {
-		epoch uint64
-		set   []NodeID
+		epoch frames.Epoch
+		set   []FollowerID
 	}
 	acked map[frames.Seq]simAck // seq -> the commit acknowledged there
 	// recovered is the history each completed takeover recovered, by
 	// epoch: it must hold every commit an older epoch acknowledges, then or
 	// later.
-	recovered map[uint64][]Entry
-	sealed    map[NodeID]map[uint64]frames.Seq
+	recovered map[frames.Epoch][]Entry
+	sealed    map[FollowerID]map[frames.Epoch]frames.Seq
 	commits   uint64
 	step      int
 	stats     simStats
@@ -235,8 +235,8 @@ func newWorld(seed int64, n, q int, fullTrace bool) *world {
 	w := &world{
 		seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x666f6c6c6f77)), n: n, q: q,
 		lim: Limits{MaxTailBytes: 2400}, now: time.Unix(1_700_000_000, 0),
-		nodes: map[NodeID]*simNode{}, cut: map[[2]NodeID]bool{}, acked: map[frames.Seq]simAck{}, recovered: map[uint64][]Entry{},
-		sealed: map[NodeID]map[uint64]frames.Seq{}, full: fullTrace,
+		nodes: map[FollowerID]*simNode{}, cut: map[[2]FollowerID]bool{}, acked: map[frames.Seq]simAck{}, recovered: map[frames.Epoch][]Entry{},
+		sealed: map[FollowerID]map[frames.Epoch]frames.Seq{}, full: fullTrace,
 	}
 	w.swarm()
 	for range n {
@@ -250,7 +250,7 @@ func (w *world) newNode() *simNode {
 	if w.rng.IntN(10) == 0 {
 		lim.MaxTailBytes /= 4 // a small disk: it fills, refuses, is replaced
 	}
-	id := NodeID("f" + strconv.Itoa(len(w.order)))
+	id := FollowerID("f" + strconv.Itoa(len(w.order)))
 	nd := &simNode{id: id, f: NewFollower(lim), lim: lim, slow: w.slow && w.rng.IntN(3) == 0}
 	w.nodes[id] = nd
 	w.order = append(w.order, id)
@@ -345,7 +345,7 @@ func (w *world) swarm() {
 // isolate cuts s from up to most followers, chosen at random.
 func (w *world) isolate(s *simOwner, most int) {
 	k := w.pick(most + 1)
-	var cut []NodeID
+	var cut []FollowerID
 	for _, i := range w.rng.Perm(len(w.order))[:min(k, len(w.order))] {
 		w.cut[pair(s.addr(), w.order[i])] = true
 		cut = append(cut, w.order[i])
@@ -444,7 +444,7 @@ func (w *world) commit(s *simOwner) {
 func commitID(e *Entry) uint64 { return binary.BigEndian.Uint64(e.Body) }
 
 // send encodes m onto the network.
-func (w *world) send(from, to NodeID, m Message) {
+func (w *world) send(from, to FollowerID, m Message) {
 	lim := w.lim
 	if nd := w.nodes[from]; nd != nil {
 		lim = nd.lim
@@ -469,11 +469,11 @@ func (w *world) flush(s *simOwner) {
 	}
 }
 
-func pair(a, b NodeID) [2]NodeID {
+func pair(a, b FollowerID) [2]FollowerID {
 	if a > b {
 		a, b = b, a
 	}
-	return [2]NodeID{a, b}
+	return [2]FollowerID{a, b}
 }
 
 // deliver delivers a random message in flight (any of them: arbitrary
@@ -500,7 +500,7 @@ func (w *world) deliver(dup bool) {
 	w.handle(msg.from, msg.to, m)
 }
 
-func (w *world) handle(from, to NodeID, m Message) {
+func (w *world) handle(from, to FollowerID, m Message) {
 	if w.cut[pair(from, to)] {
 		w.logf("cut %s -> %s %s", from, to, describe(m))
 		return
@@ -517,7 +517,7 @@ func (w *world) handle(from, to NodeID, m Message) {
 			// From now on it refuses before.LogEpoch's owner: what it
 			// holds of that log is sealed.
 			if w.sealed[to] == nil {
-				w.sealed[to] = map[uint64]frames.Seq{}
+				w.sealed[to] = map[frames.Epoch]frames.Seq{}
 			}
 			if _, ok := w.sealed[to][before.LogEpoch]; !ok {
 				w.sealed[to][before.LogEpoch] = before.End().Seq
@@ -638,7 +638,7 @@ func (w *world) crashOrRestart() {
 }
 
 // lostIn counts the followers of set whose store is lost.
-func (w *world) lostIn(set []NodeID) int {
+func (w *world) lostIn(set []FollowerID) int {
 	n := 0
 	for _, id := range set {
 		if w.nodes[id].lost {
@@ -669,7 +669,7 @@ func (w *world) lose() {
 	if nd.lost {
 		return
 	}
-	sets := [][]NodeID{w.own.set}
+	sets := [][]FollowerID{w.own.set}
 	for _, s := range w.owners {
 		if s.o != nil {
 			sets = append(sets, s.set)
@@ -762,7 +762,7 @@ func (w *world) remove(s *simOwner) {
 // checkRecovered: every seq an older epoch acknowledged is in the history
 // epoch recovered, with the commit acknowledged there, in order, once;
 // hist is one chain from seq 1.
-func (w *world) checkRecovered(epoch uint64, hist []Entry) {
+func (w *world) checkRecovered(epoch frames.Epoch, hist []Entry) {
 	who := (&simOwner{epoch: epoch}).addr()
 	if !chained(Point{}, hist) {
 		w.failf("%s recovered a history that is not one chain from seq 1", who)
@@ -784,7 +784,7 @@ func (w *world) checkRecovered(epoch uint64, hist []Entry) {
 	}
 }
 
-func (w *world) checkHolds(epoch uint64, hist []Entry, seq frames.Seq, a simAck) {
+func (w *world) checkHolds(epoch frames.Epoch, hist []Entry, seq frames.Seq, a simAck) {
 	who := (&simOwner{epoch: epoch}).addr()
 	if int(seq) > len(hist) {
 		w.failf("%s recovered through seq %d; epoch %d acknowledged seq %d (commit %d)", who, len(hist), a.epoch, seq, a.id)
@@ -927,7 +927,7 @@ func (w *world) check() {
 // promised: s never acknowledges past what they held of its log then, or
 // what it had acknowledged by then.
 func (w *world) fenceBound(s *simOwner) {
-	var fenced []NodeID
+	var fenced []FollowerID
 	for _, id := range s.set {
 		if nd := w.nodes[id]; !nd.lost && nd.f.State().Promised > s.epoch {
 			fenced = append(fenced, id)

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/framectl/framectl/frames"
 )
 
 // DefaultWait is TakeoverConfig.Wait when zero.
@@ -13,11 +15,11 @@ const DefaultWait = 10 * time.Second
 // TakeoverConfig says what a new owner takes over.
 type TakeoverConfig struct {
 	// Epoch is the new owner's epoch, from its claim of own.json.
-	Epoch uint64
+	Epoch frames.Epoch
 	// Quorum (q) and Followers (the n of the set) are what own.json
 	// recorded when the claim read it.
 	Quorum    int
-	Followers []NodeID
+	Followers []FollowerID
 	// Bucket is the bucket's durable point, read after the claim: the end
 	// of the history a restore of the bucket gives, and its chain value.
 	Bucket Point
@@ -33,15 +35,15 @@ type TakeoverConfig struct {
 // contains every commit any older epoch acknowledged, and the set it
 // continues with. NewOwner starts from it.
 type Recovery struct {
-	Epoch     uint64
+	Epoch     frames.Epoch
 	Quorum    int
-	Followers []NodeID
+	Followers []FollowerID
 	// Base is the bucket's durable point; Tail the commits past it, chained
 	// from it, from the log of follower From ("" when no answer held
 	// anything past the bucket that chains from it).
 	Base Point
 	Tail []Entry
-	From NodeID
+	From FollowerID
 }
 
 // Takeover is a new owner's first step, without I/O: fence the old epoch at
@@ -53,9 +55,9 @@ type Recovery struct {
 type Takeover struct {
 	cfg      TakeoverConfig
 	started  time.Time
-	asked    map[NodeID]time.Time
-	answers  map[NodeID]*Promise
-	broken   map[NodeID]bool
+	asked    map[FollowerID]time.Time
+	answers  map[FollowerID]*Promise
+	broken   map[FollowerID]bool
 	out      []Envelope
 	done     bool
 	recovery Recovery
@@ -74,7 +76,7 @@ func NewTakeover(cfg TakeoverConfig, now time.Time) (*Takeover, error) {
 		cfg.Retransmit = DefaultRetransmit
 	}
 	cfg.Followers = slices.Clone(cfg.Followers)
-	t := &Takeover{cfg: cfg, started: now, asked: map[NodeID]time.Time{}, answers: map[NodeID]*Promise{}, broken: map[NodeID]bool{}}
+	t := &Takeover{cfg: cfg, started: now, asked: map[FollowerID]time.Time{}, answers: map[FollowerID]*Promise{}, broken: map[FollowerID]bool{}}
 	t.fence(now)
 	return t, nil
 }
@@ -100,10 +102,10 @@ func (t *Takeover) Outbox() []Envelope {
 func (t *Takeover) Done() (Recovery, error, bool) { return t.recovery, t.err, t.done }
 
 // Answered returns the followers that promised, sorted.
-func (t *Takeover) Answered() []NodeID { return slices.Sorted(maps.Keys(t.answers)) }
+func (t *Takeover) Answered() []FollowerID { return slices.Sorted(maps.Keys(t.answers)) }
 
 // Receive takes a follower's answer.
-func (t *Takeover) Receive(from NodeID, m Message) {
+func (t *Takeover) Receive(from FollowerID, m Message) {
 	if t.done || !slices.Contains(t.cfg.Followers, from) {
 		return
 	}
@@ -166,7 +168,7 @@ func (t *Takeover) choose() (Recovery, error) {
 	b := t.cfg.Bucket
 	r := Recovery{Epoch: t.cfg.Epoch, Quorum: t.cfg.Quorum, Followers: t.cfg.Followers, Base: b}
 	var best *Promise
-	var bestID NodeID
+	var bestID FollowerID
 	for _, id := range t.Answered() {
 		p := t.answers[id]
 		end := endOf(p.Base, p.Entries)

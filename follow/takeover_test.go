@@ -5,9 +5,11 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/framectl/framectl/frames"
 )
 
-func newTakeover(t *testing.T, epoch uint64, q int, set []NodeID, bucket Point) *Takeover {
+func newTakeover(t *testing.T, epoch frames.Epoch, q int, set []FollowerID, bucket Point) *Takeover {
 	t.Helper()
 	tk, err := NewTakeover(TakeoverConfig{Epoch: epoch, Quorum: q, Followers: set, Bucket: bucket, Wait: time.Second, Retransmit: 100 * time.Millisecond}, t0)
 	if err != nil {
@@ -18,8 +20,8 @@ func newTakeover(t *testing.T, epoch uint64, q int, set []NodeID, bucket Point) 
 
 // answer feeds the takeover promises as followers with these logs would
 // give them.
-func answer(tk *Takeover, epoch uint64, logs map[NodeID]*Promise) {
-	for _, id := range slices.Sorted(func(yield func(NodeID) bool) {
+func answer(tk *Takeover, epoch frames.Epoch, logs map[FollowerID]*Promise) {
+	for _, id := range slices.Sorted(func(yield func(FollowerID) bool) {
 		for id := range logs {
 			if !yield(id) {
 				return
@@ -43,7 +45,7 @@ func mustRecover(t *testing.T, tk *Takeover) Recovery {
 
 // n-q+1 answers and no fewer: with n=5, q=3 the third answer completes it.
 func TestTakeoverWaitsForNMinusQPlusOne(t *testing.T) {
-	set := []NodeID{"a", "b", "c", "d", "e"}
+	set := []FollowerID{"a", "b", "c", "d", "e"}
 	tk := newTakeover(t, 2, 3, set, Point{})
 	if got := len(tk.Outbox()); got != 5 {
 		t.Fatalf("%d fences queued, want 5", got)
@@ -81,7 +83,7 @@ func TestTakeoverTooFewAnswers(t *testing.T) {
 	tk.Tick(t0.Add(time.Second))
 	_, err, done := tk.Done()
 	var tf *TooFewAnswersError
-	if !done || !errors.As(err, &tf) || tf.Need != 2 || !slices.Equal(tf.Answered, []NodeID{"b"}) {
+	if !done || !errors.As(err, &tf) || tf.Need != 2 || !slices.Equal(tf.Answered, []FollowerID{"b"}) {
 		t.Fatalf("done %v, %v", done, err)
 	}
 	tk.Receive("c", &Promise{Epoch: 2})
@@ -98,14 +100,14 @@ func TestTakeoverNewestLogEpochWins(t *testing.T) {
 	zombie := append(slices.Clone(common), entries(common[1].Point(), 5, 1)...)
 	newer := append(slices.Clone(common), entries(common[1].Point(), 2, 2)...)
 	tk := newTakeover(t, 4, 2, abc, Point{})
-	answer(tk, 4, map[NodeID]*Promise{"a": {LogEpoch: 2, Entries: zombie}, "b": {LogEpoch: 3, Entries: newer}})
+	answer(tk, 4, map[FollowerID]*Promise{"a": {LogEpoch: 2, Entries: zombie}, "b": {LogEpoch: 3, Entries: newer}})
 	r := mustRecover(t, tk)
 	if r.From != "b" || !slices.EqualFunc(r.Tail, newer, func(x, y Entry) bool { return x.Point() == y.Point() }) {
 		t.Fatalf("recovered %d entries from %q, want b's 4", len(r.Tail), r.From)
 	}
 	// Of one log epoch, the longest.
 	tk = newTakeover(t, 4, 2, abc, Point{})
-	answer(tk, 4, map[NodeID]*Promise{"a": {LogEpoch: 3, Entries: newer[:3]}, "c": {LogEpoch: 3, Entries: newer}})
+	answer(tk, 4, map[FollowerID]*Promise{"a": {LogEpoch: 3, Entries: newer[:3]}, "c": {LogEpoch: 3, Entries: newer}})
 	if r := mustRecover(t, tk); r.From != "c" || len(r.Tail) != 4 {
 		t.Fatalf("recovered %d entries from %q, want c's 4", len(r.Tail), r.From)
 	}
@@ -122,7 +124,7 @@ func TestTakeoverBucketPoint(t *testing.T) {
 	// what is past it; a newer log on a branch the bucket superseded is
 	// passed over.
 	tk := newTakeover(t, 5, 2, abc, bucket)
-	answer(tk, 5, map[NodeID]*Promise{
+	answer(tk, 5, map[FollowerID]*Promise{
 		"a": {LogEpoch: 4, Entries: branch},
 		"b": {LogEpoch: 3, Base: es[1].Point(), Entries: es[2:]},
 		"c": {LogEpoch: 4, Entries: es[:3]},
@@ -135,7 +137,7 @@ func TestTakeoverBucketPoint(t *testing.T) {
 	// Only logs behind the bucket, or on a superseded branch: the bucket
 	// alone.
 	tk = newTakeover(t, 5, 2, abc, bucket)
-	answer(tk, 5, map[NodeID]*Promise{"a": {LogEpoch: 4, Entries: branch}, "c": {LogEpoch: 4, Entries: es[:3]}})
+	answer(tk, 5, map[FollowerID]*Promise{"a": {LogEpoch: 4, Entries: branch}, "c": {LogEpoch: 4, Entries: es[:3]}})
 	if r := mustRecover(t, tk); len(r.Tail) != 0 || r.From != "" || r.Base != bucket {
 		t.Fatalf("recovered %d entries from %q", len(r.Tail), r.From)
 	}
@@ -147,7 +149,7 @@ func TestTakeoverBucketPoint(t *testing.T) {
 func TestTakeoverDiverged(t *testing.T) {
 	es := entries(Point{}, 5, 1)
 	other := append(slices.Clone(es[:2]), entries(es[1].Point(), 2, 2)...)
-	for name, logs := range map[string]map[NodeID]*Promise{
+	for name, logs := range map[string]map[FollowerID]*Promise{
 		"base past the bucket": {"a": {LogEpoch: 3, Base: es[2].Point(), Entries: es[3:]}, "b": {}},
 		"one epoch, two logs":  {"a": {LogEpoch: 3, Entries: es}, "b": {LogEpoch: 3, Entries: other}},
 		"own epoch":            {"a": {LogEpoch: 5, Entries: es}},

@@ -44,16 +44,16 @@ func AppendMessage(dst []byte, m Message, lim Limits) ([]byte, error) {
 	switch m := m.(type) {
 	case *Fence:
 		dst = append(dst, wireVersion, kindFence)
-		dst = binary.LittleEndian.AppendUint64(dst, m.Epoch)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Epoch))
 	case *Promise:
 		dst = append(dst, wireVersion, kindPromise)
-		dst = binary.LittleEndian.AppendUint64(dst, m.Epoch)
-		dst = binary.LittleEndian.AppendUint64(dst, m.LogEpoch)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Epoch))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.LogEpoch))
 		dst = appendPoint(dst, m.Base)
 		dst = appendEntries(dst, m.Entries)
 	case *Append:
 		dst = append(dst, wireVersion, kindAppend)
-		dst = binary.LittleEndian.AppendUint64(dst, m.Epoch)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Epoch))
 		var flags byte
 		if m.Reset {
 			flags |= flagReset
@@ -64,13 +64,13 @@ func AppendMessage(dst []byte, m Message, lim Limits) ([]byte, error) {
 		dst = appendEntries(dst, m.Entries)
 	case *Ack:
 		dst = append(dst, wireVersion, kindAck)
-		dst = binary.LittleEndian.AppendUint64(dst, m.Epoch)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Epoch))
 		dst = appendPoint(dst, m.End)
 	case *Refuse:
 		dst = append(dst, wireVersion, kindRefuse)
-		dst = binary.LittleEndian.AppendUint64(dst, m.Epoch)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Epoch))
 		dst = append(dst, byte(m.Reason))
-		dst = binary.LittleEndian.AppendUint64(dst, m.Newest)
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Newest))
 		dst = appendPoint(dst, m.End)
 	}
 	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(dst[start:], castagnoli))
@@ -181,13 +181,13 @@ func DecodeMessage(data []byte, from string, lim Limits) (Message, error) {
 	var m Message
 	switch data[1] {
 	case kindFence:
-		m = &Fence{Epoch: r.u64("epoch")}
+		m = &Fence{Epoch: frames.Epoch(r.u64("epoch"))}
 	case kindPromise:
-		p := &Promise{Epoch: r.u64("epoch"), LogEpoch: r.u64("log epoch"), Base: r.point("base")}
+		p := &Promise{Epoch: frames.Epoch(r.u64("epoch")), LogEpoch: frames.Epoch(r.u64("log epoch")), Base: r.point("base")}
 		p.Entries = r.entries()
 		m = p
 	case kindAppend:
-		a := &Append{Epoch: r.u64("epoch")}
+		a := &Append{Epoch: frames.Epoch(r.u64("epoch"))}
 		flagsAt := r.off
 		flags := r.u8("flags")
 		if r.err == nil && flags&^flagReset != 0 {
@@ -198,9 +198,9 @@ func DecodeMessage(data []byte, from string, lim Limits) (Message, error) {
 		a.Entries = r.entries()
 		m = a
 	case kindAck:
-		m = &Ack{Epoch: r.u64("epoch"), End: r.point("end")}
+		m = &Ack{Epoch: frames.Epoch(r.u64("epoch")), End: r.point("end")}
 	case kindRefuse:
-		m = &Refuse{Epoch: r.u64("epoch"), Reason: Reason(r.u8("reason")), Newest: r.u64("newest"), End: r.point("end")}
+		m = &Refuse{Epoch: frames.Epoch(r.u64("epoch")), Reason: Reason(r.u8("reason")), Newest: frames.Epoch(r.u64("newest")), End: r.point("end")}
 	default:
 		return fail(1, frames.ErrUnknownKind, "message kind %d", data[1])
 	}

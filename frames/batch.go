@@ -15,7 +15,7 @@ import (
 // and the rules its reader enforces are under "Batch files" in the package
 // documentation (doc.go).
 type BatchHeader struct {
-	Epoch      uint64
+	Epoch      Epoch
 	FirstSeq   Seq
 	LastSeq    Seq
 	FrameCount uint32 // frame messages, parts counted one by one
@@ -52,7 +52,7 @@ func (o WriteOptions) withDefaults() WriteOptions {
 // WriteBatch encodes frames as a batch file of epoch into w and returns its
 // header. Frames must be whole (Continued false), valid, of that epoch, and
 // contiguous; the batch key is Actor.LogKey(epoch, header.LastSeq).
-func WriteBatch(w io.Writer, epoch uint64, frames []Frame, opts WriteOptions) (BatchHeader, error) {
+func WriteBatch(w io.Writer, epoch Epoch, frames []Frame, opts WriteOptions) (BatchHeader, error) {
 	opts = opts.withDefaults()
 	fail := func(err error) (BatchHeader, error) {
 		return BatchHeader{}, &Error{Object: "batch", Err: err}
@@ -144,7 +144,7 @@ func writeBatchHeader(w io.Writer, h BatchHeader) error {
 		return err
 	}
 	bh.SetVersion(wire.FormatVersion)
-	bh.SetEpoch(h.Epoch)
+	bh.SetEpoch(uint64(h.Epoch))
 	bh.SetFirstSeq(uint64(h.FirstSeq))
 	bh.SetLastSeq(uint64(h.LastSeq))
 	bh.SetFrameCount(h.FrameCount)
@@ -166,7 +166,7 @@ func writeFrame(w io.Writer, f *Frame, pages []Page, continued bool) error {
 	if err != nil {
 		return err
 	}
-	fr.SetEpoch(f.Epoch)
+	fr.SetEpoch(uint64(f.Epoch))
 	fr.SetFirstSeq(uint64(f.FirstSeq))
 	fr.SetLastSeq(uint64(f.LastSeq))
 	fr.SetLane(f.Lane)
@@ -377,7 +377,7 @@ func decodeBatchHeader(msg *capnp.Message) (BatchHeader, error) {
 	if v := bh.Version(); v != wire.FormatVersion {
 		return BatchHeader{}, unknownKind(fmt.Sprintf("format version %d (this build reads %d)", v, wire.FormatVersion))
 	}
-	h := BatchHeader{Epoch: bh.Epoch(), FirstSeq: Seq(bh.FirstSeq()), LastSeq: Seq(bh.LastSeq()), FrameCount: bh.FrameCount()}
+	h := BatchHeader{Epoch: Epoch(bh.Epoch()), FirstSeq: Seq(bh.FirstSeq()), LastSeq: Seq(bh.LastSeq()), FrameCount: bh.FrameCount()}
 	switch {
 	case h.FrameCount == 0:
 		return BatchHeader{}, corrupt("header counts no frames")
@@ -393,7 +393,7 @@ func decodeFrame(msg *capnp.Message, size uint64) (*Frame, error) {
 	if err != nil {
 		return nil, corruptCause("frame", err)
 	}
-	f := &Frame{Epoch: fr.Epoch(), FirstSeq: Seq(fr.FirstSeq()), LastSeq: Seq(fr.LastSeq()), Lane: fr.Lane(), CommitTime: fr.CommitTime()}
+	f := &Frame{Epoch: Epoch(fr.Epoch()), FirstSeq: Seq(fr.FirstSeq()), LastSeq: Seq(fr.LastSeq()), Lane: fr.Lane(), CommitTime: fr.CommitTime()}
 	switch fr.Which() {
 	case wire.Frame_Which_sqlitePages:
 		f.Kind = KindSQLitePages

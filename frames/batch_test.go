@@ -30,7 +30,7 @@ func TestBatchRoundTrip(t *testing.T) {
 			data := encodeBatch(t, 42, frames, WriteOptions{MaxPartBytes: tc.partSize})
 			hdr, got, err := ReadBatch(bytes.NewReader(data), "", Limits{})
 			require.NoError(t, err)
-			require.Equal(t, uint64(42), hdr.Epoch, "header %+v", hdr)
+			require.Equal(t, Epoch(42), hdr.Epoch, "header %+v", hdr)
 			require.Equal(t, Seq(100), hdr.FirstSeq, "header %+v", hdr)
 			require.Equal(t, frames[len(frames)-1].LastSeq, hdr.LastSeq, "header %+v", hdr)
 			framesEqual(t, got, frames)

@@ -41,7 +41,7 @@ func headerMsg(t testing.TB, h BatchHeader, version uint16) []byte {
 	msg, seg, _ := newMessage(64)
 	bh, _ := wire.NewRootBatchHeader(seg)
 	bh.SetVersion(version)
-	bh.SetEpoch(h.Epoch)
+	bh.SetEpoch(uint64(h.Epoch))
 	bh.SetFirstSeq(uint64(h.FirstSeq))
 	bh.SetLastSeq(uint64(h.LastSeq))
 	bh.SetFrameCount(h.FrameCount)
@@ -134,7 +134,7 @@ func TestUnknownUnionTagRejected(t *testing.T) {
 	f := Frame{Epoch: 1, FirstSeq: 1, LastSeq: 1, Kind: KindInitialize}
 	msg, seg, _ := newMessage(128)
 	fr, _ := wire.NewRootFrame(seg)
-	fr.SetEpoch(f.Epoch)
+	fr.SetEpoch(uint64(f.Epoch))
 	fr.SetFirstSeq(1)
 	fr.SetLastSeq(1)
 	capnp.Struct(fr).SetUint16(28, 9) // the union tag kept for `write`

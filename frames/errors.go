@@ -90,7 +90,7 @@ type KeyMismatchError struct {
 	// What the header says: the epoch, and the sequence numbers a batch
 	// covers (FirstSeq..LastSeq) or the one a snapshot or manifest covers
 	// through (FirstSeq = LastSeq).
-	Epoch             uint64
+	Epoch             Epoch
 	FirstSeq, LastSeq Seq
 	// For a chunk (Key.Kind KeyChunk): the hash of its content, which its
 	// header declares too.

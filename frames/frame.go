@@ -63,7 +63,7 @@ type SQLitePages struct {
 // Frame is one change to one lane. See frames.capnp for the meaning of every
 // field.
 type Frame struct {
-	Epoch      uint64
+	Epoch      Epoch
 	FirstSeq   Seq // >= 1
 	LastSeq    Seq // >= FirstSeq
 	Lane       uint32

@@ -81,7 +81,7 @@ func golden(t *testing.T, name string, encoded []byte) []byte {
 
 func TestGoldenBatch(t *testing.T) {
 	epoch, frames := goldenBatch()
-	old := golden(t, "batch-v1", encodeBatch(t, epoch, frames, WriteOptions{}))
+	old := golden(t, "batch-v1", encodeBatch(t, Epoch(epoch), frames, WriteOptions{}))
 	_, got, err := ReadBatch(bytes.NewReader(old), "", Limits{})
 	require.NoError(t, err)
 	framesEqual(t, got, frames)

@@ -11,7 +11,7 @@ import (
 
 // sampleFrames builds a contiguous run of frames of every kind from a seed.
 // pageSize 512 keeps samples small enough for exhaustive damage tests.
-func sampleFrames(t testing.TB, seed uint64, epoch uint64, first Seq, n int, pageSize uint32) []Frame {
+func sampleFrames(t testing.TB, seed uint64, epoch Epoch, first Seq, n int, pageSize uint32) []Frame {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var frames []Frame
@@ -63,7 +63,7 @@ func sampleFrames(t testing.TB, seed uint64, epoch uint64, first Seq, n int, pag
 	return frames
 }
 
-func encodeBatch(t testing.TB, epoch uint64, frames []Frame, opts WriteOptions) []byte {
+func encodeBatch(t testing.TB, epoch Epoch, frames []Frame, opts WriteOptions) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	_, err := WriteBatch(&buf, epoch, frames, opts)

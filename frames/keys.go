@@ -210,7 +210,7 @@ type Key struct {
 	Kind      KeyKind
 	Namespace string    // NamespaceID form
 	Actor     string    // lowercase hex
-	Epoch     uint64    // KeyLog, KeySnapshot: the epoch that wrote the object
+	Epoch     Epoch     // KeyLog, KeySnapshot: the epoch that wrote the object
 	Seq       Seq       // KeyLog: the batch's last sequence number; KeySnapshot: the one it covers through
 	Node      string    // KeyNode
 	Chunk     ChunkHash // KeyChunk: the hash of the chunk's content
@@ -249,24 +249,24 @@ func (a Actor) ChunkKey(h ChunkHash) string {
 
 // LogSessionPrefix returns the prefix of the batches of one session: those
 // epoch wrote.
-func (a Actor) LogSessionPrefix(epoch uint64) string {
-	return string(appendDesc([]byte(a.LogPrefix()), epoch)) + "/"
+func (a Actor) LogSessionPrefix(epoch Epoch) string {
+	return string(appendDesc([]byte(a.LogPrefix()), uint64(epoch))) + "/"
 }
 
 // SnapshotSessionPrefix returns the prefix of the snapshots of one session:
 // those epoch wrote.
-func (a Actor) SnapshotSessionPrefix(epoch uint64) string {
-	return string(appendDesc([]byte(a.SnapshotPrefix()), epoch)) + "/"
+func (a Actor) SnapshotSessionPrefix(epoch Epoch) string {
+	return string(appendDesc([]byte(a.SnapshotPrefix()), uint64(epoch))) + "/"
 }
 
 // LogKey returns the key of epoch's batch whose last sequence number is
 // last.
-func (a Actor) LogKey(epoch uint64, last Seq) string {
+func (a Actor) LogKey(epoch Epoch, last Seq) string {
 	return string(appendAsc([]byte(a.LogSessionPrefix(epoch)), uint64(last)))
 }
 
 // SnapshotKey returns the key of epoch's snapshot through seq.
-func (a Actor) SnapshotKey(epoch uint64, seq Seq) string {
+func (a Actor) SnapshotKey(epoch Epoch, seq Seq) string {
 	return string(appendDesc([]byte(a.SnapshotSessionPrefix(epoch)), uint64(seq)))
 }
 
@@ -360,10 +360,11 @@ func ParseKey(s string) (Key, error) {
 		k.Kind, k.Chunk = KeyChunk, h
 		return k, nil
 	case len(parts) == 6 && (parts[3] == "log" || parts[3] == "snapshot"):
-		var err error
-		if k.Epoch, err = ParseDesc(parts[4]); err != nil {
+		epoch, err := ParseDesc(parts[4])
+		if err != nil {
 			return fail("bad epoch number")
 		}
+		k.Epoch = Epoch(epoch)
 		var seq uint64
 		if parts[3] == "log" {
 			k.Kind = KeyLog

@@ -14,7 +14,7 @@ import (
 // (Actor.SnapshotKey(Epoch, Seq)); its layout and the rules its reader
 // enforces are under "Manifests" in the package documentation (doc.go).
 type Manifest struct {
-	Epoch      uint64
+	Epoch      Epoch
 	Seq        Seq   // state after every commit through Seq; 0 = before the first
 	CommitTime int64 // Unix nanoseconds of commit Seq; 0 when Seq is 0
 	// Predecessor is the session's lineage, the same in every manifest of
@@ -27,7 +27,7 @@ type Manifest struct {
 // commit Seq. Frames that session wrote past Seq are not the successor's
 // history. The zero Lineage means the session started a new database.
 type Lineage struct {
-	Epoch uint64
+	Epoch Epoch
 	Seq   Seq
 }
 
@@ -216,10 +216,10 @@ func buildManifest(seg *capnp.Segment, m *Manifest) error {
 		return err
 	}
 	mh.SetVersion(wire.ManifestFormatVersion)
-	mh.SetEpoch(m.Epoch)
+	mh.SetEpoch(uint64(m.Epoch))
 	mh.SetSeq(uint64(m.Seq))
 	mh.SetCommitTime(m.CommitTime)
-	mh.SetPredecessorEpoch(m.Predecessor.Epoch)
+	mh.SetPredecessorEpoch(uint64(m.Predecessor.Epoch))
 	mh.SetPredecessorSeq(uint64(m.Predecessor.Seq))
 	ll, err := mh.NewLanes(int32(len(m.Lanes)))
 	if err != nil {
@@ -343,8 +343,8 @@ func decodeManifest(msg *capnp.Message, size uint64, lim Limits) (Manifest, erro
 	if v := mh.Version(); v != wire.ManifestFormatVersion {
 		return Manifest{}, unknownVersion(v)
 	}
-	m := Manifest{Epoch: mh.Epoch(), Seq: Seq(mh.Seq()), CommitTime: mh.CommitTime(),
-		Predecessor: Lineage{Epoch: mh.PredecessorEpoch(), Seq: Seq(mh.PredecessorSeq())}}
+	m := Manifest{Epoch: Epoch(mh.Epoch()), Seq: Seq(mh.Seq()), CommitTime: mh.CommitTime(),
+		Predecessor: Lineage{Epoch: Epoch(mh.PredecessorEpoch()), Seq: Seq(mh.PredecessorSeq())}}
 	ll, err := mh.Lanes()
 	if err != nil {
 		return Manifest{}, corruptCause("manifest lanes", err)

@@ -30,7 +30,7 @@ type testBucket struct {
 
 // cutManifest builds a manifest the way a writer does: each lane's bytes
 // cut into chunks of chunkPages, each chunk written with WriteChunk.
-func cutManifest(t testing.TB, a Actor, epoch uint64, seq Seq, pred Lineage, specs ...laneSpec) (Manifest, testBucket) {
+func cutManifest(t testing.TB, a Actor, epoch Epoch, seq Seq, pred Lineage, specs ...laneSpec) (Manifest, testBucket) {
 	t.Helper()
 	m := Manifest{Epoch: epoch, Seq: seq, CommitTime: 1_700_000_000_000_000_000 + int64(seq), Predecessor: pred}
 	tb := testBucket{chunks: map[string][]byte{}}
@@ -124,7 +124,7 @@ func TestManifestKey(t *testing.T) {
 		requireNamed(t, err, ErrCorrupt, k, "manifest under "+k)
 		var mm *KeyMismatchError
 		require.ErrorAs(t, err, &mm)
-		require.Equal(t, uint64(9), mm.Epoch)
+		require.Equal(t, Epoch(9), mm.Epoch)
 		require.Equal(t, Seq(1234), mm.LastSeq)
 		_, _, err = OpenSnapshot(bytes.NewReader(data), k, Limits{})
 		require.ErrorAs(t, err, &mm, "OpenSnapshot")
@@ -183,7 +183,7 @@ func snapshotHeaderBytesVersion(t testing.TB, hdr Snapshot, version uint16) []by
 	msg, seg, _ := newMessage(256)
 	sh, _ := wire.NewRootSnapshotHeader(seg)
 	sh.SetVersion(version)
-	sh.SetEpoch(hdr.Epoch)
+	sh.SetEpoch(uint64(hdr.Epoch))
 	sh.SetSeq(uint64(hdr.Seq))
 	return marshal(t, msg)
 }

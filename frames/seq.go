@@ -21,8 +21,16 @@ func (s Seq) String() string { return strconv.FormatUint(uint64(s), 10) }
 // produces: digits only (no sign, no spaces), no leading zero except "0"
 // itself, at most 2^64-1.
 func ParseSeq(s string) (Seq, error) {
-	fail := func(msg string) (Seq, error) {
-		return 0, &Error{Object: "sequence number", Key: strconv.Quote(s), Err: invalid(msg)}
+	n, err := parseDecimal("sequence number", s)
+	return Seq(n), err
+}
+
+// parseDecimal parses the decimal text of a number of the kind what names
+// (Seq, Epoch): digits only, no leading zero except "0" itself, at most
+// 2^64-1.
+func parseDecimal(what, s string) (uint64, error) {
+	fail := func(msg string) (uint64, error) {
+		return 0, &Error{Object: what, Key: strconv.Quote(s), Err: invalid(msg)}
 	}
 	if s == "" {
 		return fail("empty")
@@ -39,7 +47,7 @@ func ParseSeq(s string) (Seq, error) {
 	if err != nil {
 		return fail("more than 2^64-1")
 	}
-	return Seq(n), nil
+	return n, nil
 }
 
 // MarshalText returns s in decimal.

@@ -13,7 +13,7 @@ import (
 // reader enforces are under "Snapshot files" in the package documentation
 // (doc.go).
 type Snapshot struct {
-	Epoch      uint64
+	Epoch      Epoch
 	Seq        Seq   // state after every commit through Seq; 0 = before the first
 	CommitTime int64 // Unix nanoseconds of commit Seq; 0 when Seq is 0
 	Lanes      []SnapshotLane
@@ -213,7 +213,7 @@ func writeSnapshotHeader(w io.Writer, s *Snapshot) error {
 		return err
 	}
 	sh.SetVersion(wire.FormatVersion)
-	sh.SetEpoch(s.Epoch)
+	sh.SetEpoch(uint64(s.Epoch))
 	sh.SetSeq(uint64(s.Seq))
 	sh.SetCommitTime(s.CommitTime)
 	ll, err := sh.NewLanes(int32(len(s.Lanes)))
@@ -283,7 +283,7 @@ func (sr *SnapshotReader) start(msg *capnp.Message, size uint64, lim Limits) err
 	default:
 		return sr.wrap(unknownKind(fmt.Sprintf("format version %d (this build reads %d)", v, wire.FormatVersion)))
 	}
-	sr.hdr = Snapshot{Epoch: sh.Epoch(), Seq: Seq(sh.Seq()), CommitTime: sh.CommitTime()}
+	sr.hdr = Snapshot{Epoch: Epoch(sh.Epoch()), Seq: Seq(sh.Seq()), CommitTime: sh.CommitTime()}
 	ll, err := sh.Lanes()
 	if err != nil {
 		return sr.wrap(corruptCause("snapshot lanes", err))

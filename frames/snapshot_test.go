@@ -96,7 +96,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			var mm *KeyMismatchError
 			require.ErrorIs(t, err, ErrCorrupt, "mismatched key")
 			require.ErrorAs(t, err, &mm, "mismatched key")
-			require.Equal(t, uint64(7), mm.Epoch, "mismatched key")
+			require.Equal(t, Epoch(7), mm.Epoch, "mismatched key")
 			require.Equal(t, Seq(1234), mm.LastSeq, "mismatched key")
 			require.Equal(t, Seq(1235), mm.Key.Seq, "mismatched key")
 		})

@@ -200,7 +200,7 @@ func FuzzFollowerOps(f *testing.F) {
 		fl := follow.NewFollower(lim)
 		var prev follow.State
 		for ; len(data) >= 4; data = data[4:] {
-			epoch := uint64(data[1]%4) + 1
+			epoch := frames.Epoch(data[1]%4) + 1
 			end := prev.End().Seq
 			start := frames.Seq(0)
 			if d := frames.Seq(data[2] % 16); end+4 >= d {

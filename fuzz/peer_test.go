@@ -41,7 +41,7 @@ var peerLimits = follow.Limits{MaxTailBytes: 16 << 20}
 
 var peerKey = bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 4)
 
-func peerConfig(id follow.NodeID, seed byte) peer.Config {
+func peerConfig(id follow.FollowerID, seed byte) peer.Config {
 	return peer.Config{ID: id, Key: peerKey, Limits: peerLimits, Rand: rand.NewChaCha8([32]byte{seed}), HandshakeTimeout: time.Minute}
 }
 
@@ -200,7 +200,7 @@ func (scriptAddr) String() string  { return "fuzz-wire" }
 // checkPeerErr asserts what every failure of a connection must be: a
 // *peer.ConnError of op, at the remote address, naming want as the peer,
 // matching exactly one sentinel.
-func checkPeerErr(t *testing.T, err error, op string, want follow.NodeID) {
+func checkPeerErr(t *testing.T, err error, op string, want follow.FollowerID) {
 	t.Helper()
 	var ce *peer.ConnError
 	if !errors.As(err, &ce) || ce.Op != op || ce.Addr != "fuzz-wire" || ce.Peer != want {
@@ -242,7 +242,7 @@ func FuzzPeerHandshake(f *testing.F) {
 		if alloc > 64<<10 {
 			t.Fatalf("a handshake over %d bytes allocated %d", len(data), alloc)
 		}
-		honestBytes, peerID, blame := h.dialerHandshake, follow.NodeID("a"), follow.NodeID("")
+		honestBytes, peerID, blame := h.dialerHandshake, follow.FollowerID("a"), follow.FollowerID("")
 		if !listener {
 			honestBytes, peerID, blame = h.listenerHandshake, "b", "b"
 		}

@@ -73,7 +73,7 @@ type damaged struct {
 func (h *history) keyspace() []string {
 	a := h.actor
 	keys := []string{a.OwnKey(), a.LogSessionPrefix(2) + "stray", a.SnapshotSessionPrefix(2) + "stray"}
-	for s := uint64(1); s <= 3; s++ {
+	for s := frames.Epoch(1); s <= 3; s++ {
 		for n := frames.Seq(0); n <= h.latest+1; n++ {
 			keys = append(keys, a.LogKey(s, n), a.SnapshotKey(s, n))
 		}
@@ -266,7 +266,7 @@ func (d *damaged) visiblyDamaged(h *history) []string {
 // past returns an object of epoch's session in the bucket at a sequence
 // number after from and at or before to: a batch ending there or a
 // snapshot taken there.
-func (d *damaged) past(epoch uint64, from, to frames.Seq) (string, bool) {
+func (d *damaged) past(epoch frames.Epoch, from, to frames.Seq) (string, bool) {
 	for _, k := range slices.Sorted(maps.Keys(d.objects)) {
 		pk, err := frames.ParseKey(k)
 		if err == nil && pk.Epoch == epoch && (pk.Kind == frames.KeyLog || pk.Kind == frames.KeySnapshot) &&

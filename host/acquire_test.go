@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -42,7 +43,7 @@ func TestAcquireSingleFlight(t *testing.T) {
 				assert.Same(t, handles[0].Actor, handles[i].Actor, "Acquire %d got another Actor", i)
 			}
 			assert.Equal(t, int64(1), hooks.opened.Load(), "opens")
-			assert.Equal(t, uint64(1), handles[0].Epoch())
+			assert.Equal(t, frames.Epoch(1), handles[0].Epoch())
 			info := h.Actors()
 			require.Len(t, info, 1)
 			assert.Equal(t, n, info[0].Handles)

@@ -97,7 +97,7 @@ func (a *Actor) ID() []byte { return []byte(a.key.id) }
 func (a *Actor) DB() *vfs.DB { return a.db }
 
 // Epoch returns the session's ownership epoch.
-func (a *Actor) Epoch() uint64 { return a.db.Epoch() }
+func (a *Actor) Epoch() frames.Epoch { return a.db.Epoch() }
 
 // Value returns what Hooks.Opened stored with SetValue.
 func (a *Actor) Value() any { return a.value }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 )
 
 // Alarms across processes: three alarm children (the test binary, see
@@ -181,7 +182,7 @@ func alarmRoutes(h *Host) http.Handler {
 				return
 			}
 			w.Header().Set(hdrNode, h.Node().ID())
-			w.Header().Set(hdrEpoch, strconv.FormatUint(a.Epoch(), 10))
+			w.Header().Set(hdrEpoch, a.Epoch().String())
 			io.WriteString(w, out)
 		},
 	})
@@ -195,9 +196,9 @@ type alarmEvent struct {
 	due   int64 // run: Unix ms
 	gen   uint64
 	retry int
-	node  string // run: the node; lost: the node lost
-	epoch uint64 // run
-	ok    bool   // end
+	node  string       // run: the node; lost: the node lost
+	epoch frames.Epoch // run
+	ok    bool         // end
 	at    time.Time
 }
 
@@ -219,7 +220,7 @@ func parseAlarmEvent(child, line string) (alarmEvent, error) {
 	}
 	switch {
 	case len(f) == 8 && f[0] == "run":
-		e.kind, e.actor, e.due, e.gen, e.retry, e.node, e.epoch = f[0], f[1], num(f[2]), uint64(num(f[3])), int(num(f[4])), f[5], uint64(num(f[6]))
+		e.kind, e.actor, e.due, e.gen, e.retry, e.node, e.epoch = f[0], f[1], num(f[2]), uint64(num(f[3])), int(num(f[4])), f[5], frames.Epoch(num(f[6]))
 		e.at = time.UnixMilli(num(f[7]))
 	case len(f) == 6 && f[0] == "end":
 		e.kind, e.actor, e.gen, e.retry, e.ok = f[0], f[1], uint64(num(f[2])), int(num(f[3])), f[4] == "ok"
@@ -529,7 +530,7 @@ func TestAlarmRunsOnceAfterHolderKilled(t *testing.T) {
 			require.Len(t, runs, 1, "runs; %s\n%s", c.lost(), c.dump())
 			r := runs[0]
 			assert.NotEqual(t, "A", r.child, "ran on the killed node")
-			assert.Greater(t, r.epoch, uint64(1), "epoch of the run: the actor's next session")
+			assert.Greater(t, r.epoch, frames.Epoch(1), "epoch of the run: the actor's next session")
 			assert.Equal(t, due.UnixMilli(), r.due, "the time it ran for (alarm was %s)", body)
 			// A answered the GET just before the kill, so its last renewal
 			// began less than a lease before; a peer claims once it has

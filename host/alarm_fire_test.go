@@ -270,7 +270,7 @@ func TestAlarmScanClaimsActorNobodyHolds(t *testing.T) {
 	h2 := alarmHost(t, b, rec, Config{Idle: 200 * time.Millisecond})
 	waitIndex(t, b, "ns")
 	assert.Empty(t, rec.list(), "runs for a stale entry")
-	assert.Equal(t, uint64(2), ownRecord(t, b, "ns", "b").Epoch, "the scan claimed the actor")
+	assert.Equal(t, frames.Epoch(2), ownRecord(t, b, "ns", "b").Epoch, "the scan claimed the actor")
 	assert.NoError(t, h2.Err())
 }
 

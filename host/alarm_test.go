@@ -179,7 +179,7 @@ func TestAlarmRestoredByTheNextOwner(t *testing.T) {
 			a, err = h2.Acquire(ctx, "ns", []byte("a"))
 			require.NoError(t, err)
 			defer a.Release()
-			require.Equal(t, uint64(2), a.Epoch())
+			require.Equal(t, frames.Epoch(2), a.Epoch())
 			require.Equal(t, vfs.StartRestored, a.DB().Stats().Start.From, "the next owner restored from the bucket")
 			got, ok, err := a.Alarm(ctx, pool(a))
 			require.NoError(t, err)

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -131,7 +130,7 @@ func notesHandler(h *Host, served *atomic.Int64, opts HandlerOptions) http.Handl
 			return
 		}
 		w.Header().Set(hdrNode, h.Node().ID())
-		w.Header().Set(hdrEpoch, strconv.FormatUint(a.Epoch(), 10))
+		w.Header().Set(hdrEpoch, a.Epoch().String())
 		json.NewEncoder(w).Encode(out)
 	}
 	mux := http.NewServeMux()
@@ -223,7 +222,7 @@ var testClient = &http.Client{Timeout: hangGuard, Transport: &http.Transport{Pro
 type reply struct {
 	status     int
 	node       string
-	epoch      uint64
+	epoch      frames.Epoch
 	via        string
 	retryAfter string
 	body       string
@@ -245,7 +244,7 @@ func do(t testing.TB, method, addr, ns, id, body string, header http.Header) rep
 	require.NoError(t, err)
 	r := reply{status: resp.StatusCode, node: resp.Header.Get(hdrNode), via: resp.Header.Get(HeaderVia),
 		retryAfter: resp.Header.Get("Retry-After"), body: string(data)}
-	r.epoch, _ = strconv.ParseUint(resp.Header.Get(hdrEpoch), 10, 64)
+	r.epoch, _ = frames.ParseEpoch(resp.Header.Get(hdrEpoch))
 	return r
 }
 
@@ -339,7 +338,7 @@ type child struct {
 	cmd   *exec.Cmd
 	addr  string
 	node  string
-	epoch uint64
+	epoch frames.Epoch
 }
 
 // startChild runs a child host on b and dir that opens actor id.
@@ -371,7 +370,7 @@ func startChild(t *testing.T, b bucket.Bucket, dir, id string) *child {
 			t.Fatalf("child printed %q\n%s", line, stderr.String())
 		}
 		c.addr, c.node = f[1], f[2]
-		c.epoch, err = strconv.ParseUint(f[3], 10, 64)
+		c.epoch, err = frames.ParseEpoch(f[3])
 		require.NoError(t, err)
 	case <-time.After(hangGuard):
 		c.kill()

@@ -49,7 +49,7 @@ func requireHandedOver(t *testing.T, b bucket.Bucket, node, ns string, ids ...st
 }
 
 // notesOf opens the actor on h and returns its notes.
-func notesOf(t *testing.T, h *Host, ns, id string) ([]string, uint64) {
+func notesOf(t *testing.T, h *Host, ns, id string) ([]string, frames.Epoch) {
 	t.Helper()
 	ctx := t.Context()
 	a, err := h.Acquire(ctx, ns, []byte(id))
@@ -123,7 +123,7 @@ func TestDrainHookStateReadByNextOwner(t *testing.T) {
 			for _, id := range ids {
 				notes, epoch := notesOf(t, next, "ns", id)
 				assert.Equal(t, []string{"durable", "in memory " + id}, notes, "%s on the next owner", id)
-				assert.Equal(t, uint64(2), epoch, "%s on the next owner", id)
+				assert.Equal(t, frames.Epoch(2), epoch, "%s on the next owner", id)
 			}
 		})
 	}
@@ -359,7 +359,7 @@ func TestDrainFailsClaimInFlight(t *testing.T) {
 			peer := newHost(t, b, Config{Hooks: (&notesHooks{}).hooks()})
 			a, err := peer.Acquire(drainCtx(t), "ns", []byte("x"))
 			require.NoError(t, err)
-			assert.Equal(t, uint64(2), a.Epoch())
+			assert.Equal(t, frames.Epoch(2), a.Epoch())
 			a.Release()
 
 			report, err := h.Drain(drainCtx(t))
@@ -403,7 +403,7 @@ func TestStopClaimingKeepsServingOwnActors(t *testing.T) {
 			assert.Equal(t, peer.Node().ID(), held.Node, "the peer's actor")
 			a, err = h.Acquire(ctx, "ns", []byte("owned"))
 			require.NoError(t, err, "an actor own.json gives this node")
-			assert.Equal(t, uint64(2), a.Epoch(), "an actor own.json gives this node")
+			assert.Equal(t, frames.Epoch(2), a.Epoch(), "an actor own.json gives this node")
 			a.Release()
 
 			r := do(t, http.MethodPost, h.addr, "ns", "nobody", "note", nil)

@@ -84,7 +84,7 @@ func TestNeverForwardsToItself(t *testing.T) {
 			r := do(t, http.MethodPost, s.addr, "ns", "x", "note", nil)
 			require.Equal(t, http.StatusOK, r.status, "%v", r)
 			assert.Equal(t, s.Node().ID(), r.node)
-			assert.Equal(t, uint64(2), r.epoch)
+			assert.Equal(t, frames.Epoch(2), r.epoch)
 			assert.Equal(t, int64(0), s.forwarded.Load(), "requests the node forwarded to itself")
 			l, _, err := fence.ReadLease(ctx, b, pred)
 			require.NoError(t, err)

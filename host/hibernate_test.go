@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 )
 
 // An actor with no Handle for Idle is closed and released, and the next
@@ -35,7 +36,7 @@ func TestIdleActorHibernates(t *testing.T) {
 			a2, err := other.Acquire(ctx, "ns", []byte("x"))
 			require.NoError(t, err)
 			defer a2.Release()
-			assert.Equal(t, uint64(2), a2.Epoch())
+			assert.Equal(t, frames.Epoch(2), a2.Epoch())
 			notes, err := listNotes(ctx, a2.Actor)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"before"}, notes)

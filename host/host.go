@@ -247,7 +247,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		peers.retire(ctx, node, cfg.Logger)
 		pc := cfg.Peers
 		peers.leases = quorum.NewLeases(node, peers.node)
-		peers.hub, err = quorum.New(quorum.Config{Self: follow.NodeID(peers.store.ID()), Transport: peers.node, Store: peers.store,
+		peers.hub, err = quorum.New(quorum.Config{Self: follow.FollowerID(peers.store.ID()), Transport: peers.node, Store: peers.store,
 			Directory: peers.leases, Limits: pc.Limits, Followers: pc.Followers, Quorum: pc.Quorum, Logger: cfg.Logger})
 		if err != nil {
 			peers.close()
@@ -495,7 +495,7 @@ type ActorInfo struct {
 	// or is not open).
 	IdleFor time.Duration
 	// Epoch and Stats describe its database while it is open or closing.
-	Epoch uint64
+	Epoch frames.Epoch
 	Stats vfs.Stats
 }
 

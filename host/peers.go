@@ -74,8 +74,8 @@ func startPeering(cfg Config) (*peering, error) {
 	if pc.Advertise != "" {
 		p.addr = pc.Advertise
 	}
-	p.node, err = peer.NewNode(peer.Config{ID: follow.NodeID(store.ID()), Key: pc.Key, TLS: pc.TLS, Limits: pc.Limits,
-		Logger: cfg.Logger, Handler: func(from follow.NodeID, actor string, m follow.Message) { p.hub.Handle(from, actor, m) }})
+	p.node, err = peer.NewNode(peer.Config{ID: follow.FollowerID(store.ID()), Key: pc.Key, TLS: pc.TLS, Limits: pc.Limits,
+		Logger: cfg.Logger, Handler: func(from follow.FollowerID, actor string, m follow.Message) { p.hub.Handle(from, actor, m) }})
 	if err != nil {
 		ln.Close()
 		store.Close()

@@ -213,7 +213,7 @@ func WriteSnapshot(ctx context.Context, w io.Writer, hdr frames.Snapshot, source
 
 // WriteSnapshot streams a snapshot of the Set at Seq, written by epoch, into
 // w (see the package-level WriteSnapshot).
-func (s *Set) WriteSnapshot(ctx context.Context, w io.Writer, epoch uint64, opts frames.WriteOptions) (frames.Snapshot, error) {
+func (s *Set) WriteSnapshot(ctx context.Context, w io.Writer, epoch frames.Epoch, opts frames.WriteOptions) (frames.Snapshot, error) {
 	if err := s.usable("write snapshot"); err != nil {
 		return frames.Snapshot{}, err
 	}

@@ -25,7 +25,7 @@ func buildSet(t *testing.T, seed uint64, n int) (*Set, *gen) {
 	return s, g
 }
 
-func writeSnapshot(t *testing.T, s *Set, epoch uint64) ([]byte, frames.Snapshot) {
+func writeSnapshot(t *testing.T, s *Set, epoch frames.Epoch) ([]byte, frames.Snapshot) {
 	t.Helper()
 	var buf bytes.Buffer
 	hdr, err := s.WriteSnapshot(t.Context(), &buf, epoch, frames.WriteOptions{})
@@ -50,7 +50,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	for _, seed := range []uint64{1, 2, 3, 4, 5} {
 		s, g := buildSet(t, seed, 80)
 		data, hdr := writeSnapshot(t, s, 9)
-		require.Equal(t, uint64(9), hdr.Epoch, "header %+v", hdr)
+		require.Equal(t, frames.Epoch(9), hdr.Epoch, "header %+v", hdr)
 		require.Equal(t, s.Seq(), hdr.Seq, "header %+v", hdr)
 		require.Equal(t, s.CommitTime(), hdr.CommitTime, "header %+v", hdr)
 		require.Len(t, hdr.Lanes, len(s.Lanes()), "header %+v", hdr)

@@ -31,7 +31,7 @@ const (
 type Config struct {
 	// ID is this node's name, as its peers send to it: 1 to 255 bytes of
 	// UTF-8 without control characters. The handshake proves it.
-	ID follow.NodeID
+	ID follow.FollowerID
 	// Key is the cluster key every node shares: MinKeyBytes random bytes
 	// at least (ErrWeakKey otherwise).
 	Key []byte
@@ -73,7 +73,7 @@ type Config struct {
 
 // settings is a Config checked, with its defaults and keys.
 type settings struct {
-	id               follow.NodeID
+	id               follow.FollowerID
 	keys             *schedule
 	lim              follow.Limits
 	maxPayload       int64 // a frame's: an actor and a message of lim

@@ -54,7 +54,7 @@ const (
 type Conn struct {
 	c          net.Conn
 	br         *bufio.Reader
-	peer       follow.NodeID
+	peer       follow.FollowerID
 	addr       string
 	lim        follow.Limits
 	maxPayload int64
@@ -71,7 +71,7 @@ type Conn struct {
 	werr    error
 }
 
-func newConn(c net.Conn, br *bufio.Reader, s *settings, peer follow.NodeID, sendKey, recvKey []byte) *Conn {
+func newConn(c net.Conn, br *bufio.Reader, s *settings, peer follow.FollowerID, sendKey, recvKey []byte) *Conn {
 	return &Conn{
 		c: c, br: br, peer: peer, addr: remoteAddr(c), lim: s.lim, maxPayload: s.maxPayload, stall: s.stall,
 		recvMAC: hmac.New(sha256.New, recvKey), sendMAC: hmac.New(sha256.New, sendKey),
@@ -79,7 +79,7 @@ func newConn(c net.Conn, br *bufio.Reader, s *settings, peer follow.NodeID, send
 }
 
 // Peer is the node at the other end, as the handshake proved it.
-func (c *Conn) Peer() follow.NodeID { return c.peer }
+func (c *Conn) Peer() follow.FollowerID { return c.peer }
 
 // RemoteAddr is the other end's network address.
 func (c *Conn) RemoteAddr() string { return c.addr }

@@ -51,9 +51,9 @@ var (
 // version of it); or it wraps the network's own error (a timeout matches
 // os.ErrDeadlineExceeded, a cancelled handshake the context's error).
 type ConnError struct {
-	Op   string        // "dial", "handshake", "receive" or "send"
-	Addr string        // the remote address
-	Peer follow.NodeID // the peer, once known: the one dialed, or the one the handshake authenticated; "" before
+	Op   string            // "dial", "handshake", "receive" or "send"
+	Addr string            // the remote address
+	Peer follow.FollowerID // the peer, once known: the one dialed, or the one the handshake authenticated; "" before
 	Err  error
 }
 

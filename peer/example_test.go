@@ -19,7 +19,7 @@ func Example() {
 	ctx := context.Background()
 
 	var follower *peer.Node
-	follower, _ = peer.NewNode(peer.Config{ID: "f1", Key: key, Handler: func(from follow.NodeID, actor string, m follow.Message) {
+	follower, _ = peer.NewNode(peer.Config{ID: "f1", Key: key, Handler: func(from follow.FollowerID, actor string, m follow.Message) {
 		fmt.Printf("f1 got %T of epoch %d for %s from %s\n", m, m.MsgEpoch(), actor, from)
 		follower.Send(from, actor, &follow.Promise{Epoch: m.MsgEpoch()})
 	}})
@@ -28,7 +28,7 @@ func Example() {
 	go follower.Serve(ctx, ln)
 
 	promised := make(chan follow.Message)
-	owner, _ := peer.NewNode(peer.Config{ID: "owner", Key: key, Handler: func(from follow.NodeID, actor string, m follow.Message) {
+	owner, _ := peer.NewNode(peer.Config{ID: "owner", Key: key, Handler: func(from follow.FollowerID, actor string, m follow.Message) {
 		fmt.Printf("owner got %T of epoch %d for %s from %s\n", m, m.MsgEpoch(), actor, from)
 		promised <- m
 	}})

@@ -30,7 +30,7 @@ var clusterActors = []string{"db-1", "db-2"}
 // followerNode is a node holding a follower for each actor; its store is
 // memory (the fsync before a reply is the wiring's).
 type followerNode struct {
-	id   follow.NodeID
+	id   follow.FollowerID
 	node *peer.Node
 	tr   peer.Transport
 	addr string
@@ -38,7 +38,7 @@ type followerNode struct {
 	f    map[string]*follow.Follower
 }
 
-func (fn *followerNode) handle(from follow.NodeID, actor string, m follow.Message) {
+func (fn *followerNode) handle(from follow.FollowerID, actor string, m follow.Message) {
 	fn.mu.Lock()
 	f := fn.f[actor]
 	if f == nil {
@@ -76,7 +76,7 @@ type ownerNode struct {
 	err   error
 }
 
-func (on *ownerNode) handle(from follow.NodeID, m follow.Message) {
+func (on *ownerNode) handle(from follow.FollowerID, m follow.Message) {
 	on.mu.Lock()
 	if on.o != nil {
 		on.o.Receive(from, m)
@@ -138,7 +138,7 @@ type cluster struct {
 	node      *peer.Node            // the owner node's
 	owners    map[string]*ownerNode // by actor
 	followers []*followerNode
-	set       []follow.NodeID
+	set       []follow.FollowerID
 	net       *peertest.Network // nil: no faults
 }
 
@@ -150,27 +150,27 @@ func startCluster(t *testing.T, n, q int, net *peertest.Network) *cluster {
 	key := make([]byte, 32)
 	rand.Read(key)
 	c := &cluster{net: net}
-	wrap := func(id follow.NodeID, h peer.Handler) peer.Handler {
+	wrap := func(id follow.FollowerID, h peer.Handler) peer.Handler {
 		if net == nil {
 			return h
 		}
 		return net.Handler(id, h)
 	}
-	transport := func(id follow.NodeID, node *peer.Node) peer.Transport {
+	transport := func(id follow.FollowerID, node *peer.Node) peer.Transport {
 		if net == nil {
 			return node
 		}
 		return net.Transport(id, node)
 	}
 	for i := range n {
-		fn := &followerNode{id: follow.NodeID(fmt.Sprintf("f%d", i+1)), f: map[string]*follow.Follower{}}
+		fn := &followerNode{id: follow.FollowerID(fmt.Sprintf("f%d", i+1)), f: map[string]*follow.Follower{}}
 		fn.node, fn.addr = serve(t, peer.Config{ID: fn.id, Key: key, Handler: wrap(fn.id, fn.handle)})
 		fn.tr = transport(fn.id, fn.node)
 		c.followers = append(c.followers, fn)
 		c.set = append(c.set, fn.id)
 	}
 	c.owners = map[string]*ownerNode{}
-	route := func(from follow.NodeID, actor string, m follow.Message) {
+	route := func(from follow.FollowerID, actor string, m follow.Message) {
 		on := c.owners[actor]
 		if on == nil {
 			t.Errorf("the owner node got %T from %s for actor %q, which it does not own", m, from, actor)

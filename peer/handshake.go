@@ -43,7 +43,7 @@ const (
 // first and the transcript is bound to it). The handshake ends within
 // cfg.HandshakeTimeout or when ctx ends. On failure c is left open, and the
 // error is a *ConnError.
-func Client(ctx context.Context, c net.Conn, cfg Config, want follow.NodeID) (*Conn, error) {
+func Client(ctx context.Context, c net.Conn, cfg Config, want follow.FollowerID) (*Conn, error) {
 	s, err := cfg.settings()
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func Server(ctx context.Context, c net.Conn, cfg Config) (*Conn, error) {
 // write at once.
 var aLongTimeAgo = time.Unix(1, 0)
 
-func handshake(ctx context.Context, c net.Conn, s *settings, dialer bool, want follow.NodeID) (*Conn, error) {
+func handshake(ctx context.Context, c net.Conn, s *settings, dialer bool, want follow.FollowerID) (*Conn, error) {
 	addr := remoteAddr(c)
 	peer := want
 	fail := func(err error) (*Conn, error) {
@@ -175,7 +175,7 @@ func tlsBinding(ctx context.Context, c net.Conn) ([]byte, error) {
 }
 
 // appendHello appends a hello (doc.go, "Handshake").
-func appendHello(dst []byte, role byte, nonce []byte, id follow.NodeID) []byte {
+func appendHello(dst []byte, role byte, nonce []byte, id follow.FollowerID) []byte {
 	dst = append(dst, helloMagic...)
 	dst = append(dst, helloVersion, role)
 	dst = append(dst, nonce...)
@@ -186,7 +186,7 @@ func appendHello(dst []byte, role byte, nonce []byte, id follow.NodeID) []byte {
 // readHello reads a hello of the role expected, accepting only what
 // appendHello writes; it reads at most helloFixed+255 bytes, into a buffer
 // of that size at most.
-func readHello(r io.Reader, role byte) (hello []byte, id follow.NodeID, err error) {
+func readHello(r io.Reader, role byte) (hello []byte, id follow.FollowerID, err error) {
 	hello = make([]byte, helloFixed, helloFixed+maxIDBytes)
 	if err := readFull(r, hello, "hello"); err != nil {
 		return nil, "", err
@@ -206,7 +206,7 @@ func readHello(r io.Reader, role byte) (hello []byte, id follow.NodeID, err erro
 	if err := readFull(r, hello[helloFixed:], "hello node ID"); err != nil {
 		return nil, "", err
 	}
-	id = follow.NodeID(hello[helloFixed:])
+	id = follow.FollowerID(hello[helloFixed:])
 	if err := checkID(id); err != nil {
 		return nil, "", fmt.Errorf("hello: %v: %w", err, frames.ErrCorrupt)
 	}

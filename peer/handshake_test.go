@@ -168,7 +168,7 @@ func TestHandshakeTimeoutAndCancel(t *testing.T) {
 
 func TestWeakKey(t *testing.T) {
 	for _, key := range [][]byte{nil, testKey(1)[:MinKeyBytes-1], make([]byte, 64), bytes.Repeat([]byte{0xff}, 32)} {
-		cfg := Config{ID: "a", Key: key, Handler: func(follow.NodeID, string, follow.Message) {}}
+		cfg := Config{ID: "a", Key: key, Handler: func(follow.FollowerID, string, follow.Message) {}}
 		if _, err := NewNode(cfg); !errors.Is(err, ErrWeakKey) {
 			t.Errorf("NewNode with a key of %d bytes: %v", len(key), err)
 		}
@@ -179,16 +179,16 @@ func TestWeakKey(t *testing.T) {
 			t.Errorf("Server with a key of %d bytes: %v", len(key), err)
 		}
 	}
-	if _, err := NewNode(Config{ID: "a", Key: testKey(1), Handler: func(follow.NodeID, string, follow.Message) {}}); err != nil {
+	if _, err := NewNode(Config{ID: "a", Key: testKey(1), Handler: func(follow.FollowerID, string, follow.Message) {}}); err != nil {
 		t.Fatalf("32 random bytes: %v", err)
 	}
 }
 
 func TestConfigInvalid(t *testing.T) {
-	h := func(follow.NodeID, string, follow.Message) {}
+	h := func(follow.FollowerID, string, follow.Message) {}
 	for name, cfg := range map[string]Config{
 		"no ID":         {Key: testKey(1), Handler: h},
-		"long ID":       {ID: follow.NodeID(bytes.Repeat([]byte{'x'}, 256)), Key: testKey(1), Handler: h},
+		"long ID":       {ID: follow.FollowerID(bytes.Repeat([]byte{'x'}, 256)), Key: testKey(1), Handler: h},
 		"no handler":    {ID: "a", Key: testKey(1)},
 		"huge messages": {ID: "a", Key: testKey(1), Handler: h, Limits: follow.Limits{MaxTailBytes: 1 << 32}},
 		"queue":         {ID: "a", Key: testKey(1), Handler: h, MaxQueueBytes: -1},

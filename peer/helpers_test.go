@@ -27,13 +27,13 @@ func testKey(seed uint64) []byte {
 // every run with the same seed.
 func seeded(seed byte) io.Reader { return rand.NewChaCha8([32]byte{seed, 7}) }
 
-func testConfig(id follow.NodeID, key []byte, seed byte) Config {
+func testConfig(id follow.FollowerID, key []byte, seed byte) Config {
 	return Config{ID: id, Key: key, Rand: seeded(seed), HandshakeTimeout: 30 * time.Second}
 }
 
 // handshakePair runs Client (dialer cfg, expecting want) and Server
 // (listener cfg) against each other over a pipe, each end tapped.
-func handshakePair(t *testing.T, dialer, listener Config, want follow.NodeID) (dc, lc *Conn, derr, lerr error, dtap, ltap *conntap.Conn) {
+func handshakePair(t *testing.T, dialer, listener Config, want follow.FollowerID) (dc, lc *Conn, derr, lerr error, dtap, ltap *conntap.Conn) {
 	t.Helper()
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })

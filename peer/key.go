@@ -46,7 +46,7 @@ func checkKey(key []byte) error {
 // checkID is what a node ID must be, on either side of the wire: 1 to 255
 // bytes of UTF-8 without control characters, so that it can be logged and
 // named in an error as it is.
-func checkID(id follow.NodeID) error {
+func checkID(id follow.FollowerID) error {
 	switch {
 	case len(id) == 0:
 		return fmt.Errorf("empty node ID")

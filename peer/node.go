@@ -46,8 +46,8 @@ type Node struct {
 
 	mu        sync.Mutex
 	closed    bool
-	addrs     map[follow.NodeID]string
-	peers     map[follow.NodeID]*peerState
+	addrs     map[follow.FollowerID]string
+	peers     map[follow.FollowerID]*peerState
 	listeners map[net.Listener]struct{}
 	lastErr   error
 
@@ -58,7 +58,7 @@ var _ Transport = (*Node)(nil)
 
 // peerState is what a node keeps of one peer.
 type peerState struct {
-	id       follow.NodeID
+	id       follow.FollowerID
 	queue    [][]byte // payloads (appendPayload), oldest first
 	queued   int64    // the bytes of their frames (frameBytes)
 	conns    []*Conn  // authenticated, live; the first carries the queue
@@ -94,17 +94,17 @@ func NewNode(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Node{
 		s: s, ctx: ctx, cancel: cancel, handshakes: make(chan struct{}, maxHandshakes),
-		addrs: map[follow.NodeID]string{}, peers: map[follow.NodeID]*peerState{}, listeners: map[net.Listener]struct{}{},
+		addrs: map[follow.FollowerID]string{}, peers: map[follow.FollowerID]*peerState{}, listeners: map[net.Listener]struct{}{},
 	}, nil
 }
 
 // ID is the node's own ID.
-func (n *Node) ID() follow.NodeID { return n.s.id }
+func (n *Node) ID() follow.FollowerID { return n.s.id }
 
 // SetAddr says where peer id listens (host:port); "" forgets it. A peer
 // without an address is reached only over connections it opened. A
 // connection open already stays; the next dial uses the new address.
-func (n *Node) SetAddr(id follow.NodeID, addr string) error {
+func (n *Node) SetAddr(id follow.FollowerID, addr string) error {
 	if err := checkID(id); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
@@ -210,7 +210,7 @@ func (n *Node) accept(raw net.Conn) {
 // (ErrInvalid); a peer it has no connection with and no address for
 // (ErrNoRoute); a peer whose queue holds Config.MaxQueueBytes
 // (ErrBackpressure); anything once the node is closed (ErrClosed).
-func (n *Node) Send(to follow.NodeID, actor string, m follow.Message) error {
+func (n *Node) Send(to follow.FollowerID, actor string, m follow.Message) error {
 	if to == n.s.id {
 		return fmt.Errorf("%w: node %s sending to itself", ErrInvalid, to)
 	}
@@ -340,7 +340,7 @@ func (n *Node) sleep(d time.Duration, wake <-chan struct{}) {
 	}
 }
 
-func (n *Node) dial(addr string, want follow.NodeID) (*Conn, error) {
+func (n *Node) dial(addr string, want follow.FollowerID) (*Conn, error) {
 	n.dials.Add(1)
 	ctx, cancel := context.WithTimeout(n.ctx, n.s.handshakeTimeout)
 	defer cancel()

@@ -14,7 +14,7 @@ import (
 
 // received is a message a node's Handler got.
 type received struct {
-	from  follow.NodeID
+	from  follow.FollowerID
 	actor string
 	m     follow.Message
 }
@@ -23,10 +23,10 @@ type received struct {
 type inbox struct {
 	mu    sync.Mutex
 	got   []received
-	reply func(from follow.NodeID, actor string, m follow.Message)
+	reply func(from follow.FollowerID, actor string, m follow.Message)
 }
 
-func (b *inbox) handle(from follow.NodeID, actor string, m follow.Message) {
+func (b *inbox) handle(from follow.FollowerID, actor string, m follow.Message) {
 	b.mu.Lock()
 	b.got = append(b.got, received{from, actor, m})
 	reply := b.reply
@@ -124,7 +124,7 @@ func startNode(t *testing.T, cfg Config, addr string) *testNode {
 	return tn
 }
 
-func nodeConfig(id follow.NodeID, key []byte) Config {
+func nodeConfig(id follow.FollowerID, key []byte) Config {
 	return Config{ID: id, Key: key}
 }
 

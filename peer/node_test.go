@@ -16,7 +16,7 @@ import (
 )
 
 // fence is a distinct message for each i.
-func fence(i int) follow.Message { return &follow.Fence{Epoch: uint64(i)} }
+func fence(i int) follow.Message { return &follow.Fence{Epoch: frames.Epoch(i)} }
 
 // A node sends to a peer it has the address of, for two actors
 // interleaved; the peer, which has no address for it, answers each for
@@ -24,7 +24,7 @@ func fence(i int) follow.Message { return &follow.Fence{Epoch: uint64(i)} }
 func TestNodeExchange(t *testing.T) {
 	key := testKey(1)
 	b := startNode(t, nodeConfig("b", key), "")
-	b.in.reply = func(from follow.NodeID, actor string, m follow.Message) {
+	b.in.reply = func(from follow.FollowerID, actor string, m follow.Message) {
 		if err := b.Send(from, actor, &follow.Promise{Epoch: m.MsgEpoch()}); err != nil {
 			t.Errorf("b answering: %v", err)
 		}
@@ -40,7 +40,7 @@ func TestNodeExchange(t *testing.T) {
 	}
 	waitFor(t, "a hears b's 50 answers", func() bool { return len(a.in.all()) == 50 })
 	for i, r := range a.in.all() {
-		if want := (&follow.Promise{Epoch: uint64(i + 1)}); r.from != "b" || r.actor != frameActor(i+1) || !reflect.DeepEqual(r.m, want) {
+		if want := (&follow.Promise{Epoch: frames.Epoch(i + 1)}); r.from != "b" || r.actor != frameActor(i+1) || !reflect.DeepEqual(r.m, want) {
 			t.Fatalf("answer %d: %s sent %#v for %s, want b's %#v for %s (in order)", i, r.from, r.m, r.actor, want, frameActor(i+1))
 		}
 	}
@@ -109,7 +109,7 @@ func TestNodeTamperedOnTheWire(t *testing.T) {
 		at_a       bool // the error is the dialer's, a's (else b's)
 		op         string
 		want       error
-		peer       follow.NodeID
+		peer       follow.FollowerID
 		tampered   bool // the first message that way is altered (else a handshake)
 	}{
 		{"dialer's nonce", true, 20, true, "handshake", ErrAuth, "b", false},
@@ -129,7 +129,7 @@ func TestNodeTamperedOnTheWire(t *testing.T) {
 			key := testKey(1)
 			b := startNode(t, nodeConfig("b", key), "")
 			var answered atomic.Int64
-			b.in.reply = func(from follow.NodeID, actor string, m follow.Message) {
+			b.in.reply = func(from follow.FollowerID, actor string, m follow.Message) {
 				answered.Add(1)
 				b.Send(from, actor, &follow.Ack{Epoch: m.MsgEpoch()})
 			}
@@ -229,7 +229,7 @@ func TestNodeReconnect(t *testing.T) {
 	sendUntil(b3)
 	// Whatever was lost, nothing came twice or out of order.
 	for _, n := range []*testNode{b, b2, b3} {
-		last := uint64(0)
+		last := frames.Epoch(0)
 		for _, r := range n.in.all() {
 			if e := r.m.MsgEpoch(); e <= last {
 				t.Fatalf("%s delivered epoch %d after %d", n.addr, e, last)
@@ -249,7 +249,7 @@ func TestNodeBackpressure(t *testing.T) {
 	var gotFirst atomic.Bool
 	var bin inbox
 	bcfg := nodeConfig("b", key)
-	bcfg.Handler = func(from follow.NodeID, actor string, m follow.Message) {
+	bcfg.Handler = func(from follow.FollowerID, actor string, m follow.Message) {
 		if gotFirst.CompareAndSwap(false, true) {
 			<-release
 		}
@@ -264,7 +264,7 @@ func TestNodeBackpressure(t *testing.T) {
 
 	body := make([]byte, 64<<10)
 	msg := func(i int) follow.Message {
-		return &follow.Append{Epoch: uint64(i), Entries: []follow.Entry{{Seq: 1, After: 1, Body: body}}}
+		return &follow.Append{Epoch: frames.Epoch(i), Entries: []follow.Entry{{Seq: 1, After: 1, Body: body}}}
 	}
 	size := int64(len(body) + 100)
 	accepted, refusedInARow := 0, 0
@@ -293,7 +293,7 @@ func TestNodeBackpressure(t *testing.T) {
 	close(release)
 	waitFor(t, "b gets everything a took", func() bool { return len(bin.all()) == accepted })
 	for i, r := range bin.all() {
-		if r.m.MsgEpoch() != uint64(i+1) {
+		if r.m.MsgEpoch() != frames.Epoch(i+1) {
 			t.Fatalf("message %d is epoch %d", i, r.m.MsgEpoch())
 		}
 	}
@@ -360,7 +360,7 @@ func TestNodeQueueCountsFrames(t *testing.T) {
 	frame := int64(lengthBytes + headerMACBytes + 1 + len(actor) + len(message) + macBytes)
 	cfg := nodeConfig("a", testKey(1))
 	cfg.MaxQueueBytes = 2*frame - 1
-	cfg.Handler = func(follow.NodeID, string, follow.Message) {}
+	cfg.Handler = func(follow.FollowerID, string, follow.Message) {}
 	a, err := NewNode(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -423,7 +423,7 @@ func TestNodeStall(t *testing.T) {
 	var held atomic.Bool
 	bcfg := nodeConfig("b", key)
 	var bin inbox
-	bcfg.Handler = func(from follow.NodeID, actor string, m follow.Message) {
+	bcfg.Handler = func(from follow.FollowerID, actor string, m follow.Message) {
 		if held.CompareAndSwap(false, true) {
 			<-release
 		}
@@ -446,7 +446,7 @@ func TestNodeStall(t *testing.T) {
 		if i > 10000 {
 			t.Fatalf("no write stalled: %+v, logged %v", a.Stats(), a.log.errs)
 		}
-		if err := a.Send("b", testActor, &follow.Append{Epoch: uint64(i), Entries: []follow.Entry{{Seq: 1, After: 1, Body: body}}}); err != nil && !errors.Is(err, ErrBackpressure) {
+		if err := a.Send("b", testActor, &follow.Append{Epoch: frames.Epoch(i), Entries: []follow.Entry{{Seq: 1, After: 1, Body: body}}}); err != nil && !errors.Is(err, ErrBackpressure) {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
@@ -486,7 +486,7 @@ func TestNodeBothDial(t *testing.T) {
 	waitFor(t, "both get everything", func() bool { return len(a.in.all()) == n && len(b.in.all()) == n })
 	for _, x := range []*testNode{a, b} {
 		for i, r := range x.in.all() {
-			if r.m.MsgEpoch() != uint64(i+1) {
+			if r.m.MsgEpoch() != frames.Epoch(i+1) {
 				t.Fatalf("%s: message %d is epoch %d", x.ID(), i, r.m.MsgEpoch())
 			}
 		}

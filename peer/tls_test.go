@@ -76,7 +76,7 @@ func (ca *testCA) config(t *testing.T, name string) *tls.Config {
 	return &tls.Config{Certificates: []tls.Certificate{ca.leaf(t, name)}, RootCAs: ca.pool, ClientCAs: ca.pool, ClientAuth: tls.RequireAndVerifyClientCert}
 }
 
-func tlsNodeConfig(id follow.NodeID, key []byte, tc *tls.Config) Config {
+func tlsNodeConfig(id follow.FollowerID, key []byte, tc *tls.Config) Config {
 	cfg := nodeConfig(id, key)
 	cfg.TLS = tc
 	return cfg
@@ -88,7 +88,7 @@ func TestTLS(t *testing.T) {
 	ca := newTestCA(t)
 	key := testKey(1)
 	b := startNode(t, tlsNodeConfig("b", key, ca.config(t, "b")), "")
-	b.in.reply = func(from follow.NodeID, actor string, m follow.Message) {
+	b.in.reply = func(from follow.FollowerID, actor string, m follow.Message) {
 		b.Send(from, actor, &follow.Ack{Epoch: m.MsgEpoch()})
 	}
 	var mu sync.Mutex

@@ -14,10 +14,10 @@ import "github.com/framectl/framectl/follow"
 // sent while one connection carries them. The follow protocol resends
 // what is not acknowledged, and takes copies and reordering.
 type Transport interface {
-	Send(to follow.NodeID, actor string, m follow.Message) error
+	Send(to follow.FollowerID, actor string, m follow.Message) error
 }
 
 // Handler receives a message, the peer it came from, authenticated, and
 // the actor the peer sent it for (1 to follow.MaxActorBytes bytes: what
 // to do with one this node does not hold is the caller's).
-type Handler func(from follow.NodeID, actor string, m follow.Message)
+type Handler func(from follow.FollowerID, actor string, m follow.Message)

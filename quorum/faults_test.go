@@ -116,7 +116,7 @@ func TestPartitionedOwnerAcknowledgesNothing(t *testing.T) {
 	awaitAcked(t, old, 10)
 
 	for _, id := range own.Followers {
-		nw.Partition(ns[0].id(), follow.NodeID(id))
+		nw.Partition(ns[0].id(), follow.FollowerID(id))
 	}
 	appendAll(t, old, es[10:15])
 

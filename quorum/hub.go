@@ -19,7 +19,7 @@ import (
 // Transport carries follow messages to other nodes, naming the actor
 // (peer.Node).
 type Transport interface {
-	Send(to follow.NodeID, actor string, m follow.Message) error
+	Send(to follow.FollowerID, actor string, m follow.Message) error
 }
 
 // Directory is what a hub knows of the cluster: package host's, from the
@@ -27,14 +27,14 @@ type Transport interface {
 type Directory interface {
 	// Candidates returns the live nodes, other than this one, that may
 	// follow an actor this node owns, most preferred first.
-	Candidates(ctx context.Context) ([]follow.NodeID, error)
+	Candidates(ctx context.Context) ([]follow.FollowerID, error)
 	// Locate makes id reachable through the transport (its address, from
 	// its lease), or says why it is not.
-	Locate(ctx context.Context, id follow.NodeID) error
+	Locate(ctx context.Context, id follow.FollowerID) error
 	// Record writes the follower set into own.json, conditional on own
 	// (fence.Node.RecordFollowers), and returns the ownership to go on
 	// with.
-	Record(ctx context.Context, own fence.Ownership, set []follow.NodeID, quorum int) (fence.Ownership, error)
+	Record(ctx context.Context, own fence.Ownership, set []follow.FollowerID, quorum int) (fence.Ownership, error)
 }
 
 // Defaults of Config.
@@ -52,7 +52,7 @@ const (
 // Config sets up a Hub.
 type Config struct {
 	// Self is this node's ID, as the transport names it.
-	Self follow.NodeID
+	Self follow.FollowerID
 	// Transport sends to other nodes.
 	Transport Transport
 	// Store, when set, makes this node a follower of whoever sends it
@@ -140,7 +140,7 @@ func ActorName(a frames.Actor) string {
 }
 
 // Handle takes a message the transport delivered (peer.Handler).
-func (h *Hub) Handle(from follow.NodeID, actor string, m follow.Message) {
+func (h *Hub) Handle(from follow.FollowerID, actor string, m follow.Message) {
 	switch m.(type) {
 	case *follow.Fence, *follow.Append:
 		h.follow(from, actor, m)
@@ -158,7 +158,7 @@ func (h *Hub) Handle(from follow.NodeID, actor string, m follow.Message) {
 
 // follow hands a message to this node's store, as the actor's follower,
 // and sends the reply it made durable.
-func (h *Hub) follow(from follow.NodeID, actor string, m follow.Message) {
+func (h *Hub) follow(from follow.FollowerID, actor string, m follow.Message) {
 	if h.cfg.Store == nil {
 		return
 	}
@@ -174,7 +174,7 @@ func (h *Hub) follow(from follow.NodeID, actor string, m follow.Message) {
 }
 
 // send sends m to a node: in-process to this one.
-func (h *Hub) send(to follow.NodeID, actor string, m follow.Message) {
+func (h *Hub) send(to follow.FollowerID, actor string, m follow.Message) {
 	if to == h.cfg.Self {
 		h.Handle(h.cfg.Self, actor, m)
 		return

@@ -14,7 +14,7 @@ import (
 // AddrSetter is the part of the transport a Directory fills in: where a
 // follower listens (peer.Node.SetAddr).
 type AddrSetter interface {
-	SetAddr(id follow.NodeID, addr string) error
+	SetAddr(id follow.FollowerID, addr string) error
 }
 
 // Leases is the Directory of a cluster whose nodes register in the bucket
@@ -82,7 +82,7 @@ func (d *Leases) live(ctx context.Context, refresh bool) ([]fence.Lease, error) 
 
 // Candidates returns the followers of the live nodes other than this one,
 // sorted by node ID, and makes each reachable.
-func (d *Leases) Candidates(ctx context.Context) ([]follow.NodeID, error) {
+func (d *Leases) Candidates(ctx context.Context) ([]follow.FollowerID, error) {
 	leases, err := d.live(ctx, false)
 	if err != nil {
 		return nil, err
@@ -90,9 +90,9 @@ func (d *Leases) Candidates(ctx context.Context) ([]follow.NodeID, error) {
 	d.mu.Lock()
 	self := d.node.ID()
 	d.mu.Unlock()
-	out := []follow.NodeID{}
+	out := []follow.FollowerID{}
 	for _, l := range leases {
-		id := follow.NodeID(l.Follower)
+		id := follow.FollowerID(l.Follower)
 		if l.Node == self || slices.Contains(out, id) {
 			continue
 		}
@@ -109,10 +109,10 @@ func (d *Leases) Candidates(ctx context.Context) ([]follow.NodeID, error) {
 // process restarted on the store fences its predecessors' leases once it
 // registered (fence.Node.RetirePredecessors). In that moment the one with
 // the fewer renewals is the newer process.
-func serving(leases []fence.Lease, id follow.NodeID) *fence.Lease {
+func serving(leases []fence.Lease, id follow.FollowerID) *fence.Lease {
 	var best *fence.Lease
 	for i, l := range leases {
-		if follow.NodeID(l.Follower) == id && (best == nil || l.Heartbeat < best.Heartbeat) {
+		if follow.FollowerID(l.Follower) == id && (best == nil || l.Heartbeat < best.Heartbeat) {
 			best = &leases[i]
 		}
 	}
@@ -131,7 +131,7 @@ const LocateFresh = 500 * time.Millisecond
 // Locate finds the live node serving follower id and gives the transport
 // its peer address; none is an error (the follower is unreachable until a
 // node serves its store again).
-func (d *Leases) Locate(ctx context.Context, id follow.NodeID) error {
+func (d *Leases) Locate(ctx context.Context, id follow.FollowerID) error {
 	d.mu.Lock()
 	stale := time.Since(d.at) >= LocateFresh
 	d.mu.Unlock()
@@ -147,7 +147,7 @@ func (d *Leases) Locate(ctx context.Context, id follow.NodeID) error {
 }
 
 // Record writes the set into own.json (fence.Node.RecordFollowers).
-func (d *Leases) Record(ctx context.Context, own fence.Ownership, set []follow.NodeID, q int) (fence.Ownership, error) {
+func (d *Leases) Record(ctx context.Context, own fence.Ownership, set []follow.FollowerID, q int) (fence.Ownership, error) {
 	ids := make([]string, len(set))
 	for i, id := range set {
 		ids[i] = string(id)

@@ -61,8 +61,8 @@ func startNodeWith(t testing.TB, b bucket.Bucket, key []byte, o nodeOptions) *no
 	fn, err := fence.Register(ctx, b, "127.0.0.1:1", opts)
 	require.NoError(t, err)
 	n := &node{fn: fn, store: store}
-	self := follow.NodeID(store.ID())
-	var h peer.Handler = func(from follow.NodeID, actor string, m follow.Message) { n.hub.Handle(from, actor, m) }
+	self := follow.FollowerID(store.ID())
+	var h peer.Handler = func(from follow.FollowerID, actor string, m follow.Message) { n.hub.Handle(from, actor, m) }
 	if o.net != nil {
 		h = o.net.Handler(self, h)
 	}
@@ -81,7 +81,7 @@ func startNodeWith(t testing.TB, b bucket.Bucket, key []byte, o nodeOptions) *no
 	return n
 }
 
-func (n *node) id() follow.NodeID { return follow.NodeID(n.store.ID()) }
+func (n *node) id() follow.FollowerID { return follow.FollowerID(n.store.ID()) }
 
 // kill stops the node as a crash would, but for its lease, which it
 // deletes so that a claim need not wait for it to run out.

@@ -56,9 +56,9 @@ const (
 
 // replacing is what a session remembers of its changes of the set.
 type replacing struct {
-	began     time.Time                   // when the change under way started
-	avoid     map[follow.NodeID]time.Time // newcomers that did not get ready, until when
-	recording chan struct{}               // closed when the write of own.json under way ends; nil: none
+	began     time.Time                       // when the change under way started
+	avoid     map[follow.FollowerID]time.Time // newcomers that did not get ready, until when
+	recording chan struct{}                   // closed when the write of own.json under way ends; nil: none
 }
 
 // replaceLoop checks every session's set each Config.ReplaceCheck, with
@@ -92,7 +92,7 @@ func (h *Hub) replaceLoop() {
 
 // replaceStep takes one step of a change of the set, or starts one, with
 // cands the live followers.
-func (s *Session) replaceStep(ctx context.Context, cands []follow.NodeID, now time.Time) {
+func (s *Session) replaceStep(ctx context.Context, cands []follow.FollowerID, now time.Time) {
 	s.mu.Lock()
 	if s.owner == nil || s.closed || s.err != nil || s.repl.recording != nil {
 		s.mu.Unlock()
@@ -139,12 +139,12 @@ func (s *Session) awaitRecording() {
 // noteUnreachable records which members no live node serves, for Acked:
 // with fewer than q reachable, a Durable asks the bucket at once instead
 // of waiting vfs.Config.PeerWait for followers that cannot answer.
-func (s *Session) noteUnreachable(o *follow.Owner, status []follow.FollowerStatus, live map[follow.NodeID]bool) {
-	var gone map[follow.NodeID]bool
+func (s *Session) noteUnreachable(o *follow.Owner, status []follow.FollowerStatus, live map[follow.FollowerID]bool) {
+	var gone map[follow.FollowerID]bool
 	for _, f := range status {
 		if !live[f.ID] {
 			if gone == nil {
-				gone = map[follow.NodeID]bool{}
+				gone = map[follow.FollowerID]bool{}
 			}
 			gone[f.ID] = true
 		}
@@ -158,7 +158,7 @@ func (s *Session) noteUnreachable(o *follow.Owner, status []follow.FollowerStatu
 }
 
 // record writes the ready set into own.json and tells the owner.
-func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownership, next []follow.NodeID, q int) {
+func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownership, next []follow.FollowerID, q int) {
 	rec, err := s.h.cfg.Directory.Record(ctx, own, next, q)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -197,8 +197,8 @@ func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownersh
 
 // watchJoining cancels a change whose newcomer failed, died, or did not
 // get ready within ReplaceWait.
-func (s *Session) watchJoining(o *follow.Owner, status []follow.FollowerStatus, live map[follow.NodeID]bool, now time.Time) {
-	var stuck []follow.NodeID
+func (s *Session) watchJoining(o *follow.Owner, status []follow.FollowerStatus, live map[follow.FollowerID]bool, now time.Time) {
+	var stuck []follow.FollowerID
 	s.mu.Lock()
 	late := now.Sub(s.repl.began) >= s.h.cfg.ReplaceWait
 	s.mu.Unlock()
@@ -228,8 +228,8 @@ func (s *Session) watchJoining(o *follow.Owner, status []follow.FollowerStatus, 
 // replaceBad starts replacing the failed and dead followers of the set
 // with live candidates outside it.
 func (s *Session) replaceBad(ctx context.Context, o *follow.Owner, status []follow.FollowerStatus,
-	cands []follow.NodeID, live map[follow.NodeID]bool, now time.Time) {
-	set := make([]follow.NodeID, 0, len(status))
+	cands []follow.FollowerID, live map[follow.FollowerID]bool, now time.Time) {
+	set := make([]follow.FollowerID, 0, len(status))
 	var bad []int
 	for _, f := range status {
 		if f.Member {
@@ -245,7 +245,7 @@ func (s *Session) replaceBad(ctx context.Context, o *follow.Owner, status []foll
 	s.mu.Lock()
 	avoid := maps.Clone(s.repl.avoid)
 	s.mu.Unlock()
-	newcomers := s.choose(ctx, cands, len(bad), func(id follow.NodeID) bool {
+	newcomers := s.choose(ctx, cands, len(bad), func(id follow.FollowerID) bool {
 		return slices.Contains(set, id) || now.Before(avoid[id])
 	})
 	if len(newcomers) == 0 {
@@ -275,8 +275,8 @@ func (s *Session) replaceBad(ctx context.Context, o *follow.Owner, status []foll
 
 // choose returns up to n of cands, in their order, that the transport can
 // reach: never this node, never one twice, none that skip refuses.
-func (s *Session) choose(ctx context.Context, cands []follow.NodeID, n int, skip func(follow.NodeID) bool) []follow.NodeID {
-	var out []follow.NodeID
+func (s *Session) choose(ctx context.Context, cands []follow.FollowerID, n int, skip func(follow.FollowerID) bool) []follow.FollowerID {
+	var out []follow.FollowerID
 	for _, id := range cands {
 		if len(out) == n {
 			break
@@ -293,8 +293,8 @@ func (s *Session) choose(ctx context.Context, cands []follow.NodeID, n int, skip
 	return out
 }
 
-func liveSet(cands []follow.NodeID) map[follow.NodeID]bool {
-	live := make(map[follow.NodeID]bool, len(cands))
+func liveSet(cands []follow.FollowerID) map[follow.FollowerID]bool {
+	live := make(map[follow.FollowerID]bool, len(cands))
 	for _, id := range cands {
 		live[id] = true
 	}
@@ -302,8 +302,8 @@ func liveSet(cands []follow.NodeID) map[follow.NodeID]bool {
 }
 
 // memberSet is the set own.json records, in order; s.mu held.
-func (s *Session) memberSet() []follow.NodeID {
-	var set []follow.NodeID
+func (s *Session) memberSet() []follow.FollowerID {
+	var set []follow.FollowerID
 	for _, f := range s.owner.Followers() {
 		if f.Member {
 			set = append(set, f.ID)
@@ -312,7 +312,7 @@ func (s *Session) memberSet() []follow.NodeID {
 	return set
 }
 
-func countNew(old, next []follow.NodeID) int {
+func countNew(old, next []follow.FollowerID) int {
 	n := 0
 	for _, id := range next {
 		if !slices.Contains(old, id) {

@@ -98,7 +98,7 @@ func followersOf(t *testing.T, b bucket.Bucket) []string {
 // writeUntilReplaced writes rows with Durable (creating the table first if
 // it is missing) until own.json names in instead of out, then ten more,
 // and returns how many rows it wrote.
-func writeUntilReplaced(t *testing.T, db *vfs.DB, c *sqlite3.Conn, b bucket.Bucket, out, in follow.NodeID) int {
+func writeUntilReplaced(t *testing.T, db *vfs.DB, c *sqlite3.Conn, b bucket.Bucket, out, in follow.FollowerID) int {
 	t.Helper()
 	require.NoError(t, c.Exec("CREATE TABLE IF NOT EXISTS t(i INTEGER, pad BLOB)"))
 	require.NoError(t, db.Durable(context.Background()))

@@ -30,28 +30,28 @@ type Session struct {
 	changed chan struct{} // closed and replaced when Acked or Err may have changed
 	err     error         // superseded
 	closed  bool
-	windows map[follow.NodeID]*window // one Append in flight per follower (window.go)
-	own     fence.Ownership           // the claim as own.json holds it now (replace.go rewrites it)
-	repl    replacing                 // changes of the set (replace.go)
+	windows map[follow.FollowerID]*window // one Append in flight per follower (window.go)
+	own     fence.Ownership               // the claim as own.json holds it now (replace.go rewrites it)
+	repl    replacing                     // changes of the set (replace.go)
 	// unreachable: the followers no live node served at the last look
 	// (replace.go), which Acked does not count on.
-	unreachable map[follow.NodeID]bool
+	unreachable map[follow.FollowerID]bool
 }
 
 // Session returns a new session for actor a on this node.
 func (h *Hub) Session(a frames.Actor) *Session {
-	return &Session{h: h, actor: ActorName(a), changed: make(chan struct{}), repl: replacing{avoid: map[follow.NodeID]time.Time{}}}
+	return &Session{h: h, actor: ActorName(a), changed: make(chan struct{}), repl: replacing{avoid: map[follow.FollowerID]time.Time{}}}
 }
 
 // Takeover fences the followers prev records, for epoch, and returns the
 // tail past b they hold (vfs.Peers). No followers: nothing.
-func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch uint64, b follow.Point) ([]follow.Entry, error) {
+func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch frames.Epoch, b follow.Point) ([]follow.Entry, error) {
 	// Open calls Takeover first: a session of vfs.DB.Reopen starts here
 	// with what the closed one left.
 	s.mu.Lock()
 	s.closed, s.owner, s.err, s.tk, s.tkDone, s.n, s.q, s.own = false, nil, nil, nil, nil, 0, 0, fence.Ownership{}
-	s.unreachable, s.repl = nil, replacing{avoid: map[follow.NodeID]time.Time{}}
-	s.windows = map[follow.NodeID]*window{}
+	s.unreachable, s.repl = nil, replacing{avoid: map[follow.FollowerID]time.Time{}}
+	s.windows = map[follow.FollowerID]*window{}
 	s.mu.Unlock()
 	if len(prev.Followers) == 0 {
 		return nil, nil
@@ -110,7 +110,7 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 	if err != nil {
 		return own, fmt.Errorf("quorum: choosing followers of %s: %w", s.actor, err)
 	}
-	set := s.choose(ctx, cands, s.h.cfg.Followers, func(follow.NodeID) bool { return false })
+	set := s.choose(ctx, cands, s.h.cfg.Followers, func(follow.FollowerID) bool { return false })
 	q := 0
 	if len(set) > 0 {
 		q = len(set)/2 + 1
@@ -135,7 +135,7 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 	s.mu.Lock()
 	s.owner, s.n, s.q, s.own = o, len(set), q, own
 	if s.windows == nil {
-		s.windows = map[follow.NodeID]*window{}
+		s.windows = map[follow.FollowerID]*window{}
 	}
 	out := s.route(o.Outbox(), time.Now())
 	s.mu.Unlock()
@@ -251,7 +251,7 @@ type SessionStats struct {
 	Followers []follow.FollowerStatus
 }
 
-func (s *Session) receive(from follow.NodeID, m follow.Message) {
+func (s *Session) receive(from follow.FollowerID, m follow.Message) {
 	s.mu.Lock()
 	var out []follow.Envelope
 	switch {
@@ -318,10 +318,10 @@ func (s *Session) noteChangedLocked() {
 	s.changed = make(chan struct{})
 }
 
-func nodeIDs(ids []string) []follow.NodeID {
-	out := make([]follow.NodeID, len(ids))
+func nodeIDs(ids []string) []follow.FollowerID {
+	out := make([]follow.FollowerID, len(ids))
 	for i, id := range ids {
-		out[i] = follow.NodeID(id)
+		out[i] = follow.FollowerID(id)
 	}
 	return out
 }

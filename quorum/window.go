@@ -64,7 +64,7 @@ func (s *Session) route(out []follow.Envelope, now time.Time) []follow.Envelope 
 }
 
 // answered frees from's window and returns what it held, to send.
-func (s *Session) answered(from follow.NodeID, now time.Time) []follow.Envelope {
+func (s *Session) answered(from follow.FollowerID, now time.Time) []follow.Envelope {
 	w := s.windows[from]
 	if w == nil {
 		return nil
@@ -86,7 +86,7 @@ func (s *Session) expire(now time.Time, after time.Duration) []follow.Envelope {
 	return out
 }
 
-func (s *Session) release(id follow.NodeID, w *window, now time.Time) []follow.Envelope {
+func (s *Session) release(id follow.FollowerID, w *window, now time.Time) []follow.Envelope {
 	if w.held == nil {
 		return nil
 	}

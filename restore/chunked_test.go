@@ -112,7 +112,7 @@ func TestRestoreFromFullSnapshots(t *testing.T) {
 			require.False(t, rep.Damaged(), "%v", rep.Problems)
 			for _, p := range rep.Problems {
 				require.Equal(t, restore.KindStray, p.Kind, "%s", p)
-				require.Equal(t, uint64(1), p.Epoch, "only the superseded session: %s", p)
+				require.Equal(t, frames.Epoch(1), p.Epoch, "only the superseded session: %s", p)
 			}
 			objects := 1 // own.json
 			for _, s := range inv.Sessions {

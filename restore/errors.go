@@ -55,10 +55,10 @@ var (
 // release recorded (fence.Record.Seq), or before the one its successor
 // continued from (the successor's manifests' lineage).
 type TailError struct {
-	Key        string     // own.json, or the successor's manifest
-	Epoch      uint64     // the session's; 0: no session has a snapshot
-	ReachedSeq frames.Seq // the newest sequence number the session's objects reach
-	EndSeq     frames.Seq // where own.json says the session ended, or its successor continued from
+	Key        string       // own.json, or the successor's manifest
+	Epoch      frames.Epoch // the session's; 0: no session has a snapshot
+	ReachedSeq frames.Seq   // the newest sequence number the session's objects reach
+	EndSeq     frames.Seq   // where own.json says the session ended, or its successor continued from
 	// ContinuedBy is the successor whose lineage says where the session
 	// ended (0: own.json says it).
 	ContinuedBy uint64
@@ -88,8 +88,8 @@ func (e *TailError) Unwrap() []error { return []error{ErrTailMissing, e.Gap()} }
 // TargetError is a target outside what the chosen session can restore. It
 // matches ErrTargetOutOfRange.
 type TargetError struct {
-	Target Target // as asked, OrNearest or not
-	Epoch  uint64 // the session's
+	Target Target       // as asked, OrNearest or not
+	Epoch  frames.Epoch // the session's
 	// FirstSeq and LastSeq are the oldest and the newest state the session
 	// can restore: its oldest snapshot, its newest batch or snapshot.
 	FirstSeq, LastSeq frames.Seq
@@ -124,10 +124,10 @@ func (e *TargetError) Unwrap() error { return ErrTargetOutOfRange }
 // Error is a restore, replay, verify or listing failure, with the actor,
 // session and object it concerns.
 type Error struct {
-	Op    string // "restore", "replay", "plan", "verify", "list"
-	Actor string // the actor's prefix, do/<ns>/<actor>/ (for Actors: the namespace's, do/<ns>/)
-	Epoch uint64 // the session's; 0 when not known yet
-	Key   string // the object concerned, when there is one
+	Op    string       // "restore", "replay", "plan", "verify", "list"
+	Actor string       // the actor's prefix, do/<ns>/<actor>/ (for Actors: the namespace's, do/<ns>/)
+	Epoch frames.Epoch // the session's; 0 when not known yet
+	Key   string       // the object concerned, when there is one
 	Err   error
 }
 

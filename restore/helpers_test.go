@@ -109,7 +109,7 @@ func (w *workload) closeDB() {
 
 // newSession closes the database and opens it again as session epoch,
 // which starts with a snapshot of the local copy.
-func (w *workload) newSession(epoch uint64) {
+func (w *workload) newSession(epoch frames.Epoch) {
 	w.t.Helper()
 	w.closeDB()
 	w.cfg.Epoch = epoch

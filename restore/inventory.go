@@ -15,7 +15,7 @@ import (
 type Object struct {
 	Key     string
 	Kind    frames.KeyKind // KeyLog or KeySnapshot
-	Epoch   uint64         // the epoch that wrote it: the session it belongs to
+	Epoch   frames.Epoch   // the epoch that wrote it: the session it belongs to
 	Seq     frames.Seq     // batch: its last sequence number; snapshot: the one it covers through
 	Size    int64
 	ModTime time.Time
@@ -34,7 +34,7 @@ type Chunk struct {
 
 // Session is everything one ownership epoch wrote.
 type Session struct {
-	Epoch     uint64
+	Epoch     frames.Epoch
 	Snapshots []Object // ascending Seq
 	Batches   []Object // ascending Seq (each batch's last)
 }
@@ -84,7 +84,7 @@ type Inventory struct {
 }
 
 // Session returns the session of epoch, if present.
-func (inv *Inventory) Session(epoch uint64) (*Session, bool) {
+func (inv *Inventory) Session(epoch frames.Epoch) (*Session, bool) {
 	for i := range inv.Sessions {
 		if inv.Sessions[i].Epoch == epoch {
 			return &inv.Sessions[i], true
@@ -123,7 +123,7 @@ func take(ctx context.Context, b bucket.Bucket, a frames.Actor, startAfter strin
 		return nil, &Error{Op: "list", Actor: a.Prefix(), Err: fmt.Errorf("invalid actor (namespace %q, actor %q)", a.Namespace, a.Actor)}
 	}
 	inv := &Inventory{Actor: a}
-	bySession := map[uint64]*Session{}
+	bySession := map[frames.Epoch]*Session{}
 	for info, err := range bucket.AllAfter(ctx, b, a.Prefix(), startAfter) {
 		if err != nil {
 			return nil, &Error{Op: "list", Actor: a.Prefix(), Err: err}

@@ -31,7 +31,7 @@ func TestTakeListsChunksApart(t *testing.T) {
 	require.Equal(t, []restore.Chunk{{Key: chunk, Hash: frames.SumChunk(nil), Size: 1, ETag: info.ETag, ModTime: inv.Chunks[0].ModTime}}, inv.Chunks)
 	require.Len(t, inv.Sessions, 1, "sessions")
 	s := inv.Sessions[0]
-	require.Equal(t, uint64(2), s.Epoch)
+	require.Equal(t, frames.Epoch(2), s.Epoch)
 	require.Len(t, s.Snapshots, 1, "snapshots")
 	require.Len(t, s.Batches, 1, "batches")
 }

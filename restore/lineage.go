@@ -86,14 +86,14 @@ func readManifest(ctx context.Context, b bucket.Bucket, key string, lim frames.L
 func planLineage(ctx context.Context, b bucket.Bucket, inv *Inventory, s *Session, target Target, lim frames.Limits) (Plan, error) {
 	exact := target.exact()
 	cur, t := s, exact
-	var continuedBy uint64
+	var continuedBy frames.Epoch
 	var continuedKey string
 	done := func(p Plan, err error) (Plan, error) {
 		if err != nil {
 			return Plan{}, err
 		}
 		if cur != s {
-			p.EndSeq, p.ContinuedBy, p.ContinuedKey = t.ceiling, continuedBy, continuedKey
+			p.EndSeq, p.ContinuedBy, p.ContinuedKey = t.ceiling, uint64(continuedBy), continuedKey
 		}
 		if p.OutOfRange != nil {
 			p.OutOfRange.Target = target

@@ -31,8 +31,8 @@ func TestRestoreAcrossSessions(t *testing.T) {
 			b := be.New(t)
 			w := newWorkload(t, b, "lineage", 21, 1024)
 			opts := compact.Options{ScratchDir: t.TempDir(), Retention: time.Hour, Force: true}
-			epochOf := map[frames.Seq]uint64{}
-			session := func(epoch uint64) {
+			epochOf := map[frames.Seq]frames.Epoch{}
+			session := func(epoch frames.Epoch) {
 				t.Helper()
 				// At least two durable points per session, also under -race:
 				// a session's last point is where its successor starts, so
@@ -75,7 +75,7 @@ func TestRestoreAcrossSessions(t *testing.T) {
 			}
 			// The oldest points are in session 1, three sessions back.
 			res, _ := restoreTo(t, b, w.actor, restore.ToSeq(w.points[1].seq))
-			require.Equal(t, uint64(1), res.Epoch, "session of the oldest points")
+			require.Equal(t, frames.Epoch(1), res.Epoch, "session of the oldest points")
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/vfs"
@@ -41,7 +42,7 @@ func TestManyObjects(t *testing.T) {
 			w.closeDB()
 
 			latest, data := restoreTo(t, b, w.actor, restore.Latest())
-			require.Equal(t, uint64(2), latest.Epoch)
+			require.Equal(t, frames.Epoch(2), latest.Epoch)
 			require.Equal(t, last.seq, latest.Seq)
 			dbtest.SameBytes(t, "latest", data, last.data)
 			res, data := restoreTo(t, b, w.actor, restore.ToSeq(mid.seq))

@@ -18,7 +18,7 @@ import (
 // decided while replaying, from their headers (see Replay).
 type Plan struct {
 	Actor  frames.Actor
-	Epoch  uint64 // the session's
+	Epoch  frames.Epoch // the session's
 	Target Target
 	// Snapshot is the newest snapshot of the session at or before the
 	// target.
@@ -91,7 +91,7 @@ func (p Plan) check() error {
 // A target outside the session is a *TargetError, unless it was made by
 // OrNearest (see Target).
 func planActor(ctx context.Context, b bucket.Bucket, inv *Inventory, target Target, lim frames.Limits) (Plan, error) {
-	fail := func(epoch uint64, key string, err error) (Plan, error) {
+	fail := func(epoch frames.Epoch, key string, err error) (Plan, error) {
 		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Epoch: epoch, Key: key, Err: err}
 	}
 	own, err := readOwn(ctx, b, inv)
@@ -137,7 +137,7 @@ func planActor(ctx context.Context, b bucket.Bucket, inv *Inventory, target Targ
 // snapshot at or before the target and the batches after it. Compaction
 // replays it (Replay) to rebuild the current session; Restore plans with
 // planActor instead, which chooses the session from own.json.
-func PlanSession(ctx context.Context, b bucket.Bucket, inv *Inventory, epoch uint64, target Target, lim frames.Limits) (Plan, error) {
+func PlanSession(ctx context.Context, b bucket.Bucket, inv *Inventory, epoch frames.Epoch, target Target, lim frames.Limits) (Plan, error) {
 	s, ok := inv.Session(epoch)
 	if !ok {
 		return Plan{}, &Error{Op: "plan", Actor: inv.Actor.Prefix(), Epoch: epoch,

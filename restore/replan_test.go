@@ -22,7 +22,7 @@ import (
 
 // compactTo builds what compaction would store: a snapshot of epoch's
 // session at seq, planned and replayed from the bucket as compaction does.
-func compactTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64, seq frames.Seq) (string, []byte) {
+func compactTo(t testing.TB, b bucket.Bucket, a frames.Actor, epoch frames.Epoch, seq frames.Seq) (string, []byte) {
 	t.Helper()
 	inv, err := restore.Take(t.Context(), b, a)
 	require.NoError(t, err)

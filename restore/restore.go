@@ -23,7 +23,7 @@ type Result struct {
 	// started from, Manifest that snapshot when it is a manifest (nil for
 	// a full snapshot): the chunks a writer going on from here knows the
 	// bucket holds.
-	Epoch    uint64
+	Epoch    frames.Epoch
 	Snapshot string
 	Manifest *frames.Manifest
 	// BatchesApplied and BatchesSkipped count the batches of the plan that

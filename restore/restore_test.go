@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 	"github.com/stretchr/testify/require"
@@ -78,7 +79,7 @@ func TestRestoreTargets(t *testing.T) {
 				// which session 2 continued from its last point: the lineage
 				// reaches them, by frame and by time.
 				for _, p := range session1 {
-					want := uint64(1)
+					want := frames.Epoch(1)
 					if p.seq == session2[0].seq {
 						want = 2 // session 2's first snapshot holds that state
 					}

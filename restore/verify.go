@@ -113,7 +113,7 @@ type Problem struct {
 	Key      string
 	Kind     Kind
 	Severity Severity
-	Epoch    uint64 // the session's; 0 for own.json and keys framectl does not write
+	Epoch    frames.Epoch // the session's; 0 for own.json and keys framectl does not write
 	// From and To are the missing sequence numbers of a gap (inclusive).
 	From, To frames.Seq
 	Message  string
@@ -130,7 +130,7 @@ type Report struct {
 	Own *fence.Record
 	// Epoch is the current session (the one Restore would choose; 0 when
 	// none has a snapshot), Seq the sequence number its replay reached.
-	Epoch uint64
+	Epoch frames.Epoch
 	Seq   frames.Seq
 	// Objects is the number of objects read, Bytes their compressed bytes.
 	Objects  int

@@ -115,7 +115,7 @@ func (v *verifier) chunkDamage(ctx context.Context, chunk string, manifests []st
 		}
 	}
 	kind, _ := classify(err)
-	var epoch uint64
+	var epoch frames.Epoch
 	if k, perr := frames.ParseKey(manifests[0]); perr == nil {
 		epoch = k.Epoch
 	}

@@ -74,7 +74,7 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 	if s, ok := v.inv.NewestWithSnapshot(); rec.Released() && rec.Seq > 0 && (!ok || s.Epoch <= rec.Epoch) {
 		var (
 			last  frames.Seq
-			epoch uint64
+			epoch frames.Epoch
 		)
 		if ok {
 			last, epoch = s.LastSeq(), s.Epoch

@@ -32,7 +32,7 @@ type owned struct {
 	want    []byte                   // the latest state
 	objects map[string][]byte        // every object of the actor, own.json included
 	onPath  map[string]bool          // objects a latest restore reads
-	epoch   map[string]uint64        // epoch of each batch and snapshot
+	epoch   map[string]frames.Epoch  // epoch of each batch and snapshot
 	batches []string                 // session 2's batches, ascending
 	ranges  map[string][2]frames.Seq // each batch's sequence numbers
 }
@@ -63,7 +63,7 @@ func newOwned(t *testing.T, b bucket.Bucket) *owned {
 		t.Fatal(err)
 	}
 	o := &owned{b: b, w: w, want: w.points[len(w.points)-1].data, objects: map[string][]byte{}, onPath: map[string]bool{},
-		epoch: map[string]uint64{}, ranges: map[string][2]frames.Seq{}}
+		epoch: map[string]frames.Epoch{}, ranges: map[string][2]frames.Seq{}}
 	for _, k := range buckettest.Keys(t, b, w.actor.Prefix()) {
 		data, _, err := bucket.ReadAll(ctx, b, k, 1<<30)
 		require.NoError(t, err)
@@ -349,7 +349,7 @@ func TestVerifyCleanBucket(t *testing.T) {
 			for _, p := range rep.Problems {
 				assert.Equal(t, restore.KindStray, p.Kind, "unexpected problem: %s", p)
 				assert.Equal(t, restore.Warning, p.Severity, "unexpected problem: %s", p)
-				assert.Equal(t, uint64(1), o.epoch[p.Key], "unexpected problem: %s", p)
+				assert.Equal(t, frames.Epoch(1), o.epoch[p.Key], "unexpected problem: %s", p)
 				stray[p.Key] = true
 			}
 			for k, s := range o.epoch {

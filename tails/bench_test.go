@@ -31,7 +31,7 @@ func BenchmarkHandle(b *testing.B) {
 				if _, err := s.Handle("x", &follow.Append{Epoch: 1, Reset: true, Entries: es}); err != nil {
 					b.Fatal(err)
 				}
-				end, epoch := frames.Seq(n), uint64(1)
+				end, epoch := frames.Seq(n), frames.Epoch(1)
 				e := branchEntry(1, 0, body)
 				b.SetBytes(int64(body))
 				b.ReportAllocs()

@@ -18,7 +18,7 @@ import (
 // follower set (own.json) and on the transport.
 const idFile = "follower.id"
 
-// A follower is its store (follow.NodeID): a process that restarts on the
+// A follower is its store (follow.FollowerID): a process that restarts on the
 // store is the same follower, with everything it acknowledged, although
 // it registers a new node. So the ID belongs to the directory, drawn
 // once when the store is created, and a store that is lost or wiped comes

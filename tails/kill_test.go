@@ -116,7 +116,8 @@ func TestAcknowledgedSurvivesSIGKILL(t *testing.T) {
 	inRewrite := 0 // kills that left a rewrite unfinished
 	totalRewrites := 0
 	for k := range kills {
-		var lastEpoch, lastEnd uint64
+		var lastEpoch frames.Epoch
+		var lastEnd uint64
 		rewrites := 0
 		checkedLock := false
 		child := killtest.Start(t, fmt.Sprintf("kill %d", k), envKillDir+"="+dir, envKillSeed+"="+strconv.Itoa(k))
@@ -128,7 +129,7 @@ func TestAcknowledgedSurvivesSIGKILL(t *testing.T) {
 				}
 				return nil // cut off by the kill
 			}
-			lastEpoch, _ = strconv.ParseUint(f[1], 10, 64)
+			lastEpoch, _ = frames.ParseEpoch(f[1])
 			lastEnd, _ = strconv.ParseUint(f[2], 10, 64)
 			rewrites, _ = strconv.Atoi(f[3])
 			if checkedLock {

@@ -82,7 +82,7 @@ func (b *pendingBatch) add(seq frames.Seq, c *capturedCommit, prevPages uint32) 
 
 // frame returns the batch as one frame of epoch, pages sorted. The page
 // data aliases the batch's buffers.
-func (b *pendingBatch) frame(epoch uint64, scratch []frames.Page) frames.Frame {
+func (b *pendingBatch) frame(epoch frames.Epoch, scratch []frames.Page) frames.Frame {
 	pages := scratch[:0]
 	for n, data := range b.pages {
 		pages = append(pages, frames.Page{Number: n, Data: data})

@@ -228,7 +228,7 @@ func open(ctx context.Context, cfg Config, actor frames.Actor, path string, own 
 		Checksum: track.Checksum(), Pages: track.Pages(), Object: frames.KeySnapshot}
 	var base stateRecord
 	if start.inBucket != 0 {
-		base = stateRecord{Epoch: start.inBucket, Seq: start.pos.seq, CommitTime: start.pos.commitTime,
+		base = stateRecord{Epoch: frames.Epoch(start.inBucket), Seq: start.pos.seq, CommitTime: start.pos.commitTime,
 			Checksum: track.Checksum(), Pages: track.Pages(), Object: frames.KeyLog}
 	}
 	if err := recordSessionStart(cfg.Dir, track.PageSize(), base, first); err != nil {
@@ -386,7 +386,7 @@ func fileURI(path, vfsName string) string {
 }
 
 // Epoch returns the session's ownership epoch (the claim's, with a node).
-func (db *DB) Epoch() uint64 { return db.cfg.Epoch }
+func (db *DB) Epoch() frames.Epoch { return db.cfg.Epoch }
 
 // Path returns the local database file.
 func (db *DB) Path() string { return db.path }

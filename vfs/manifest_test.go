@@ -13,7 +13,7 @@ import (
 
 // sessionManifest reads the first snapshot of session epoch, which must be
 // a manifest.
-func sessionManifest(t *testing.T, b bucket.Bucket, a frames.Actor, epoch uint64) *frames.Manifest {
+func sessionManifest(t *testing.T, b bucket.Bucket, a frames.Actor, epoch frames.Epoch) *frames.Manifest {
 	t.Helper()
 	keys := buckettest.Keys(t, b, a.SnapshotSessionPrefix(epoch))
 	require.NotEmpty(t, keys, "session %d has no snapshot", epoch)

@@ -54,7 +54,7 @@ type Config struct {
 	// Epoch is the ownership epoch of this session when Node is nil: every
 	// object this database writes goes under it, and it must be greater
 	// than every epoch that wrote this actor before.
-	Epoch uint64
+	Epoch frames.Epoch
 	// Dir is the local directory holding the database file (db.sqlite) and
 	// its replication state (framectl.state). Created if missing. One
 	// process at a time may use it.

@@ -60,7 +60,7 @@ type Peers interface {
 	// b, each Body a batch of one frame. No followers recorded: nothing,
 	// at once. It fails rather than return a tail that may miss an
 	// acknowledged commit (follow: "When too few followers answer").
-	Takeover(ctx context.Context, prev fence.Record, epoch uint64, b follow.Point) ([]follow.Entry, error)
+	Takeover(ctx context.Context, prev fence.Record, epoch frames.Epoch, b follow.Point) ([]follow.Entry, error)
 	// Start begins the session's replication to followers from at, a point
 	// the bucket holds: it chooses the followers, records them in own.json
 	// (the Ownership returned replaces own) and returns once they may

@@ -86,7 +86,7 @@ func killChild(url string) error {
 			return err
 		}
 		cfg.Node = node
-	} else if cfg.Epoch, err = strconv.ParseUint(e, 10, 64); err != nil {
+	} else if cfg.Epoch, err = frames.ParseEpoch(e); err != nil {
 		return err
 	}
 	db, err := killOpen(ctx, &cfg, func() (*DB, error) { return Open(ctx, cfg) })

@@ -57,7 +57,7 @@ func TestTakeoverAfterLeaseLoss(t *testing.T) {
 			cfgA := replTestConfig(t, fa)
 			cfgA.Epoch, cfgA.Node = 0, nodeA
 			dbA := replOpen(t, cfgA)
-			require.Equal(t, uint64(1), dbA.cfg.Epoch, "first claim got epoch")
+			require.Equal(t, frames.Epoch(1), dbA.cfg.Epoch, "first claim got epoch")
 			c := replConn(t, dbA)
 			execSQL(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY)")
 			acked := 0
@@ -95,7 +95,7 @@ func TestTakeoverAfterLeaseLoss(t *testing.T) {
 			}
 			require.NoError(t, err)
 			defer dbB.Close(context.Background())
-			require.Equal(t, uint64(2), dbB.cfg.Epoch, "takeover epoch")
+			require.Equal(t, frames.Epoch(2), dbB.cfg.Epoch, "takeover epoch")
 			cb := replConn(t, dbB)
 			if got := query1(t, cb, fmt.Sprintf("SELECT count(*) FROM t WHERE id <= %d", acked)); got != fmt.Sprint(acked) {
 				t.Fatalf("the new owner has %s of the %d acknowledged rows", got, acked)
@@ -139,6 +139,6 @@ func TestCloseReleasesAndNextOwnerRestores(t *testing.T) {
 	// replaced by the bucket's newest state rather than reused.
 	cfg.Node = nodeA
 	dbA2 := replOpen(t, cfg)
-	require.Equal(t, uint64(3), dbA2.cfg.Epoch, "epoch")
+	require.Equal(t, frames.Epoch(3), dbA2.cfg.Epoch, "epoch")
 	require.Equal(t, "1", query1(t, replConn(t, dbA2), "SELECT count(*) FROM t"), "rows")
 }

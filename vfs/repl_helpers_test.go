@@ -58,7 +58,7 @@ type replayed struct {
 // replaySession rebuilds what the bucket holds of one session: its newest
 // snapshot, then every batch after it, through package lanes (which checks
 // the checksum chain frame by frame), then a full checksum of the result.
-func replaySession(t testing.TB, b bucket.Bucket, a frames.Actor, epoch uint64) replayed {
+func replaySession(t testing.TB, b bucket.Bucket, a frames.Actor, epoch frames.Epoch) replayed {
 	t.Helper()
 	ctx := t.Context()
 	page, err := b.List(ctx, a.SnapshotSessionPrefix(epoch), "", 1)

@@ -36,7 +36,7 @@ type sessionStart struct {
 	// local copy now is, at pos (reused or restored), for the state file;
 	// 0 when the local copy is ahead of the bucket (kept commits) or the
 	// actor is new.
-	inBucket uint64
+	inBucket frames.Epoch
 	// pred is the session's lineage, in its manifests: the session the
 	// local copy continues and the seq it continues from (zero: a new
 	// database).
@@ -198,7 +198,7 @@ func bringUpToDate(ctx context.Context, cfg Config, a frames.Actor, path string,
 	}
 	how.From = StartRestored
 	return sessionStart{pos: pos, how: how, inBucket: epoch,
-		pred: frames.Lineage{Epoch: epoch, Seq: pos.seq}, prior: m}, nil
+		pred: frames.Lineage{Epoch: frames.Epoch(epoch), Seq: pos.seq}, prior: m}, nil
 }
 
 // newestManifest returns the newest snapshot of session s when it is a
@@ -400,7 +400,7 @@ const restoreFile = "restore.sqlite"
 // Open decided on), and only then renames it over the local copy. It
 // returns the state's position, the epoch of its session and the manifest
 // it started from (nil: a full snapshot).
-func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch uint64, last frames.Seq) (position, uint64, *frames.Manifest, error) {
+func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, epoch frames.Epoch, last frames.Seq) (position, frames.Epoch, *frames.Manifest, error) {
 	tmp := filepath.Join(cfg.Dir, restoreFile)
 	if err := removeWAL(tmp); err != nil {
 		return position{}, 0, nil, err

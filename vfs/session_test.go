@@ -52,7 +52,7 @@ func countRows(t testing.TB, c *sqlite3.Conn) int {
 }
 
 // reopen opens cfg again at epoch, on the same directory.
-func reopen(t testing.TB, cfg Config, epoch uint64) (*DB, *sqlite3.Conn) {
+func reopen(t testing.TB, cfg Config, epoch frames.Epoch) (*DB, *sqlite3.Conn) {
 	t.Helper()
 	cfg.Epoch = epoch
 	db := replOpen(t, cfg)

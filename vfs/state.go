@@ -46,7 +46,7 @@ var stateMagic = [8]byte{'f', 'r', 'a', 'm', 'e', 'c', 't', 'l'}
 // stateRecord is one durable or in-flight record: an object of the
 // actor's history and the database after it.
 type stateRecord struct {
-	Epoch      uint64
+	Epoch      frames.Epoch
 	Seq        frames.Seq
 	CommitTime int64
 	Checksum   frames.Checksum
@@ -74,7 +74,7 @@ const (
 func (r stateRecord) position() position { return position{seq: r.Seq, commitTime: r.CommitTime} }
 
 func (r stateRecord) encode(b []byte) {
-	binary.LittleEndian.PutUint64(b[0:], r.Epoch)
+	binary.LittleEndian.PutUint64(b[0:], uint64(r.Epoch))
 	binary.LittleEndian.PutUint64(b[8:], uint64(r.Seq))
 	binary.LittleEndian.PutUint64(b[16:], uint64(r.CommitTime))
 	binary.LittleEndian.PutUint64(b[24:], uint64(r.Checksum))
@@ -94,7 +94,7 @@ func decodeRecord(b []byte) stateRecord {
 		return stateRecord{}
 	}
 	r := stateRecord{
-		Epoch:      binary.LittleEndian.Uint64(b[0:]),
+		Epoch:      frames.Epoch(binary.LittleEndian.Uint64(b[0:])),
 		Seq:        frames.Seq(binary.LittleEndian.Uint64(b[8:])),
 		CommitTime: int64(binary.LittleEndian.Uint64(b[16:])),
 		Checksum:   frames.Checksum(binary.LittleEndian.Uint64(b[24:])),
@@ -113,8 +113,8 @@ func decodeRecord(b []byte) stateRecord {
 
 // encodeCaptured writes the captured record: the epoch it counts in, then
 // the sequence, which alone changes while a session runs (capturedWord).
-func encodeCaptured(b []byte, epoch uint64, seq frames.Seq) {
-	binary.LittleEndian.PutUint64(b[0:], epoch)
+func encodeCaptured(b []byte, epoch frames.Epoch, seq frames.Seq) {
+	binary.LittleEndian.PutUint64(b[0:], uint64(epoch))
 	binary.LittleEndian.PutUint64(b[8:], uint64(seq))
 	clear(b[16:capturedSize])
 }
@@ -160,7 +160,7 @@ func readStateFile(dir string) (st localState, found bool, err error) {
 		Inflight: decodeRecord(b[offInflight : offInflight+recordSize]),
 	}
 	c := b[offCaptured : offCaptured+capturedSize]
-	if d := st.Durable; d.valid() && binary.LittleEndian.Uint64(c[0:]) == d.Epoch {
+	if d := st.Durable; d.valid() && frames.Epoch(binary.LittleEndian.Uint64(c[0:])) == d.Epoch {
 		if seq := frames.Seq(binary.LittleEndian.Uint64(c[8:])); seq >= d.Seq {
 			st.Captured = seq // never behind what was uploaded: anything else is stale
 		}
@@ -229,7 +229,7 @@ func encodeHeader(b []byte, pageSize uint32) {
 type stateWriter struct {
 	f     *os.File // nil while idle (closeIdle): write opens it again
 	path  string
-	epoch uint64
+	epoch frames.Epoch
 	warn  func(error)
 
 	// captured is the captured sequence's word, in a shared mapping of the
@@ -243,7 +243,7 @@ type stateWriter struct {
 // createState writes a new state file for a session whose first snapshot,
 // start, is in the bucket, and keeps it open. It is synced once, so that a
 // session's start survives a power loss as well as the database file does.
-func createState(dir string, epoch uint64, start stateRecord, pageSize uint32, warn func(error)) (*stateWriter, error) {
+func createState(dir string, epoch frames.Epoch, start stateRecord, pageSize uint32, warn func(error)) (*stateWriter, error) {
 	path := filepath.Join(dir, stateFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {

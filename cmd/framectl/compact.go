@@ -56,16 +56,16 @@ Examples:
 `
 
 type compactResult struct {
-	Namespace    string     `json:"namespace"`
-	Actor        string     `json:"actor"`
-	Epoch        uint64     `json:"epoch"` // the current session's; 0: nothing to do
-	RuleLogBytes int64      `json:"ruleLogBytes"`
-	RuleDBBytes  int64      `json:"ruleDbBytes"`
-	Due          bool       `json:"due"`
-	Snapshot     string     `json:"snapshot,omitempty"`
-	Seq          frames.Seq `json:"seq,omitempty"` // the snapshot's
-	Deleted      []string   `json:"deleted"`
-	Retained     int        `json:"retained"`
+	Namespace    string       `json:"namespace"`
+	Actor        string       `json:"actor"`
+	Epoch        frames.Epoch `json:"epoch"` // the current session's; 0: nothing to do
+	RuleLogBytes int64        `json:"ruleLogBytes"`
+	RuleDBBytes  int64        `json:"ruleDbBytes"`
+	Due          bool         `json:"due"`
+	Snapshot     string       `json:"snapshot,omitempty"`
+	Seq          frames.Seq   `json:"seq,omitempty"` // the snapshot's
+	Deleted      []string     `json:"deleted"`
+	Retained     int          `json:"retained"`
 	// Chunks collected (named by no snapshot, older than the grace), and
 	// kept because younger; CollectSkipped says why none was collected
 	// when the pass could not tell which are named.

@@ -41,7 +41,7 @@ func TestCompact(t *testing.T) {
 	r := framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitOK)
 	rep = compactJSON(t, r)
 	a := rep.Actors[0]
-	require.Equal(t, uint64(1), a.Epoch, "compact --force: %+v", a)
+	require.Equal(t, frames.Epoch(1), a.Epoch, "compact --force: %+v", a)
 	require.Equal(t, frames.Seq(8), a.Seq, "compact --force: %+v", a)
 	require.Equal(t, f.actor.SnapshotKey(1, 8), a.Snapshot, "compact --force: %+v", a)
 	require.Equal(t, "", a.Error, "compact --force: %+v", a)

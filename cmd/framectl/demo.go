@@ -66,14 +66,14 @@ type demoReplication struct {
 }
 
 type demoOwner struct {
-	Node    string `json:"node"`
-	Address string `json:"address"`
-	Epoch   uint64 `json:"epoch"`
+	Node    string       `json:"node"`
+	Address string       `json:"address"`
+	Epoch   frames.Epoch `json:"epoch"`
 }
 
 type demoRestore struct {
 	Path           string        `json:"path"`
-	Epoch          uint64        `json:"epoch"`
+	Epoch          frames.Epoch  `json:"epoch"`
 	Seq            frames.Seq    `json:"seq"`
 	Bytes          int64         `json:"bytes"` // the database
 	ObjectsFetched int           `json:"objectsFetched"`

@@ -74,7 +74,7 @@ type inspectReport struct {
 }
 
 type inspectBatch struct {
-	Epoch         uint64         `json:"epoch"`
+	Epoch         frames.Epoch   `json:"epoch"`
 	FirstSeq      frames.Seq     `json:"firstSeq"`
 	LastSeq       frames.Seq     `json:"lastSeq"`
 	FrameMessages uint32         `json:"frameMessages"`
@@ -84,7 +84,7 @@ type inspectBatch struct {
 type inspectFrame struct {
 	FirstSeq       frames.Seq    `json:"firstSeq"`
 	LastSeq        frames.Seq    `json:"lastSeq"`
-	Epoch          uint64        `json:"epoch"`
+	Epoch          frames.Epoch  `json:"epoch"`
 	Lane           uint32        `json:"lane"`
 	Kind           string        `json:"kind"`
 	CommitTime     *time.Time    `json:"commitTime,omitempty"`
@@ -106,7 +106,7 @@ type inspectPage struct {
 }
 
 type inspectSnapshot struct {
-	Epoch      uint64        `json:"epoch"`
+	Epoch      frames.Epoch  `json:"epoch"`
 	Seq        frames.Seq    `json:"seq"`
 	CommitTime *time.Time    `json:"commitTime,omitempty"`
 	Lanes      []inspectLane `json:"lanes"`

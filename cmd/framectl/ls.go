@@ -44,12 +44,12 @@ Examples:
 
 // lsObject is one batch or snapshot.
 type lsObject struct {
-	Kind    string     `json:"kind"` // "snapshot" or "batch"
-	Key     string     `json:"key"`
-	Epoch   uint64     `json:"epoch"`
-	Seq     frames.Seq `json:"seq"` // batch: its last sequence number; snapshot: the one it covers through
-	Size    int64      `json:"size"`
-	ModTime time.Time  `json:"modTime,omitzero"`
+	Kind    string       `json:"kind"` // "snapshot" or "batch"
+	Key     string       `json:"key"`
+	Epoch   frames.Epoch `json:"epoch"`
+	Seq     frames.Seq   `json:"seq"` // batch: its last sequence number; snapshot: the one it covers through
+	Size    int64        `json:"size"`
+	ModTime time.Time    `json:"modTime,omitzero"`
 	// Filled with --headers:
 	FirstSeq      frames.Seq `json:"firstSeq,omitempty"`      // batch
 	FrameMessages uint32     `json:"frameMessages,omitempty"` // batch
@@ -66,12 +66,12 @@ type lsObject struct {
 // lsLineage is where a session started: the state of session epoch after
 // commit seq.
 type lsLineage struct {
-	Epoch uint64     `json:"epoch"`
-	Seq   frames.Seq `json:"seq"`
+	Epoch frames.Epoch `json:"epoch"`
+	Seq   frames.Seq   `json:"seq"`
 }
 
 type lsSession struct {
-	Epoch uint64 `json:"epoch"`
+	Epoch frames.Epoch `json:"epoch"`
 	// Lineage (one actor only) says where the session started, from its
 	// oldest manifest: "continues" (Predecessor: the session and the seq
 	// it continued from), "new" (a new database), "unrecorded" (only full
@@ -200,7 +200,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // list walks prefix once and groups what it finds by actor and session.
 func list(ctx context.Context, b bucket.Bucket, sc scope) (*lsReport, error) {
 	rep := &lsReport{Bucket: b.String(), Prefix: sc.prefix(), Actors: []lsActor{}}
-	sessions := map[uint64]*lsSession{}
+	sessions := map[frames.Epoch]*lsSession{}
 	flush := func() {
 		if len(rep.Actors) == 0 {
 			return

@@ -85,7 +85,7 @@ func TestLsChunkIsNoSessionObject(t *testing.T) {
 	require.Len(t, rep.Actors, 1)
 	require.Equal(t, written+1, rep.Actors[0].Chunks)
 	require.Len(t, rep.Actors[0].Sessions, 1, "sessions: %+v", rep.Actors[0].Sessions)
-	require.Equal(t, uint64(1), rep.Actors[0].Sessions[0].Epoch)
+	require.Equal(t, frames.Epoch(1), rep.Actors[0].Sessions[0].Epoch)
 }
 
 func TestLsNotFound(t *testing.T) {
@@ -152,7 +152,7 @@ func TestLsLineage(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 			ss := rep.Actors[0].Sessions
 			require.Len(t, ss, 2)
-			require.Equal(t, uint64(2), ss[0].Epoch)
+			require.Equal(t, frames.Epoch(2), ss[0].Epoch)
 			require.Equal(t, "continues", ss[0].Lineage)
 			require.Equal(t, &lsLineage{Epoch: 1, Seq: 6}, ss[0].Predecessor)
 			require.Equal(t, "new", ss[1].Lineage)

@@ -62,7 +62,7 @@ type restoreResult struct {
 	Namespace      string          `json:"namespace"`
 	Actor          string          `json:"actor"`
 	Path           string          `json:"path"`
-	Epoch          uint64          `json:"epoch"`
+	Epoch          frames.Epoch    `json:"epoch"`
 	Snapshot       string          `json:"snapshot"`
 	BatchesApplied int             `json:"batchesApplied"`
 	BatchesSkipped int             `json:"batchesSkipped"`
@@ -81,11 +81,11 @@ type restoreResult struct {
 
 // targetRange is what a session can restore, for a target outside it.
 type targetRange struct {
-	Requested string     `json:"requested"` // the target as asked
-	Message   string     `json:"message"`
-	Epoch     uint64     `json:"epoch"`
-	FirstSeq  frames.Seq `json:"firstSeq"` // the oldest snapshot
-	LastSeq   frames.Seq `json:"lastSeq"`  // the newest state
+	Requested string       `json:"requested"` // the target as asked
+	Message   string       `json:"message"`
+	Epoch     frames.Epoch `json:"epoch"`
+	FirstSeq  frames.Seq   `json:"firstSeq"` // the oldest snapshot
+	LastSeq   frames.Seq   `json:"lastSeq"`  // the newest state
 	// For a time target: the oldest state the session can place in time.
 	EarliestSeq  frames.Seq `json:"earliestSeq,omitempty"`
 	EarliestTime *time.Time `json:"earliestTime,omitempty"`

@@ -35,20 +35,20 @@ Examples:
 `
 
 type verifyProblem struct {
-	Key      string     `json:"key"`
-	Kind     string     `json:"kind"`
-	Severity string     `json:"severity"` // "damage" or "warning"
-	Epoch    uint64     `json:"epoch,omitempty"`
-	From     frames.Seq `json:"from,omitempty"` // a gap's missing sequence numbers
-	To       frames.Seq `json:"to,omitempty"`
-	Message  string     `json:"message"`
+	Key      string       `json:"key"`
+	Kind     string       `json:"kind"`
+	Severity string       `json:"severity"` // "damage" or "warning"
+	Epoch    frames.Epoch `json:"epoch,omitempty"`
+	From     frames.Seq   `json:"from,omitempty"` // a gap's missing sequence numbers
+	To       frames.Seq   `json:"to,omitempty"`
+	Message  string       `json:"message"`
 }
 
 type verifyActor struct {
 	Namespace  string          `json:"namespace,omitempty"` // empty: keys outside any actor
 	Actor      string          `json:"actor,omitempty"`
 	Own        *fence.Record   `json:"own,omitempty"`
-	Epoch      uint64          `json:"epoch"` // the current session's, 0 if none has a snapshot
+	Epoch      frames.Epoch    `json:"epoch"` // the current session's, 0 if none has a snapshot
 	Seq        frames.Seq      `json:"seq"`   // the sequence number its replay reached
 	Objects    int             `json:"objects"`
 	Bytes      int64           `json:"bytes"`

@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/frames"
 	"github.com/stretchr/testify/require"
 )
 
@@ -42,7 +43,7 @@ func claimRace(t *testing.T, b bucket.Bucket) {
 	for j := range streams {
 		streams[j] = &stream{ns: ns, id: fmt.Sprintf("r%02d", j)}
 	}
-	burstEpochs := make([]map[string][2]uint64, bursts) // actor -> [min, max] epoch acknowledged
+	burstEpochs := make([]map[string][2]frames.Epoch, bursts) // actor -> [min, max] epoch acknowledged
 	for burst := range bursts {
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -71,14 +72,14 @@ func claimRace(t *testing.T, b bucket.Bucket) {
 		if t.Failed() {
 			t.FailNow()
 		}
-		epochs := map[string][2]uint64{}
+		epochs := map[string][2]frames.Epoch{}
 		for _, s := range streams {
 			for _, a := range s.acksSentAfter(began) {
 				e, ok := epochs[s.id]
 				if !ok {
-					e = [2]uint64{a.epoch, a.epoch}
+					e = [2]frames.Epoch{a.epoch, a.epoch}
 				}
-				epochs[s.id] = [2]uint64{min(e[0], a.epoch), max(e[1], a.epoch)}
+				epochs[s.id] = [2]frames.Epoch{min(e[0], a.epoch), max(e[1], a.epoch)}
 			}
 		}
 		burstEpochs[burst] = epochs

@@ -33,9 +33,9 @@ var testClient = &http.Client{
 // reply is one HTTP exchange as the caller saw it.
 type reply struct {
 	status     int
-	node       string // X-Node: who executed it
-	epoch      uint64 // X-Actor-Epoch
-	via        string // X-Actorhost-Via: who forwarded it
+	node       string       // X-Node: who executed it
+	epoch      frames.Epoch // X-Actor-Epoch
+	via        string       // X-Actorhost-Via: who forwarded it
 	retryAfter string
 	body       []byte
 	err        error // no HTTP answer at all
@@ -66,7 +66,7 @@ func do(ctx context.Context, method, url, body string) reply {
 	r := reply{status: resp.StatusCode, node: resp.Header.Get(hdrNode), via: resp.Header.Get(hdrVia),
 		retryAfter: resp.Header.Get("Retry-After"), body: data, err: err}
 	if e := resp.Header.Get(hdrEpoch); e != "" {
-		r.epoch, _ = strconv.ParseUint(e, 10, 64)
+		r.epoch, _ = frames.ParseEpoch(e)
 	}
 	return r
 }
@@ -89,7 +89,7 @@ type ack struct {
 	body  string
 	id    int64 // note ID, or counter value
 	node  string
-	epoch uint64
+	epoch frames.Epoch
 	sent  time.Time // when the request left
 	at    time.Time // when the answer came
 }
@@ -328,8 +328,8 @@ func checkEpochs(t testing.TB, c *cluster, actor string, acks []ack) {
 	t.Helper()
 	byID := slices.Clone(acks)
 	slices.SortFunc(byID, func(x, y ack) int { return int(x.id - y.id) })
-	byEpoch := map[uint64]string{}
-	var last uint64
+	byEpoch := map[frames.Epoch]string{}
+	var last frames.Epoch
 	for _, a := range byID {
 		if a.epoch == 0 || a.node == "" {
 			t.Errorf("%s: %q acknowledged without X-Node/X-Actor-Epoch", actor, a.body)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -150,7 +149,7 @@ func (s *server) serveActor(w http.ResponseWriter, r *http.Request, a *host.Hand
 		return
 	}
 	w.Header().Set(hdrNode, s.host.Node().ID())
-	w.Header().Set(hdrEpoch, strconv.FormatUint(a.Epoch(), 10))
+	w.Header().Set(hdrEpoch, a.Epoch().String())
 	writeJSON(w, http.StatusOK, v)
 }
 
@@ -168,15 +167,15 @@ func parseActorKey(r *http.Request) (string, []byte, error) {
 
 // actorStatus is one line of GET /status.
 type actorStatus struct {
-	Namespace string     `json:"namespace"`
-	ID        string     `json:"id"`
-	Epoch     uint64     `json:"epoch"`
-	State     string     `json:"state"`
-	Requests  int        `json:"requests"`
-	IdleFor   float64    `json:"idle_seconds"`
-	Durable   frames.Seq `json:"durable_seq"`
-	Captured  frames.Seq `json:"captured_seq"`
-	Stopped   string     `json:"stopped,omitempty"`
+	Namespace string       `json:"namespace"`
+	ID        string       `json:"id"`
+	Epoch     frames.Epoch `json:"epoch"`
+	State     string       `json:"state"`
+	Requests  int          `json:"requests"`
+	IdleFor   float64      `json:"idle_seconds"`
+	Durable   frames.Seq   `json:"durable_seq"`
+	Captured  frames.Seq   `json:"captured_seq"`
+	Stopped   string       `json:"stopped,omitempty"`
 }
 
 // status answers GET /status: this node and the actors it holds.

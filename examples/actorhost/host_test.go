@@ -161,7 +161,7 @@ func TestOpenOnceUnderConcurrentRequests(t *testing.T) {
 		inv, err := restore.Take(ctx, b, actorOf("c", id))
 		require.NoError(t, err)
 		assert.Len(t, inv.Sessions, 1, "%s: sessions in the bucket", id)
-		assert.Equal(t, uint64(1), inv.Sessions[0].Epoch, "%s: sessions in the bucket", id)
+		assert.Equal(t, frames.Epoch(1), inv.Sessions[0].Epoch, "%s: sessions in the bucket", id)
 	}
 	if n := strings.Count(h.log.String(), `msg="actor open"`); n != actors {
 		t.Errorf("%d opens logged for %d actors", n, actors)

@@ -18,6 +18,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,7 +49,7 @@ func zombie(t *testing.T, b bucket.Bucket) {
 	z, heir := ps[0], ps[1]
 	const ns = "zombie"
 	var streams []*stream
-	zombieEpoch := map[string]uint64{}
+	zombieEpoch := map[string]frames.Epoch{}
 	for i := range 4 {
 		s := &stream{ns: ns, id: fmt.Sprintf("z%d", i)}
 		streams = append(streams, s)
@@ -198,7 +199,7 @@ func zombie(t *testing.T, b bucket.Bucket) {
 }
 
 // sessionKeys lists the objects of one session of an actor.
-func sessionKeys(t testing.TB, b bucket.Bucket, ns, id string, epoch uint64) []string {
+func sessionKeys(t testing.TB, b bucket.Bucket, ns, id string, epoch frames.Epoch) []string {
 	t.Helper()
 	inv, err := restore.Take(t.Context(), b, actorOf(ns, id))
 	require.NoError(t, err)

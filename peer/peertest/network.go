@@ -73,7 +73,7 @@ type Network struct {
 }
 
 // pair is a direction (cut holds both directions of a partition).
-type pair struct{ from, to follow.NodeID }
+type pair struct{ from, to follow.FollowerID }
 
 // msg is a message and the actor it is for, as Send took them.
 type msg struct {
@@ -110,14 +110,14 @@ func (n *Network) Set(r Rules) error {
 // Partition cuts a and b apart, both ways: what either sends the other is
 // lost, and so is what arrives from the other (in flight when the cut
 // came).
-func (n *Network) Partition(a, b follow.NodeID) {
+func (n *Network) Partition(a, b follow.FollowerID) {
 	n.mu.Lock()
 	n.cut[pair{a, b}], n.cut[pair{b, a}] = true, true
 	n.mu.Unlock()
 }
 
 // Heal undoes Partition(a, b).
-func (n *Network) Heal(a, b follow.NodeID) {
+func (n *Network) Heal(a, b follow.FollowerID) {
 	n.mu.Lock()
 	delete(n.cut, pair{a, b})
 	delete(n.cut, pair{b, a})
@@ -156,14 +156,14 @@ func (n *Network) Close() {
 
 // Transport returns node self's transport through the network: Send
 // applies the rules, then hands the message to next.
-func (n *Network) Transport(self follow.NodeID, next peer.Transport) peer.Transport {
+func (n *Network) Transport(self follow.FollowerID, next peer.Transport) peer.Transport {
 	return &transport{n: n, self: self, next: next}
 }
 
 // Handler returns node self's handler through the network: a message from
 // a node cut from self is lost, the rest go to h.
-func (n *Network) Handler(self follow.NodeID, h peer.Handler) peer.Handler {
-	return func(from follow.NodeID, actor string, m follow.Message) {
+func (n *Network) Handler(self follow.FollowerID, h peer.Handler) peer.Handler {
+	return func(from follow.FollowerID, actor string, m follow.Message) {
 		n.mu.Lock()
 		cut := n.cut[pair{from, self}]
 		if cut {
@@ -178,7 +178,7 @@ func (n *Network) Handler(self follow.NodeID, h peer.Handler) peer.Handler {
 
 type transport struct {
 	n    *Network
-	self follow.NodeID
+	self follow.FollowerID
 	next peer.Transport
 }
 
@@ -189,7 +189,7 @@ var _ peer.Transport = (*transport)(nil)
 // carries them all). A message sent at once returns what next.Send
 // returned; a delayed one returns nil, and what next.Send returns later is
 // counted (Stats.Failed), as a network would lose it.
-func (t *transport) Send(to follow.NodeID, actor string, m follow.Message) error {
+func (t *transport) Send(to follow.FollowerID, actor string, m follow.Message) error {
 	n := t.n
 	n.mu.Lock()
 	if n.closed {
@@ -265,7 +265,7 @@ func (n *Network) delay(r Rules) time.Duration {
 }
 
 // deliver hands m to the transport below, now or after d.
-func (t *transport) deliver(to follow.NodeID, m msg, d time.Duration) error {
+func (t *transport) deliver(to follow.FollowerID, m msg, d time.Duration) error {
 	n := t.n
 	if d == 0 {
 		n.mu.Lock()
@@ -324,7 +324,7 @@ func (n *Network) releaseHeld(p pair, h *heldMsg) {
 
 // sendLater sends a message whose Send already returned: a refusal is
 // counted (Stats.Failed), as the loss it is.
-func (n *Network) sendLater(next peer.Transport, to follow.NodeID, m msg) {
+func (n *Network) sendLater(next peer.Transport, to follow.FollowerID, m msg) {
 	if err := next.Send(to, m.actor, m.m); err != nil {
 		n.mu.Lock()
 		n.stats.Failed++

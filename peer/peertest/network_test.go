@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/follow"
+	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/peer"
 )
 
@@ -18,23 +19,23 @@ type recorder struct {
 }
 
 type sent struct {
-	to    follow.NodeID
+	to    follow.FollowerID
 	actor string
 	m     follow.Message
 	at    time.Time
 }
 
-func (r *recorder) Send(to follow.NodeID, actor string, m follow.Message) error {
+func (r *recorder) Send(to follow.FollowerID, actor string, m follow.Message) error {
 	r.mu.Lock()
 	r.got = append(r.got, sent{to, actor, m, time.Now()})
 	r.mu.Unlock()
 	return nil
 }
 
-func (r *recorder) epochs() []uint64 {
+func (r *recorder) epochs() []frames.Epoch {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var e []uint64
+	var e []frames.Epoch
 	for _, s := range r.got {
 		e = append(e, s.m.MsgEpoch())
 	}
@@ -42,10 +43,10 @@ func (r *recorder) epochs() []uint64 {
 }
 
 // actors is what each epoch's message was sent for, in the order sent on.
-func (r *recorder) actors() map[uint64][]string {
+func (r *recorder) actors() map[frames.Epoch][]string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a := map[uint64][]string{}
+	a := map[frames.Epoch][]string{}
 	for _, s := range r.got {
 		a[s.m.MsgEpoch()] = append(a[s.m.MsgEpoch()], s.actor)
 	}
@@ -55,9 +56,9 @@ func (r *recorder) actors() map[uint64][]string {
 // actorOf is the actor sendAll sends message i for: two, alternating.
 func actorOf(i int) string { return []string{"db-1", "db-2"}[i%2] }
 
-func fence(i int) follow.Message { return &follow.Fence{Epoch: uint64(i)} }
+func fence(i int) follow.Message { return &follow.Fence{Epoch: frames.Epoch(i)} }
 
-func sendAll(t *testing.T, tr peer.Transport, to follow.NodeID, n int) {
+func sendAll(t *testing.T, tr peer.Transport, to follow.FollowerID, n int) {
 	t.Helper()
 	for i := 1; i <= n; i++ {
 		if err := tr.Send(to, actorOf(i), fence(i)); err != nil {
@@ -81,7 +82,7 @@ func TestNoFaults(t *testing.T) {
 	n := New(1)
 	var r recorder
 	sendAll(t, n.Transport("a", &r), "b", 5)
-	if got := r.epochs(); !reflect.DeepEqual(got, []uint64{1, 2, 3, 4, 5}) {
+	if got := r.epochs(); !reflect.DeepEqual(got, []frames.Epoch{1, 2, 3, 4, 5}) {
 		t.Fatalf("got %v", got)
 	}
 	if st := n.Stats(); st != (Stats{Sent: 5}) {
@@ -98,7 +99,7 @@ func TestDrop(t *testing.T) {
 		t.Fatalf("drop 1: got %v, %+v", got, n.Stats())
 	}
 	// Half, reproducibly for a seed.
-	run := func(seed uint64) []uint64 {
+	run := func(seed uint64) []frames.Epoch {
 		n := New(seed)
 		n.Set(Rules{Drop: 0.5})
 		var r recorder
@@ -121,7 +122,7 @@ func TestDuplicate(t *testing.T) {
 	n.Set(Rules{Duplicate: 1})
 	var r recorder
 	sendAll(t, n.Transport("a", &r), "b", 3)
-	if got := r.epochs(); !reflect.DeepEqual(got, []uint64{1, 1, 2, 2, 3, 3}) {
+	if got := r.epochs(); !reflect.DeepEqual(got, []frames.Epoch{1, 1, 2, 2, 3, 3}) {
 		t.Fatalf("got %v", got)
 	}
 }
@@ -132,7 +133,7 @@ func TestReorder(t *testing.T) {
 	var r recorder
 	tr := n.Transport("a", &r)
 	sendAll(t, tr, "b", 4)
-	if got := r.epochs(); !reflect.DeepEqual(got, []uint64{2, 1, 4, 3}) {
+	if got := r.epochs(); !reflect.DeepEqual(got, []frames.Epoch{2, 1, 4, 3}) {
 		t.Fatalf("got %v", got)
 	}
 	// Held per pair: a message to c does not release one to b.
@@ -176,9 +177,9 @@ func TestPartition(t *testing.T) {
 	n := New(1)
 	var ra, rb recorder
 	var mu sync.Mutex
-	var inA []follow.NodeID
+	var inA []follow.FollowerID
 	var actorsA []string
-	ha := n.Handler("a", func(from follow.NodeID, actor string, m follow.Message) {
+	ha := n.Handler("a", func(from follow.FollowerID, actor string, m follow.Message) {
 		mu.Lock()
 		inA, actorsA = append(inA, from), append(actorsA, actor)
 		mu.Unlock()
@@ -190,19 +191,19 @@ func TestPartition(t *testing.T) {
 	a.Send("c", actorOf(3), fence(3))
 	ha("b", actorOf(4), fence(4)) // in flight when the cut came
 	ha("c", actorOf(5), fence(5))
-	if got := ra.epochs(); !reflect.DeepEqual(got, []uint64{3}) {
+	if got := ra.epochs(); !reflect.DeepEqual(got, []frames.Epoch{3}) {
 		t.Errorf("a sent %v through, want only to c", got)
 	}
 	if got := rb.epochs(); len(got) != 0 {
 		t.Errorf("b sent %v through", got)
 	}
-	if !reflect.DeepEqual(inA, []follow.NodeID{"c"}) || !reflect.DeepEqual(actorsA, []string{actorOf(5)}) {
+	if !reflect.DeepEqual(inA, []follow.FollowerID{"c"}) || !reflect.DeepEqual(actorsA, []string{actorOf(5)}) {
 		t.Errorf("a received from %v, for %v", inA, actorsA)
 	}
 	n.Heal("b", "a")
 	a.Send("b", actorOf(6), fence(6))
 	ha("b", actorOf(7), fence(7))
-	if got := ra.epochs(); !reflect.DeepEqual(got, []uint64{3, 6}) || len(inA) != 2 {
+	if got := ra.epochs(); !reflect.DeepEqual(got, []frames.Epoch{3, 6}) || len(inA) != 2 {
 		t.Errorf("after Heal: sent %v, received from %v", got, inA)
 	}
 	n.Partition("a", "b")
