@@ -38,6 +38,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/restore"
 )
@@ -145,7 +146,7 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 	listedAt time.Time, opts Options, log *slog.Logger, res *Result) error {
 	if c.skip != "" {
 		res.CollectSkipped = c.skip
-		log.Warn("collecting no chunks", "why", c.skip)
+		log.Warn("collecting no chunks", logattr.Why, c.skip)
 		return nil
 	}
 	// Rule 3: old enough, as listed.
@@ -174,7 +175,7 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 	}
 	if (now == nil) != (own == nil) || now != nil && now.Epoch != own.Epoch {
 		res.CollectSkipped = "own.json changed during the pass (a claim began): its claimant may name any chunk"
-		log.Info("collecting no chunks", "why", res.CollectSkipped)
+		log.Info("collecting no chunks", logattr.Why, res.CollectSkipped)
 		return nil
 	}
 	if len(owned) > 0 {
