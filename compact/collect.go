@@ -38,6 +38,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
 	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/restore"
@@ -279,7 +280,9 @@ func readManifest(ctx context.Context, b bucket.Bucket, key string, lim frames.L
 		return nil, err
 	}
 	defer rc.Close()
-	_, m, err := frames.OpenSnapshot(counter{rc, read}, key, lim)
+	cr := iocount.NewReader(rc, nil)
+	_, m, err := frames.OpenSnapshot(cr, key, lim)
+	*read += cr.Count()
 	return m, err
 }
 

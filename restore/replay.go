@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
 	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/lanes"
 )
@@ -315,8 +315,8 @@ func (r *replayer) loadSnapshot(ctx context.Context, dir string) error {
 	closeBody := sync.OnceFunc(func() { rc.Close() })
 	defer closeBody()
 	r.extra.objects++
-	cr := &countingReader{r: rc, n: new(atomic.Int64)}
-	defer func() { r.extra.bytes += cr.n.Load() }()
+	cr := iocount.NewReader(rc, nil)
+	defer func() { r.extra.bytes += cr.Count() }()
 	sr, m, err := frames.OpenSnapshot(cr, key, r.opts.Limits)
 	if err != nil {
 		return r.fail(key, err)

@@ -6,10 +6,10 @@ import (
 	"io"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
 )
 
 // decodeRest reads every object the replay did not read to its end.
@@ -72,7 +72,7 @@ func (v *verifier) decode(ctx context.Context, o Object) error {
 		return err
 	}
 	defer rc.Close()
-	cr := &countingReader{r: rc, n: new(atomic.Int64)}
+	cr := iocount.NewReader(rc, nil)
 	var hdrErr error
 	if o.Kind == frames.KeyLog {
 		var hdr frames.BatchHeader
@@ -97,7 +97,7 @@ func (v *verifier) decode(ctx context.Context, o Object) error {
 	}
 	v.mu.Lock()
 	v.rep.Objects++
-	v.rep.Bytes += cr.n.Load()
+	v.rep.Bytes += cr.Count()
 	v.mu.Unlock()
 	if v.progress != nil {
 		v.progress(Progress{Actor: v.a, Phase: PhaseVerify, Key: o.Key})
