@@ -215,58 +215,38 @@ func readManifests(ctx context.Context, b bucket.Bucket, owner *Owner, a frames.
 		mu    sync.Mutex
 		out   []*frames.Manifest
 		skip  string
-		first error
 		bytes int64
 	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan restore.Object)
-	var wg sync.WaitGroup
-	for range min(collectWorkers, len(objs)) {
-		wg.Go(func() {
-			for o := range work {
-				var n int64
-				m, err := owner.read(ctx, b, o.Key, lim, &n)
-				mu.Lock()
-				bytes += n
-				switch {
-				case err == nil:
-					if m != nil {
-						out = append(out, m)
-					}
-				case errors.Is(err, bucket.ErrNotFound):
-					if skip == "" {
-						skip = fmt.Sprintf("%s vanished while the collector read it (another pass deleting it): the chunks it named are not known", o.Key)
-					}
-				case isDamage(err):
-					if skip == "" {
-						skip = fmt.Sprintf("%s cannot be read (%v): the chunks it names are not known", o.Key, err)
-					}
-				default:
-					if first == nil {
-						first = &Error{Op: "collect", Actor: a, Key: o.Key, Err: err}
-						cancel()
-					}
-				}
-				mu.Unlock()
+	err := workers.Run(ctx, objs, min(collectWorkers, len(objs)), func(ctx context.Context, _ *struct{}, o restore.Object) error {
+		var n int64
+		m, err := owner.read(ctx, b, o.Key, lim, &n)
+		mu.Lock()
+		defer mu.Unlock()
+		bytes += n
+		switch {
+		case err == nil:
+			if m != nil {
+				out = append(out, m)
 			}
-		})
-	}
-feed:
-	for _, o := range objs {
-		select {
-		case work <- o:
-		case <-ctx.Done():
-			break feed
+		case errors.Is(err, bucket.ErrNotFound):
+			if skip == "" {
+				skip = fmt.Sprintf("%s vanished while the collector read it (another pass deleting it): the chunks it named are not known", o.Key)
+			}
+		case isDamage(err):
+			if skip == "" {
+				skip = fmt.Sprintf("%s cannot be read (%v): the chunks it names are not known", o.Key, err)
+			}
+		default:
+			return &Error{Op: "collect", Actor: a, Key: o.Key, Err: err}
 		}
-	}
-	close(work)
-	wg.Wait()
+		return nil
+	})
 	*read += bytes
-	if first != nil {
-		return nil, "", first
-	}
-	if err := ctx.Err(); err != nil {
+	var ce *Error
+	switch {
+	case errors.As(err, &ce):
+		return nil, "", err // a read failed
+	case err != nil:
 		return nil, "", &Error{Op: "collect", Actor: a, Key: a.SnapshotPrefix(), Err: err}
 	}
 	return out, skip, nil

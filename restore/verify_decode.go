@@ -5,11 +5,11 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"sync"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/iocount"
+	"github.com/framectl/framectl/internal/workers"
 )
 
 // decodeRest reads every object the replay did not read to its end.
@@ -22,42 +22,9 @@ func (v *verifier) decodeRest(ctx context.Context) error {
 			}
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
-	)
-	work := make(chan Object)
-	for range min(v.opts.Parallelism, len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for o := range work {
-				if err := v.decode(ctx, o); err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = err
-					}
-					errMu.Unlock()
-					cancel()
-				}
-			}
-		}()
-	}
-	for _, o := range todo {
-		select {
-		case work <- o:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	return ctx.Err()
+	return workers.Run(ctx, todo, min(v.opts.Parallelism, len(todo)), func(ctx context.Context, _ *struct{}, o Object) error {
+		return v.decode(ctx, o)
+	})
 }
 
 // decode reads one object to its verified end. Damage goes into the
