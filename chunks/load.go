@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
 	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/lanes"
 )
@@ -170,7 +170,7 @@ func (l *loader) get(ctx context.Context, u loadUse, buf *[]byte) ([]byte, error
 	}
 	defer rc.Close()
 	l.chunks.Add(1)
-	cr := &countingReader{r: rc, n: &l.bytes}
+	cr := iocount.NewReader(rc, &l.bytes)
 	// Sealed unless asked: the Loader checks every page against the
 	// manifest's checksum, which leaves the content's SHA-256 nothing to
 	// catch that the seal and the key do not.
@@ -184,16 +184,4 @@ func (l *loader) get(ctx context.Context, u loadUse, buf *[]byte) ([]byte, error
 	}
 	*buf = content
 	return content, nil
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
 }

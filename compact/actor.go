@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/restore"
 )
 
@@ -37,7 +38,7 @@ func Actor(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options) (
 	if !a.Valid() {
 		return res, &Error{Op: "list", Actor: a, Key: a.Prefix(), Err: fmt.Errorf("invalid actor (namespace %q, actor %q)", a.Namespace, a.Actor)}
 	}
-	log := opts.Logger.With(logActor, a.Prefix())
+	log := opts.Logger.With(logattr.Actor, a.Prefix())
 	var err error
 	for attempt := 1; ; attempt++ {
 		res.Attempts = attempt
@@ -49,19 +50,19 @@ func Actor(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options) (
 			err = fmt.Errorf("%w: %w", ErrRaced, err)
 			break
 		}
-		log.Info("an object vanished while the pass read it; listing again", logErr, err)
+		log.Info("an object vanished while the pass read it; listing again", logattr.Err, err)
 	}
 	res.Duration = time.Since(start)
 	switch {
 	case err != nil:
-		log.Warn("compaction pass failed", logErr, err, "deleted", len(res.Deleted))
+		log.Warn("compaction pass failed", logattr.Err, err, "deleted", len(res.Deleted))
 	case res.Snapshot != "" || len(res.Deleted) > 0 || res.ChunksDeleted > 0:
-		log.Info("compacted", logEpoch, res.Epoch, logKey, res.Snapshot, logSeq, res.Seq,
+		log.Info("compacted", logattr.Epoch, res.Epoch, logattr.Key, res.Snapshot, logattr.Seq, res.Seq,
 			"logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes, "read", res.BytesRead, "written", res.BytesWritten,
 			"deleted", len(res.Deleted), "retained", res.Retained, "chunksDeleted", res.ChunksDeleted,
-			"chunksKept", res.ChunksKeptByGrace, "chunksOwned", res.ChunksOwned, "duration", res.Duration)
+			"chunksKept", res.ChunksKeptByGrace, "chunksOwned", res.ChunksOwned, logattr.Duration, res.Duration)
 	default:
-		log.Debug("nothing to compact", logEpoch, res.Epoch, "logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes,
+		log.Debug("nothing to compact", logattr.Epoch, res.Epoch, "logBytes", res.RuleLogBytes, "dbBytes", res.RuleDBBytes,
 			"retained", res.Retained)
 	}
 	return res, err
@@ -114,7 +115,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 	}
 	sess, ok := inv.Session(current)
 	if !ok || len(sess.Snapshots) == 0 {
-		log.Debug("the current session has no snapshot yet: nothing is covered", logEpoch, current)
+		log.Debug("the current session has no snapshot yet: nothing is covered", logattr.Epoch, current)
 		return nil
 	}
 
@@ -131,7 +132,7 @@ func pass(ctx context.Context, b bucket.Bucket, a frames.Actor, opts Options, lo
 	wanted := res.Due || (opts.Force && len(batches) > 0)
 	if wanted && owner == nil && !opts.Live && mayBeLive(own) {
 		res.SnapshotSkipped = fmt.Sprintf("session %d may still have a writer (%s): only its owner writes its snapshots", current, ownState(own))
-		log.Info("writing no snapshot", "why", res.SnapshotSkipped)
+		log.Info("writing no snapshot", logattr.Why, res.SnapshotSkipped)
 		wanted = false
 	}
 	if wanted {

@@ -55,20 +55,9 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
 	"github.com/framectl/framectl/restore"
 )
-
-// counter counts the bytes read through it.
-type counter struct {
-	r io.Reader
-	n *int64
-}
-
-func (c counter) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	*c.n += int64(n)
-	return n, err
-}
 
 // snapshotHeader reads the header of a snapshot (the rule needs its
 // database size), counting the bytes read into read, and returns the
@@ -80,7 +69,9 @@ func snapshotHeader(ctx context.Context, b bucket.Bucket, a frames.Actor, key st
 		return frames.Snapshot{}, nil, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
 	}
 	defer rc.Close()
-	sr, m, err := frames.OpenSnapshot(counter{rc, read}, key, lim)
+	cr := iocount.NewReader(rc, nil)
+	sr, m, err := frames.OpenSnapshot(cr, key, lim)
+	*read += cr.Count()
 	if err != nil {
 		return frames.Snapshot{}, nil, &Error{Op: "read snapshot", Actor: a, Key: key, Err: err}
 	}

@@ -38,6 +38,8 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/restore"
 )
@@ -145,7 +147,7 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 	listedAt time.Time, opts Options, log *slog.Logger, res *Result) error {
 	if c.skip != "" {
 		res.CollectSkipped = c.skip
-		log.Warn("collecting no chunks", "why", c.skip)
+		log.Warn("collecting no chunks", logattr.Why, c.skip)
 		return nil
 	}
 	// Rule 3: old enough, as listed.
@@ -174,7 +176,7 @@ func collect(ctx context.Context, b bucket.Bucket, a frames.Actor, c collection,
 	}
 	if (now == nil) != (own == nil) || now != nil && now.Epoch != own.Epoch {
 		res.CollectSkipped = "own.json changed during the pass (a claim began): its claimant may name any chunk"
-		log.Info("collecting no chunks", "why", res.CollectSkipped)
+		log.Info("collecting no chunks", logattr.Why, res.CollectSkipped)
 		return nil
 	}
 	if len(owned) > 0 {
@@ -213,58 +215,38 @@ func readManifests(ctx context.Context, b bucket.Bucket, owner *Owner, a frames.
 		mu    sync.Mutex
 		out   []*frames.Manifest
 		skip  string
-		first error
 		bytes int64
 	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan restore.Object)
-	var wg sync.WaitGroup
-	for range min(collectWorkers, len(objs)) {
-		wg.Go(func() {
-			for o := range work {
-				var n int64
-				m, err := owner.read(ctx, b, o.Key, lim, &n)
-				mu.Lock()
-				bytes += n
-				switch {
-				case err == nil:
-					if m != nil {
-						out = append(out, m)
-					}
-				case errors.Is(err, bucket.ErrNotFound):
-					if skip == "" {
-						skip = fmt.Sprintf("%s vanished while the collector read it (another pass deleting it): the chunks it named are not known", o.Key)
-					}
-				case isDamage(err):
-					if skip == "" {
-						skip = fmt.Sprintf("%s cannot be read (%v): the chunks it names are not known", o.Key, err)
-					}
-				default:
-					if first == nil {
-						first = &Error{Op: "collect", Actor: a, Key: o.Key, Err: err}
-						cancel()
-					}
-				}
-				mu.Unlock()
+	err := workers.Run(ctx, objs, min(collectWorkers, len(objs)), func(ctx context.Context, _ *struct{}, o restore.Object) error {
+		var n int64
+		m, err := owner.read(ctx, b, o.Key, lim, &n)
+		mu.Lock()
+		defer mu.Unlock()
+		bytes += n
+		switch {
+		case err == nil:
+			if m != nil {
+				out = append(out, m)
 			}
-		})
-	}
-feed:
-	for _, o := range objs {
-		select {
-		case work <- o:
-		case <-ctx.Done():
-			break feed
+		case errors.Is(err, bucket.ErrNotFound):
+			if skip == "" {
+				skip = fmt.Sprintf("%s vanished while the collector read it (another pass deleting it): the chunks it named are not known", o.Key)
+			}
+		case isDamage(err):
+			if skip == "" {
+				skip = fmt.Sprintf("%s cannot be read (%v): the chunks it names are not known", o.Key, err)
+			}
+		default:
+			return &Error{Op: "collect", Actor: a, Key: o.Key, Err: err}
 		}
-	}
-	close(work)
-	wg.Wait()
+		return nil
+	})
 	*read += bytes
-	if first != nil {
-		return nil, "", first
-	}
-	if err := ctx.Err(); err != nil {
+	var ce *Error
+	switch {
+	case errors.As(err, &ce):
+		return nil, "", err // a read failed
+	case err != nil:
 		return nil, "", &Error{Op: "collect", Actor: a, Key: a.SnapshotPrefix(), Err: err}
 	}
 	return out, skip, nil
@@ -278,7 +260,9 @@ func readManifest(ctx context.Context, b bucket.Bucket, key string, lim frames.L
 		return nil, err
 	}
 	defer rc.Close()
-	_, m, err := frames.OpenSnapshot(counter{rc, read}, key, lim)
+	cr := iocount.NewReader(rc, nil)
+	_, m, err := frames.OpenSnapshot(cr, key, lim)
+	*read += cr.Count()
 	return m, err
 }
 

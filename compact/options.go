@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // Options tune a pass. The zero value is the default: no retention, the
@@ -103,7 +104,7 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.baseLogger = o.Logger
-	o.Logger = o.Logger.With("subsystem", "compact")
+	o.Logger = o.Logger.With(logattr.Subsystem, logattr.SubsystemCompact)
 	return o
 }
 
@@ -164,12 +165,3 @@ type Result struct {
 	Attempts int
 	Duration time.Duration
 }
-
-// Log keys.
-const (
-	logActor = "actor"
-	logEpoch = "epoch"
-	logKey   = "key"
-	logErr   = "err"
-	logSeq   = "seq"
-)

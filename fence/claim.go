@@ -11,6 +11,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // ErrHeld: a live node holds the actor. The *HeldError says which, so the
@@ -178,7 +179,7 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 		}
 		put, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), cond)
 		if err == nil {
-			n.log.Info("claimed actor", "key", key, "epoch", next.Epoch)
+			n.log.Info("claimed actor", logattr.Key, key, logattr.Epoch, next.Epoch)
 			return won(put.ETag), nil
 		}
 		if !errors.Is(err, bucket.ErrPrecondition) {
@@ -275,7 +276,7 @@ func (n *Node) Release(ctx context.Context, o Ownership, seq frames.Seq) error {
 	body := Record{Epoch: o.Epoch, Seq: seq, Retention: o.retention}.Marshal()
 	_, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: o.etag})
 	if err == nil {
-		n.log.Info("released actor", "key", key, "epoch", o.Epoch, "seq", seq)
+		n.log.Info("released actor", logattr.Key, key, logattr.Epoch, o.Epoch, logattr.Seq, seq)
 		return nil
 	}
 	// A 412, or no answer at all: read it back. Released at our epoch

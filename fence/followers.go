@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // RecordFollowers records a new follower set for the claim o in own.json:
@@ -46,7 +47,7 @@ func (n *Node) RecordFollowers(ctx context.Context, o Ownership, followers []str
 	}
 	put, err := n.b.Put(ctx, key, bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: o.etag})
 	if err == nil {
-		n.log.Info("recorded followers", "key", key, "epoch", o.Epoch, "followers", next.Followers, "quorum", quorum)
+		n.log.Info("recorded followers", logattr.Key, key, logattr.Epoch, o.Epoch, logattr.Followers, next.Followers, logattr.Quorum, quorum)
 		return done(put.ETag), nil
 	}
 	// A 412, or no answer at all: our PUT may have landed (a retry, a
@@ -54,7 +55,7 @@ func (n *Node) RecordFollowers(ctx context.Context, o Ownership, followers []str
 	cur, info, rerr := ReadRecord(ctx, n.b, o.Actor)
 	switch {
 	case rerr == nil && cur.Equal(next):
-		n.log.Info("recorded followers", "key", key, "epoch", o.Epoch, "followers", next.Followers, "quorum", quorum)
+		n.log.Info("recorded followers", logattr.Key, key, logattr.Epoch, o.Epoch, logattr.Followers, next.Followers, logattr.Quorum, quorum)
 		return done(info.ETag), nil
 	case rerr == nil && (cur.Epoch > o.Epoch || cur.Node != n.id):
 		return o, fmt.Errorf("%w: recording followers in %s: it names epoch %d (node %q) while this node held epoch %d",

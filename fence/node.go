@@ -13,6 +13,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // Errors callers decide on.
@@ -110,7 +111,7 @@ func Register(ctx context.Context, b bucket.Bucket, address string, opts Options
 		return nil, err
 	}
 	n := &Node{b: b, opts: opts, id: hex.EncodeToString(idb), address: address, done: make(chan struct{})}
-	n.log = opts.Logger.With("subsystem", "fence", "node", n.id)
+	n.log = opts.Logger.With(logattr.Subsystem, logattr.SubsystemFence, logattr.Node, n.id)
 	n.Observer = NewObserver(b, opts)
 	lease := Lease{Node: n.id, Address: address, Peer: opts.PeerAddress, Follower: opts.Follower}
 	if _, err := ParseLease(frames.NodeKey(n.id), lease.Marshal()); err != nil {
@@ -131,7 +132,7 @@ func Register(ctx context.Context, b bucket.Bucket, address string, opts Options
 	rctx, cancel := context.WithCancel(context.Background())
 	n.stopRenew, n.renewDone = cancel, make(chan struct{})
 	go n.renewLoop(rctx)
-	n.log.Info("node registered", "address", address)
+	n.log.Info("node registered", logattr.Address, address)
 	return n, nil
 }
 
@@ -192,7 +193,7 @@ func (n *Node) stopLocked(err error) {
 	n.err = err
 	close(n.done)
 	if err != ErrClosed {
-		n.log.Warn("node no longer live", "err", err)
+		n.log.Warn("node no longer live", logattr.Err, err)
 	}
 }
 
@@ -249,7 +250,7 @@ func (n *Node) renew(ctx context.Context) bool {
 		return true
 	}
 	if !errors.Is(err, bucket.ErrPrecondition) {
-		n.log.Warn("lease renewal failed", "err", err)
+		n.log.Warn("lease renewal failed", logattr.Err, err)
 		return false // retried soon; Valid turns false after Lease
 	}
 	cur, curInfo, rerr := ReadLease(ctx, n.b, n.id)
@@ -261,7 +262,7 @@ func (n *Node) renew(ctx context.Context) bool {
 		// as gone, so it must not act as live again.
 		n.stopLocked(fmt.Errorf("%w: lease %s was deleted", ErrLeaseLost, key))
 	case rerr != nil:
-		n.log.Warn("lease renewal: reading back after 412", "err", rerr)
+		n.log.Warn("lease renewal: reading back after 412", logattr.Err, rerr)
 	case cur.Fenced:
 		n.stopLocked(ErrFenced)
 	case cur.Heartbeat == next.Heartbeat && cur.Address == n.address:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // Liveness is what an Observer concluded about a node.
@@ -190,7 +191,7 @@ func (o *Observer) Fence(ctx context.Context, id string) (Liveness, error) {
 	_, err = o.b.Put(ctx, frames.NodeKey(id), bytes.NewReader(body), int64(len(body)), bucket.Condition{IfMatch: etag})
 	if err == nil {
 		o.fences.Add(1)
-		o.opts.Logger.Warn("fenced an expired node", "subsystem", "fence", "node", id, "heartbeat", l.Heartbeat)
+		o.opts.Logger.Warn("fenced an expired node", logattr.Subsystem, logattr.SubsystemFence, logattr.Node, id, "heartbeat", l.Heartbeat)
 		return Fenced, nil
 	}
 	if !errors.Is(err, bucket.ErrPrecondition) && !errors.Is(err, bucket.ErrNotFound) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // RetirePredecessors marks fenced every other lease that names this node's
@@ -59,7 +60,7 @@ func (n *Node) RetirePredecessors(ctx context.Context) ([]string, error) {
 		switch {
 		case err == nil:
 			fenced = append(fenced, l.Node)
-			n.log.Warn("fenced a predecessor on this node's follower store", "predecessor", l.Node, "follower", l.Follower, "heartbeat", l.Heartbeat)
+			n.log.Warn("fenced a predecessor on this node's follower store", "predecessor", l.Node, logattr.Follower, l.Follower, "heartbeat", l.Heartbeat)
 		case errors.Is(err, bucket.ErrNotFound):
 		default:
 			errs = append(errs, fmt.Errorf("fence: fencing %s, a predecessor on follower %s: %w", info.Key, l.Follower, err))

@@ -15,7 +15,7 @@ import (
 // layout and the rules its reader enforces are under "Chunk files" in the
 // package documentation (doc.go).
 type ChunkHeader struct {
-	Bytes uint64    // content length: a positive multiple of chunkUnit
+	Bytes uint64    // content length: a positive multiple of chunkUnit, DefaultChunkBytes as framectl writes
 	Hash  ChunkHash // SumChunk of the content; the <hash> of its key
 }
 
@@ -27,6 +27,24 @@ const chunkUnit = 512
 // a chunk object claiming a large first message is refused having read 8
 // bytes, whatever Limits.MaxMessageSize allows.
 const maxChunkHeaderSize = 1 << 10
+
+// DefaultChunkBytes is the chunk size a manifest's writer uses unless it
+// has a reason not to: DefaultChunkPages pages per chunk. Readers assume
+// nothing about it (each lane of a manifest records its chunkPages, and a
+// chunk's length is checked against its manifest and Limits.MaxChunkBytes,
+// never against this), so it can change without a new format version. Why
+// 256 KiB is under "Chunk size" in the package documentation (doc.go),
+// with what BenchmarkChunk and BenchmarkManifest measured.
+const DefaultChunkBytes = 256 << 10
+
+// DefaultChunkPages returns the pages per chunk for a lane of pageSize
+// bytes per page: DefaultChunkBytes of them, at least 1.
+func DefaultChunkPages(pageSize uint32) uint32 {
+	if pageSize == 0 || pageSize >= DefaultChunkBytes {
+		return 1
+	}
+	return DefaultChunkBytes / pageSize
+}
 
 // WriteChunk encodes content, whole pages of one lane, as a chunk object
 // into w, and returns its header and the object's size in bytes; the

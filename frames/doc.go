@@ -251,6 +251,12 @@
 //	| byteLength bytes    |  the pages, raw, in order
 //	+---------------------+
 //
+// byteLength is the chunk's pages: its lane's chunkPages of them (the
+// manifest's), the rest in a lane's last chunk. framectl writes chunks of
+// 256 KiB ([DefaultChunkBytes]: 64 pages of 4 KiB, [DefaultChunkPages]);
+// a reader assumes no size, and takes up to [Limits].MaxChunkBytes
+// (16 MiB by default). Why 256 KiB is under Chunk size, below.
+//
 // Any zstd decoder (the zstd tool, zstd -dc) reads a zstd chunk file as
 // exactly the pages: it skips skippable frames. Why zstd for chunks when
 // every other object is gzip: a restore of compressible pages spent 62% of
@@ -294,9 +300,9 @@
 //
 // # Chunk size
 //
-// A manifest's writer chooses each lane's chunkPages; [DefaultChunkBytes]
-// (256 KiB, [DefaultChunkPages]) is what framectl writes. The size trades
-// what a change costs against what a database costs:
+// A manifest's writer chooses each lane's chunkPages; framectl writes
+// [DefaultChunkBytes] (Chunk files, above). The size trades what a change
+// costs against what a database costs:
 //
 //   - A snapshot uploads every chunk holding a changed page: one changed
 //     page costs a whole chunk, so a small, hot database wants small

@@ -11,6 +11,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/vfs"
 )
@@ -283,8 +284,8 @@ func (h *Host) dropLocked(a *Actor, why error) {
 	h.stats.dropped(why)
 	nodeErr := a.node.Err()
 	a.reopen = !h.cfg.StopOnNodeLoss && nodeErr != nil && !errors.Is(nodeErr, fence.ErrClosed)
-	h.log.Warn("dropping actor", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)),
-		logEpoch, a.db.Epoch(), "reopen", a.reopen, logWhy, why)
+	h.log.Warn("dropping actor", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)),
+		logattr.Epoch, a.db.Epoch(), "reopen", a.reopen, logattr.Why, why)
 	if a.refs == 0 {
 		h.closeLocked(a, "dropped")
 	}
@@ -319,7 +320,7 @@ func (h *Host) close(a *Actor, why string) {
 		// Nothing writes the alarm any more: entries of sets that never
 		// committed are stale too.
 		if err := h.settleAlarms(ctx, a, true); err != nil {
-			h.log.Warn("stale alarm index entries left", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+			h.log.Warn("stale alarm index entries left", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, err)
 		}
 		if why == whyIdle {
 			wakeAt = h.alarmToWake(ctx, a)
@@ -365,8 +366,8 @@ func (h *Host) close(a *Actor, why string) {
 	if err != nil && a.node.Err() == nil {
 		level = h.log.Warn
 	}
-	level("actor closed", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)),
-		logEpoch, a.db.Epoch(), logWhy, why, "reopen", reopen, logErr, err)
+	level("actor closed", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)),
+		logattr.Epoch, a.db.Epoch(), logattr.Why, why, "reopen", reopen, logattr.Err, err)
 }
 
 // recoverWindow is how long a reopen after a lost node keeps retrying its

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // AlarmFunc runs an actor's alarm, on the node that holds the actor, once
@@ -59,7 +60,7 @@ func (h *Host) fireAlarm(a *Actor) {
 	}
 	h.mu.Unlock()
 	if err != nil && h.ctx.Err() == nil {
-		h.log.Warn("alarm", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+		h.log.Warn("alarm", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, err)
 	}
 	h.releaseUse(a, ran)
 }
@@ -120,7 +121,7 @@ func (h *Host) runDue(a *Actor, pool Querier, ran Alarm) (next time.Time, didRun
 		return retry.at, false, nil
 	}
 
-	log := h.log.With(logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), "due", ran.Due, "gen", ran.Gen, "retry", retry.n)
+	log := h.log.With(logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), "due", ran.Due, "gen", ran.Gen, "retry", retry.n)
 	log.Debug("alarm running")
 	began := h.clock.Now()
 	runErr := h.callAlarm(a, AlarmRun{Alarm: ran, Retry: retry.n})
@@ -146,7 +147,7 @@ func (h *Host) runDue(a *Actor, pool Querier, ran Alarm) (next time.Time, didRun
 		return time.Time{}, true, runErr
 	}
 	if retry.n >= maxAlarmRetries {
-		log.Error("alarm handler failed on every retry: alarm given up", "runs", retry.n+1, logErr, runErr)
+		log.Error("alarm handler failed on every retry: alarm given up", "runs", retry.n+1, logattr.Err, runErr)
 		h.stats.alarmsDropped.Add(1)
 		h.setRetry(a, alarmRetry{})
 		if err := h.clearRan(ctx, a, pool, ran); err != nil {
@@ -158,7 +159,7 @@ func (h *Host) runDue(a *Actor, pool Querier, ran Alarm) (next time.Time, didRun
 	retry.n++
 	retry.at = h.clock.Now().Add(h.cfg.alarmBackoff << (retry.n - 1))
 	h.setRetry(a, retry)
-	log.Warn("alarm handler failed; retrying", "next", retry.at, logErr, runErr)
+	log.Warn("alarm handler failed; retrying", "next", retry.at, logattr.Err, runErr)
 	return retry.at, true, nil
 }
 

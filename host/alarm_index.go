@@ -14,6 +14,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // alarmConnIdle is how long the host's connection to an actor's database
@@ -209,7 +210,7 @@ func (h *Host) settleInBackground(a *Actor) {
 	err := h.settleAlarms(ctx, a, false)
 	cancel()
 	if err != nil {
-		h.log.Debug("alarm index entries not settled yet", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+		h.log.Debug("alarm index entries not settled yet", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, err)
 	}
 	h.mu.Lock()
 	a.settling = false
@@ -234,7 +235,7 @@ func (h *Host) reindexAlarm(ctx context.Context, a *Actor) error {
 	cur, err := a.readAlarm(ctx, pool)
 	switch {
 	case errors.Is(err, ErrBadAlarmRow):
-		h.log.Warn("alarm not indexed", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+		h.log.Warn("alarm not indexed", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, err)
 		return nil
 	case err != nil:
 		return err

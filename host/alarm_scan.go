@@ -9,6 +9,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // alarmSlack is how overdue an index entry must be before a scan looks at
@@ -48,7 +49,7 @@ func (h *Host) alarmScanLoop() {
 		}
 		for ns := range h.cfg.Alarms {
 			if err := h.scanAlarms(h.ctx, ns, holders); err != nil && h.ctx.Err() == nil {
-				h.log.Warn("scanning alarms", logNamespace, ns, logErr, err)
+				h.log.Warn("scanning alarms", logattr.Namespace, ns, logattr.Err, err)
 			}
 		}
 		wait = every - every/10 + rand.N(every/5+1)
@@ -191,7 +192,7 @@ func (h *Host) heldByNobody(ctx context.Context, pass *scanPass, node *fence.Nod
 		return true
 	case err != nil:
 		if ctx.Err() == nil {
-			h.log.Warn("alarm scan: reading an actor's owner", logNamespace, key.ns, logActor, actor.Actor, logErr, err)
+			h.log.Warn("alarm scan: reading an actor's owner", logattr.Namespace, key.ns, logattr.Actor, actor.Actor, logattr.Err, err)
 		}
 		pass.revisit(e)
 		return false
@@ -204,7 +205,7 @@ func (h *Host) heldByNobody(ctx context.Context, pass *scanPass, node *fence.Nod
 	live, err := pass.judge(ctx, node, rec.Node)
 	if err != nil {
 		if ctx.Err() == nil {
-			h.log.Warn("alarm scan: reading a holder's lease", logHolder, rec.Node, logErr, err)
+			h.log.Warn("alarm scan: reading a holder's lease", logattr.Holder, rec.Node, logattr.Err, err)
 		}
 		pass.revisit(e)
 		return false
@@ -237,16 +238,16 @@ func (h *Host) claimForAlarm(key actorKey, e AlarmEntry) {
 	if err != nil {
 		if !errors.Is(err, fence.ErrHeld) && !errors.Is(err, ErrDraining) && h.ctx.Err() == nil {
 			wait := h.claimFailedFor(key)
-			h.log.Warn("cannot claim an actor for its overdue alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)),
-				"next", wait, logErr, err)
+			h.log.Warn("cannot claim an actor for its overdue alarm", logattr.Namespace, key.ns, logattr.Actor, frames.ActorKey([]byte(key.id)),
+				"next", wait, logattr.Err, err)
 		}
 		return
 	}
 	h.mu.Lock()
 	delete(h.claimFailed, key)
 	h.mu.Unlock()
-	h.log.Info("claimed an actor for its overdue alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)),
-		logEpoch, hd.Epoch(), "due", e.Due, "gen", e.Gen)
+	h.log.Info("claimed an actor for its overdue alarm", logattr.Namespace, key.ns, logattr.Actor, frames.ActorKey([]byte(key.id)),
+		logattr.Epoch, hd.Epoch(), "due", e.Due, "gen", e.Gen)
 	h.mu.Lock()
 	hd.noteEntry(e.Key)
 	h.scheduleActorLocked(hd.Actor, h.clock.Now())
@@ -302,7 +303,7 @@ func (h *Host) warnBadKeys(ns string, bad []error) {
 		}
 		h.mu.Unlock()
 		if !seen {
-			h.log.Warn("alarm scan: not an alarm entry; left alone", logNamespace, ns, "key", fe.Key, logErr, err)
+			h.log.Warn("alarm scan: not an alarm entry; left alone", logattr.Namespace, ns, logattr.Key, fe.Key, logattr.Err, err)
 		}
 	}
 }

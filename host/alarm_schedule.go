@@ -8,6 +8,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // alarmSchedule is when the host looks at actors' alarms next: one time
@@ -185,7 +186,7 @@ func (h *Host) wakeForAlarm(key actorKey) {
 			// The scans may have listed past the entry already: the next
 			// ones list the whole backlog again.
 			h.alarmRescans.Add(1)
-			h.log.Warn("cannot wake a hibernated actor for its alarm", logNamespace, key.ns, logActor, frames.ActorKey([]byte(key.id)), logErr, err)
+			h.log.Warn("cannot wake a hibernated actor for its alarm", logattr.Namespace, key.ns, logattr.Actor, frames.ActorKey([]byte(key.id)), logattr.Err, err)
 		}
 		return
 	}
@@ -206,7 +207,7 @@ func (h *Host) alarmToWake(ctx context.Context, a *Actor) time.Time {
 	if err != nil {
 		// Left to the scans: an actor nobody holds is claimed once its
 		// alarm is overdue.
-		h.log.Warn("hibernating without a wake-up for its alarm", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+		h.log.Warn("hibernating without a wake-up for its alarm", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, err)
 		return time.Time{}
 	}
 	if !cur.set {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // DrainFunc is a namespace's drain hook (Config.Drain). It runs once per
@@ -87,7 +88,7 @@ func (h *Host) StopClaiming() {
 	// A node being registered after a loss gets it from watchNode before
 	// any claim uses it.
 	h.node.StopClaiming()
-	h.log.Info("draining: claiming no more actors", logNode, h.node.ID())
+	h.log.Info("draining: claiming no more actors", logattr.Node, h.node.ID())
 }
 
 // Drain hands the node's actors over to its peers: StopClaiming; then
@@ -222,7 +223,7 @@ func (h *Host) runDrainHooks(ctx context.Context) ([]NamespaceDrain, time.Durati
 				t.Failed++
 			}
 			if err != nil {
-				h.log.Debug("drain hook", logNamespace, j.a.key.ns, logActor, frames.ActorKey([]byte(j.a.key.id)), logErr, err)
+				h.log.Debug("drain hook", logattr.Namespace, j.a.key.ns, logattr.Actor, frames.ActorKey([]byte(j.a.key.id)), logattr.Err, err)
 				if t.firstErr == nil {
 					t.firstErr = err
 				}
@@ -239,7 +240,7 @@ func (h *Host) runDrainHooks(ctx context.Context) ([]NamespaceDrain, time.Durati
 		if t.Failed+t.TimedOut > 0 {
 			level = slog.LevelWarn
 		}
-		args := []any{logNamespace, t.Namespace, "drained", t.Drained, "skipped", t.Skipped,
+		args := []any{logattr.Namespace, t.Namespace, "drained", t.Drained, "skipped", t.Skipped,
 			"failed", t.Failed, "timedOut", t.TimedOut, "ms", t.Duration.Milliseconds()}
 		if t.firstErr != nil {
 			args = append(args, "firstErr", t.firstErr)
@@ -269,7 +270,7 @@ func (h *Host) runDrainHook(ctx context.Context, slot chan struct{}, j *drainJob
 func (h *Host) drainActor(ctx context.Context, j *drainJob) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			h.log.Error("drain hook panicked", logNamespace, j.a.key.ns, logActor, frames.ActorKey([]byte(j.a.key.id)),
+			h.log.Error("drain hook panicked", logattr.Namespace, j.a.key.ns, logattr.Actor, frames.ActorKey([]byte(j.a.key.id)),
 				"panic", p, "stack", string(debug.Stack()))
 			err = fmt.Errorf("host: drain hook of %s panicked: %v", j.a, p)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // openWithNote acquires each actor, writes the note "durable", waits for
@@ -236,7 +237,7 @@ func TestDrainHookFailureIsAlone(t *testing.T) {
 	lines := drainLines(t, logs)
 	require.Len(t, lines, 1, "drain log lines: %v", lines)
 	assert.Equal(t, "WARN", lines[0][slog.LevelKey], "%v", lines[0])
-	assert.Equal(t, "ns", lines[0][logNamespace], "%v", lines[0])
+	assert.Equal(t, "ns", lines[0][logattr.Namespace], "%v", lines[0])
 	assert.EqualValues(t, 2, lines[0]["drained"], "%v", lines[0])
 	assert.EqualValues(t, 2, lines[0]["failed"], "%v", lines[0])
 	assert.EqualValues(t, 0, lines[0]["timedOut"], "%v", lines[0])

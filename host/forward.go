@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // dialTimeout bounds connecting to a holder. A dead host's SYNs go
@@ -53,7 +54,7 @@ func (hd *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, 
 	switch {
 	case err != nil:
 		if !errors.Is(r.Context().Err(), context.Canceled) {
-			h.log.Warn("cannot read a holder's lease", logHolder, held.Node, logErr, err)
+			h.log.Warn("cannot read a holder's lease", logattr.Holder, held.Node, logattr.Err, err)
 			hd.unavailable(w, r, fmt.Sprintf("reading the lease of the actor's holder %s: %v", held.Node, err))
 		}
 		return false
@@ -91,14 +92,14 @@ func (hd *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, 
 	}
 	var op *net.OpError
 	if errors.As(failed, &op) && op.Op == "dial" && r.Context().Err() == nil {
-		h.log.Debug("holder does not accept connections", logHolder, held.Node, "address", lease.Address, logErr, failed)
+		h.log.Debug("holder does not accept connections", logattr.Holder, held.Node, logattr.Address, lease.Address, logattr.Err, failed)
 		h.suspect(held.Node)
 		return true
 	}
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		return false // the caller left
 	}
-	h.log.Debug("forwarding failed", logHolder, held.Node, "address", lease.Address, logErr, failed)
+	h.log.Debug("forwarding failed", logattr.Holder, held.Node, logattr.Address, lease.Address, logattr.Err, failed)
 	w.Header().Set(HeaderVia, self.ID())
 	hd.unavailable(w, r, fmt.Sprintf("the actor's holder %s at %s did not answer: %v", held.Node, lease.Address, failed))
 	return false

@@ -15,6 +15,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/vfs"
 )
@@ -260,7 +261,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	bctx, cancel := context.WithCancel(context.Background())
 	h := &Host{
 		cfg:         cfg,
-		log:         cfg.Logger.With("subsystem", "host"),
+		log:         cfg.Logger.With(logattr.Subsystem, logattr.SubsystemHost),
 		clock:       cfg.Clock,
 		ctx:         bctx,
 		cancel:      cancel,
@@ -284,7 +285,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	go h.sweepLoop()
 	go h.alarmLoop()
 	go h.alarmScanLoop()
-	h.log.Info("host serving", logNode, node.ID(), "address", cfg.Address, "dir", cfg.Dir,
+	h.log.Info("host serving", logattr.Node, node.ID(), logattr.Address, cfg.Address, "dir", cfg.Dir,
 		"idle", cfg.Idle, "maxOpens", cfg.MaxOpens, "sweepAge", cfg.SweepAge)
 	return h, nil
 }
@@ -522,14 +523,3 @@ func (h *Host) Actors() []ActorInfo {
 func (h *Host) actorDir(k actorKey) string {
 	return filepath.Join(h.cfg.Dir, frames.NamespaceID(h.cfg.VFS.Tenant, k.ns), frames.ActorKey([]byte(k.id)))
 }
-
-// Log keys.
-const (
-	logNode      = "node"
-	logNamespace = "namespace"
-	logActor     = "actor"
-	logEpoch     = "epoch"
-	logErr       = "err"
-	logWhy       = "why"
-	logHolder    = "holder"
-)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // Headers of forwarded requests and their answers.
@@ -192,7 +193,7 @@ func (hd *handler) notHere(w http.ResponseWriter, r *http.Request, ns string, id
 	default:
 		// The bucket is unreachable, a restore failed: nothing the caller
 		// did, and it may pass.
-		hd.h.log.Warn("cannot acquire actor", logNamespace, ns, logActor, frames.ActorKey(id), logErr, err)
+		hd.h.log.Warn("cannot acquire actor", logattr.Namespace, ns, logattr.Actor, frames.ActorKey(id), logattr.Err, err)
 	}
 	hd.unavailable(w, r, err.Error())
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/vfs"
 )
@@ -46,8 +47,8 @@ func (h *Host) open(a *Actor) {
 		// once, so that a peer claims it.
 		a.state, a.drop, a.refused = Open, true, true
 		a.lastUsed = h.clock.Now()
-		h.log.Info("refusing an actor claimed as the drain began", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)),
-			logEpoch, a.db.Epoch())
+		h.log.Info("refusing an actor claimed as the drain began", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)),
+			logattr.Epoch, a.db.Epoch())
 		if a.refs == 0 {
 			h.closeLocked(a, whyRefused)
 		}
@@ -89,7 +90,7 @@ func (h *Host) openRetrying(a *Actor) error {
 		if !keep {
 			return err
 		}
-		h.log.Debug("cannot claim yet; retrying", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, err)
+		h.log.Debug("cannot claim yet; retrying", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, err)
 		// Jittered, so that the claimants of many actors do not move in
 		// step.
 		wait := delay/2 + rand.N(delay/2+1)
@@ -160,7 +161,7 @@ func (h *Host) openOnce(a *Actor) error {
 	if err := h.reindexAlarm(ctx, a); err != nil {
 		a.closeAlarmConn()
 		if cerr := db.Close(context.WithoutCancel(ctx)); cerr != nil {
-			h.log.Warn("closing after indexing its alarm failed", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, cerr)
+			h.log.Warn("closing after indexing its alarm failed", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, cerr)
 		}
 		unlock()
 		return fmt.Errorf("host: opening %s: indexing its alarm: %w", a, err)
@@ -169,13 +170,13 @@ func (h *Host) openOnce(a *Actor) error {
 		if err := hook(ctx, a); err != nil {
 			a.closeAlarmConn()
 			if cerr := db.Close(context.WithoutCancel(ctx)); cerr != nil {
-				h.log.Warn("closing after Hooks.Opened failed", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logErr, cerr)
+				h.log.Warn("closing after Hooks.Opened failed", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, cerr)
 			}
 			unlock()
 			return fmt.Errorf("host: opening %s: Hooks.Opened: %w", a, err)
 		}
 	}
-	h.log.Info("actor open", logNamespace, a.key.ns, logActor, frames.ActorKey([]byte(a.key.id)), logEpoch, db.Epoch(),
+	h.log.Info("actor open", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Epoch, db.Epoch(),
 		"from", db.Stats().Start.From)
 	return nil
 }

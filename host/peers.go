@@ -12,6 +12,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/peer"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/tails"
@@ -90,7 +91,7 @@ func startPeering(cfg Config) (*peering, error) {
 // such a lease only delays the peers that take it for the live one.
 func (p *peering) retire(ctx context.Context, node *fence.Node, log *slog.Logger) {
 	if _, err := node.RetirePredecessors(ctx); err != nil {
-		log.Warn("fencing the leases earlier processes on the follower store left", logNode, node.ID(), logErr, err)
+		log.Warn("fencing the leases earlier processes on the follower store left", logattr.Node, node.ID(), logattr.Err, err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/fence"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // watchNode waits for the node to stop being live. Closed by Close: done.
@@ -49,10 +50,10 @@ func (h *Host) watchNode() {
 		}
 		h.mu.Unlock()
 		if h.cfg.StopOnNodeLoss {
-			h.log.Error("node lost: stopping", logNode, n.ID(), logErr, err)
+			h.log.Error("node lost: stopping", logattr.Node, n.ID(), logattr.Err, err)
 			return
 		}
-		h.log.Warn("node lost: registering a new node", logNode, n.ID(), logErr, err)
+		h.log.Warn("node lost: registering a new node", logattr.Node, n.ID(), logattr.Err, err)
 		next := h.restartNode(n)
 		if next != nil && h.peers != nil {
 			h.peers.retire(context.Background(), next, h.cfg.Logger) // n's lease, not fenced yet if it expired
@@ -82,7 +83,7 @@ func (h *Host) watchNode() {
 			cancel()
 			return
 		}
-		h.log.Info("recovered: serving as a new node", logNode, next.ID(), "previous", n.ID())
+		h.log.Info("recovered: serving as a new node", logattr.Node, next.ID(), "previous", n.ID())
 	}
 }
 
@@ -99,7 +100,7 @@ func (h *Host) restartNode(n *fence.Node) *fence.Node {
 		if h.ctx.Err() != nil {
 			return nil
 		}
-		h.log.Warn("registering a new node", logErr, err)
+		h.log.Warn("registering a new node", logattr.Err, err)
 		select {
 		case <-h.ctx.Done():
 			return nil

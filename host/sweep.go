@@ -1,6 +1,10 @@
 package host
 
-import "math/rand/v2"
+import (
+	"math/rand/v2"
+
+	"github.com/framectl/framectl/internal/logattr"
+)
 
 // sweepLoop deletes stale leases every Config.SweepEvery (jittered, so the
 // nodes of a cluster started together do not sweep together), until the
@@ -24,7 +28,7 @@ func (h *Host) sweepLoop() {
 		deleted, err := sweep(h.ctx, h.cfg.Bucket, &kept, h.cfg.SweepAge, h.clock.Now())
 		switch {
 		case err != nil && h.ctx.Err() == nil:
-			h.log.Warn("sweeping stale leases", "deleted", len(deleted), logErr, err)
+			h.log.Warn("sweeping stale leases", "deleted", len(deleted), logattr.Err, err)
 		case len(deleted) > 0:
 			h.log.Info("swept stale leases", "deleted", len(deleted), "olderThan", h.cfg.SweepAge)
 		}

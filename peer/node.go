@@ -14,14 +14,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/follow"
-)
-
-// Log keys.
-const (
-	logPeer = "peer"
-	logAddr = "addr"
-	logErr  = "err"
-	logLost = "lost"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // maxHandshakes bounds the inbound connections a node holds before they
@@ -90,7 +83,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if s.handler == nil {
 		return nil, fmt.Errorf("%w: Config.Handler is nil", ErrInvalid)
 	}
-	s.log = s.log.With("subsystem", "peer", "node", string(s.id))
+	s.log = s.log.With(logattr.Subsystem, logattr.SubsystemPeer, logattr.Node, string(s.id))
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Node{
 		s: s, ctx: ctx, cancel: cancel, handshakes: make(chan struct{}, maxHandshakes),
@@ -154,7 +147,7 @@ func (n *Node) Serve(ctx context.Context, ln net.Listener) error {
 			// Out of file descriptors, say: wait and go on, as
 			// net/http's server does.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-			n.s.log.Warn("accept failed", logAddr, ln.Addr().String(), logErr, err)
+			n.s.log.Warn("accept failed", logattr.Addr, ln.Addr().String(), logattr.Err, err)
 			select {
 			case <-time.After(delay):
 			case <-ctx.Done():
@@ -388,7 +381,7 @@ func (n *Node) attach(c *Conn) {
 	}
 	n.wg.Add(1)
 	n.mu.Unlock()
-	n.s.log.Info("connected", logPeer, string(c.Peer()), logAddr, c.RemoteAddr())
+	n.s.log.Info("connected", logattr.Peer, string(c.Peer()), logattr.Addr, c.RemoteAddr())
 	go n.reader(p, c)
 }
 
@@ -432,7 +425,7 @@ func (n *Node) detach(p *peerState, c *Conn, err error) {
 	switch {
 	case closing:
 	case clean:
-		n.s.log.Info("peer closed the connection", logPeer, string(c.Peer()), logAddr, c.RemoteAddr())
+		n.s.log.Info("peer closed the connection", logattr.Peer, string(c.Peer()), logattr.Addr, c.RemoteAddr())
 	default:
 		n.fail(err)
 	}
@@ -444,7 +437,7 @@ func (n *Node) discard(p *peerState, why string) {
 		return
 	}
 	n.lost.Add(uint64(len(p.queue)))
-	n.s.log.Warn("messages dropped: "+why, logPeer, string(p.id), logLost, len(p.queue))
+	n.s.log.Warn("messages dropped: "+why, logattr.Peer, string(p.id), logattr.Lost, len(p.queue))
 	p.queue, p.queued = nil, 0
 }
 
@@ -462,10 +455,10 @@ func (n *Node) fail(err error) {
 	n.mu.Unlock()
 	var ce *ConnError
 	if errors.As(err, &ce) {
-		n.s.log.Warn("connection failed", logPeer, string(ce.Peer), logAddr, ce.Addr, logErr, err)
+		n.s.log.Warn("connection failed", logattr.Peer, string(ce.Peer), logattr.Addr, ce.Addr, logattr.Err, err)
 		return
 	}
-	n.s.log.Warn("connection failed", logErr, err)
+	n.s.log.Warn("connection failed", logattr.Err, err)
 }
 
 // Stats returns the node's counters.

@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/tails"
 )
 
@@ -119,7 +120,7 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, log: cfg.Logger.With("subsystem", "quorum", "node", cfg.Self),
+	h := &Hub{cfg: cfg, log: cfg.Logger.With(logattr.Subsystem, logattr.SubsystemQuorum, logattr.Node, cfg.Self),
 		sessions: map[string]*Session{}, stop: make(chan struct{}), done: make(chan struct{}), replaceDone: make(chan struct{})}
 	go h.tickLoop()
 	go h.replaceLoop()
@@ -165,7 +166,7 @@ func (h *Hub) follow(from follow.FollowerID, actor string, m follow.Message) {
 	reply, err := h.cfg.Store.Handle(actor, m)
 	if err != nil {
 		h.stats.storeErrors.Add(1)
-		h.log.Warn("follower store", "actor", actor, "from", from, "err", err)
+		h.log.Warn("follower store", logattr.Actor, actor, "from", from, logattr.Err, err)
 	}
 	h.promised(m, reply) // fences.go; before the reply leaves, so a takeover that got it sees it counted
 	if reply != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // Replacing a follower while the session runs.
@@ -175,14 +176,14 @@ func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownersh
 		s.noteChangedLocked()
 		return
 	case err != nil:
-		s.h.log.Warn("recording a new follower set", "actor", s.actor, "followers", next, "err", err)
+		s.h.log.Warn("recording a new follower set", logattr.Actor, s.actor, logattr.Followers, next, logattr.Err, err)
 		return
 	}
 	s.own = rec
 	old := s.memberSet()
 	if err := o.Recorded(next); err != nil {
 		// Pending said ready and nothing else changes the set: a bug.
-		s.h.log.Error("owner refused the recorded set", "actor", s.actor, "followers", next, "err", err)
+		s.h.log.Error("owner refused the recorded set", logattr.Actor, s.actor, logattr.Followers, next, logattr.Err, err)
 		return
 	}
 	for _, id := range old {
@@ -191,7 +192,7 @@ func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownersh
 		}
 	}
 	s.h.stats.replaced.Add(int64(countNew(old, next)))
-	s.h.log.Info("replaced followers", "actor", s.actor, "from", old, "to", next, "quorum", q)
+	s.h.log.Info("replaced followers", logattr.Actor, s.actor, "from", old, "to", next, logattr.Quorum, q)
 	s.noteChangedLocked()
 }
 
@@ -222,7 +223,7 @@ func (s *Session) watchJoining(o *follow.Owner, status []follow.FollowerStatus, 
 		s.repl.avoid[id] = now.Add(s.h.cfg.ReplaceWait)
 		delete(s.windows, id)
 	}
-	s.h.log.Warn("gave up replacing followers", "actor", s.actor, "newcomers", stuck)
+	s.h.log.Warn("gave up replacing followers", logattr.Actor, s.actor, "newcomers", stuck)
 }
 
 // replaceBad starts replacing the failed and dead followers of the set
@@ -262,14 +263,14 @@ func (s *Session) replaceBad(ctx context.Context, o *follow.Owner, status []foll
 	}
 	if err := o.ChangeSet(next); err != nil {
 		s.mu.Unlock()
-		s.h.log.Error("changing the follower set", "actor", s.actor, "followers", next, "err", err)
+		s.h.log.Error("changing the follower set", logattr.Actor, s.actor, logattr.Followers, next, logattr.Err, err)
 		return
 	}
 	s.repl.began = now
 	out := s.route(o.Outbox(), now)
 	s.noteLocked()
 	s.mu.Unlock()
-	s.h.log.Info("replacing followers", "actor", s.actor, "from", set, "to", next)
+	s.h.log.Info("replacing followers", logattr.Actor, s.actor, "from", set, "to", next)
 	s.h.sendAll(s.actor, out)
 }
 
@@ -285,7 +286,7 @@ func (s *Session) choose(ctx context.Context, cands []follow.FollowerID, n int, 
 			continue
 		}
 		if err := s.h.cfg.Directory.Locate(ctx, id); err != nil {
-			s.h.log.Info("follower candidate not located", "actor", s.actor, "node", id, "err", err)
+			s.h.log.Info("follower candidate not located", logattr.Actor, s.actor, logattr.Node, id, logattr.Err, err)
 			continue
 		}
 		out = append(out, id)

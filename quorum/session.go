@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // ErrClosed: the session ended (Session.Close) or its hub closed.
@@ -63,7 +64,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch frames.
 		}
 		if err := s.h.cfg.Directory.Locate(ctx, id); err != nil {
 			// Unreachable is not fatal: follow waits for n-q+1 of them.
-			s.h.log.Info("takeover: follower not located", "actor", s.actor, "follower", id, "err", err)
+			s.h.log.Info("takeover: follower not located", logattr.Actor, s.actor, logattr.Follower, id, logattr.Err, err)
 		}
 	}
 	tk, err := follow.NewTakeover(follow.TakeoverConfig{Epoch: epoch, Quorum: prev.Quorum, Followers: set, Bucket: b,
@@ -97,7 +98,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch frames.
 	}
 	if len(r.Tail) > 0 {
 		s.h.stats.tailsRecovered.Add(1)
-		s.h.log.Info("takeover recovered a tail", "actor", s.actor, "from", r.From, "entries", len(r.Tail),
+		s.h.log.Info("takeover recovered a tail", logattr.Actor, s.actor, "from", r.From, "entries", len(r.Tail),
 			"first", r.Tail[0].Seq, "last", r.Tail[len(r.Tail)-1].Seq)
 	}
 	return r.Tail, nil
@@ -173,7 +174,7 @@ func (s *Session) BucketDurable(p follow.Point) {
 		return
 	}
 	if err := s.owner.BucketDurable(p); err != nil && !errors.Is(err, follow.ErrSuperseded) {
-		s.h.log.Error("bucket durable point not in the owner's log", "actor", s.actor, "seq", p.Seq, "err", err)
+		s.h.log.Error("bucket durable point not in the owner's log", logattr.Actor, s.actor, logattr.Seq, p.Seq, logattr.Err, err)
 	}
 	out := s.route(s.owner.Outbox(), time.Now())
 	s.noteLocked()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
 )
 
 // Fetching runs ahead of the replay: up to Parallelism batches are
@@ -200,7 +201,7 @@ func (f *fetcher) run(s *stream) {
 		}
 		defer rc.Close()
 		f.objects.Add(1)
-		src = &countingReader{r: rc, n: &f.bytes}
+		src = iocount.NewReader(rc, &f.bytes)
 	} else {
 		defer f.budget.release(nil, s.size)
 		// Objects are immutable: the listed size is the size, and an
@@ -339,16 +340,4 @@ func (b *budget) setHead(i int) {
 func (b *budget) notifyLocked() {
 	close(b.changed)
 	b.changed = make(chan struct{})
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n *atomic.Int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
 }

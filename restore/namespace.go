@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/workers"
 )
 
 // RestoreNamespace restores every actor of a namespace (its NamespaceID
@@ -46,20 +46,17 @@ func RestoreNamespace(ctx context.Context, b bucket.Bucket, namespace, destDir s
 }
 
 // forEachActor calls fn for every actor, n at a time. Once ctx ends, fn
-// fails fast: every actor still gets its result.
+// fails fast: every actor still gets its result. So the pool itself runs
+// under no context that ends, and fn never fails it.
 func forEachActor(actors []frames.Actor, n int, fn func(i int, a frames.Actor)) {
-	sem := make(chan struct{}, n)
-	var wg sync.WaitGroup
-	for i, a := range actors {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			fn(i, a)
-		}()
+	idx := make([]int, len(actors))
+	for i := range idx {
+		idx[i] = i
 	}
-	wg.Wait()
+	_ = workers.Run(context.Background(), idx, min(n, len(actors)), func(_ context.Context, _ *struct{}, i int) error {
+		fn(i, actors[i])
+		return nil
+	})
 }
 
 // VerifyNamespace verifies every actor of a namespace (its NamespaceID

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // Options tune Restore, RestoreNamespace and Replay. The zero value
@@ -83,7 +84,7 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	o.Logger = o.Logger.With(logSubsystem, "restore")
+	o.Logger = o.Logger.With(logattr.Subsystem, logattr.SubsystemRestore)
 	return o
 }
 
@@ -112,15 +113,4 @@ const (
 	PhaseVerify    Phase = "verify"    // checking the files against the checksums
 	PhaseIntegrity Phase = "integrity" // PRAGMA integrity_check
 	PhaseDone      Phase = "done"
-)
-
-// Log keys.
-const (
-	logSubsystem = "subsystem"
-	logActor     = "actor"
-	logEpoch     = "epoch"
-	logKey       = "key"
-	logSeq       = "seq"
-	logErr       = "err"
-	logAttempt   = "attempt"
 )

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -178,7 +179,7 @@ func (r *replayer) progress(phase Phase, key string) {
 
 func (r *replayer) run(ctx context.Context, dir string) error {
 	start := time.Now()
-	log := r.opts.Logger.With(logActor, r.plan.Actor.Prefix(), logEpoch, r.plan.Epoch)
+	log := r.opts.Logger.With(logattr.Actor, r.plan.Actor.Prefix(), logattr.Epoch, r.plan.Epoch)
 	defer func() {
 		if r.fetch != nil {
 			r.fetch.close()
@@ -192,7 +193,7 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 	r.done++
 	r.res.Applied = append(r.res.Applied, r.plan.Snapshot)
 	r.hooks.object(r.plan.Snapshot, nil)
-	log.Debug("snapshot loaded", logKey, r.plan.Snapshot.Key, logSeq, r.set.Seq())
+	log.Debug("snapshot loaded", logattr.Key, r.plan.Snapshot.Key, logattr.Seq, r.set.Seq())
 
 	for i, o := range r.plan.Batches {
 		if r.stopped || r.plan.Target.reached(r.set.Seq()) {
@@ -239,8 +240,8 @@ func (r *replayer) run(ctx context.Context, dir string) error {
 	res.Set, res.Seq, res.CommitTime = r.set, r.set.Seq(), r.set.CommitTime()
 	res.ObjectsFetched = int(r.fetch.objects.Load()) + r.extra.objects
 	res.BytesFetched = r.fetch.bytes.Load() + r.extra.bytes
-	log.Debug("replayed", logSeq, res.Seq, "applied", len(res.Applied), "skipped", len(res.Skipped),
-		"bytes", res.BytesFetched, "duration", time.Since(start))
+	log.Debug("replayed", logattr.Seq, res.Seq, "applied", len(res.Applied), "skipped", len(res.Skipped),
+		"bytes", res.BytesFetched, logattr.Duration, time.Since(start))
 	return nil
 }
 
@@ -314,8 +315,8 @@ func (r *replayer) loadSnapshot(ctx context.Context, dir string) error {
 	closeBody := sync.OnceFunc(func() { rc.Close() })
 	defer closeBody()
 	r.extra.objects++
-	cr := &countingReader{r: rc, n: new(atomic.Int64)}
-	defer func() { r.extra.bytes += cr.n.Load() }()
+	cr := iocount.NewReader(rc, nil)
+	defer func() { r.extra.bytes += cr.Count() }()
 	sr, m, err := frames.OpenSnapshot(cr, key, r.opts.Limits)
 	if err != nil {
 		return r.fail(key, err)
@@ -331,7 +332,7 @@ func (r *replayer) loadSnapshot(ctx context.Context, dir string) error {
 		case !errors.Is(err, lanes.ErrNotLazy):
 			return r.fail(key, err)
 		}
-		r.opts.Logger.Debug("manifest loaded whole", logKey, key, logErr, err)
+		r.opts.Logger.Debug("manifest loaded whole", logattr.Key, key, logattr.Err, err)
 	}
 	if m != nil {
 		closeBody() // read whole: nothing more to come

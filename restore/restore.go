@@ -11,6 +11,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/fsync"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -97,7 +98,7 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 	main, _ := rep.Set.Lane(lanes.MainLane) // Replay checked it exists
 	for _, l := range rep.Set.Lanes() {
 		if l.Number != lanes.MainLane {
-			opts.Logger.Warn("lane left out: only the main lane is restored", logActor, a.Prefix(), "lane", l.Number)
+			opts.Logger.Warn("lane left out: only the main lane is restored", logattr.Actor, a.Prefix(), "lane", l.Number)
 		}
 	}
 	// The replay synced the main lane while it verified it (writeBack):
@@ -121,8 +122,8 @@ func Restore(ctx context.Context, b bucket.Bucket, a frames.Actor, dest string, 
 	if rep.CommitTime != 0 {
 		res.CommitTime = time.Unix(0, rep.CommitTime)
 	}
-	opts.Logger.Info("restored", logActor, a.Prefix(), logEpoch, res.Epoch, logSeq, res.Seq,
-		"path", dest, "bytes", res.Bytes, "duration", res.Duration)
+	opts.Logger.Info("restored", logattr.Actor, a.Prefix(), logattr.Epoch, res.Epoch, logattr.Seq, res.Seq,
+		logattr.Path, dest, "bytes", res.Bytes, logattr.Duration, res.Duration)
 	report(opts, Progress{Actor: a, Phase: PhaseDone, ObjectsDone: len(rep.Applied) + len(rep.Skipped),
 		ObjectsTotal: 1 + len(rep.Plan.Batches), BytesFetched: res.BytesFetched, Seq: res.Seq})
 	return res, nil
@@ -164,7 +165,7 @@ func replayWithReplans(ctx context.Context, b bucket.Bucket, a frames.Actor, scr
 		if !errors.Is(err, bucket.ErrNotFound) || ctx.Err() != nil {
 			return nil, 0, err
 		}
-		opts.Logger.Info("an object vanished: planning again", logActor, a.Prefix(), logAttempt, attempt+1, logErr, err)
+		opts.Logger.Info("an object vanished: planning again", logattr.Actor, a.Prefix(), logattr.Attempt, attempt+1, logattr.Err, err)
 		last = err
 	}
 	return nil, 0, &Error{Op: "restore", Actor: a.Prefix(), Err: fmt.Errorf("%w: last: %w", ErrReplans, last)}

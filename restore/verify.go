@@ -16,6 +16,7 @@ import (
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -235,7 +236,7 @@ func Verify(ctx context.Context, b bucket.Bucket, a frames.Actor, opts VerifyOpt
 		if !errors.Is(err, bucket.ErrNotFound) || ctx.Err() != nil {
 			return Report{}, &Error{Op: "verify", Actor: a.Prefix(), Err: err}
 		}
-		ro.Logger.Info("an object vanished: verifying again", logActor, a.Prefix(), logAttempt, attempt+1, logErr, err)
+		ro.Logger.Info("an object vanished: verifying again", logattr.Actor, a.Prefix(), logattr.Attempt, attempt+1, logattr.Err, err)
 		last = err
 	}
 	return Report{}, &Error{Op: "verify", Actor: a.Prefix(), Err: fmt.Errorf("%w: last: %w", ErrReplans, last)}

@@ -8,11 +8,11 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
 	"github.com/framectl/framectl/internal/workers"
 )
 
@@ -74,14 +74,14 @@ func (v *verifier) checkChunk(ctx context.Context, u chunkUse, manifests []strin
 		return err
 	}
 	defer rc.Close()
-	cr := &countingReader{r: rc, n: new(atomic.Int64)}
+	cr := iocount.NewReader(rc, nil)
 	_, content, err := frames.ReadChunk(cr, u.key, u.size, *buf, v.opts.Limits)
 	if err == nil {
 		*buf = content
 	}
 	v.mu.Lock()
 	v.rep.Objects++
-	v.rep.Bytes += cr.n.Load()
+	v.rep.Bytes += cr.Count()
 	if err == nil {
 		v.chunkOK[u] = true
 	}

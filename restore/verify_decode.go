@@ -5,11 +5,11 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"sync"
-	"sync/atomic"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
+	"github.com/framectl/framectl/internal/workers"
 )
 
 // decodeRest reads every object the replay did not read to its end.
@@ -22,42 +22,9 @@ func (v *verifier) decodeRest(ctx context.Context) error {
 			}
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
-	)
-	work := make(chan Object)
-	for range min(v.opts.Parallelism, len(todo)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for o := range work {
-				if err := v.decode(ctx, o); err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = err
-					}
-					errMu.Unlock()
-					cancel()
-				}
-			}
-		}()
-	}
-	for _, o := range todo {
-		select {
-		case work <- o:
-		case <-ctx.Done():
-		}
-	}
-	close(work)
-	wg.Wait()
-	if first != nil {
-		return first
-	}
-	return ctx.Err()
+	return workers.Run(ctx, todo, min(v.opts.Parallelism, len(todo)), func(ctx context.Context, _ *struct{}, o Object) error {
+		return v.decode(ctx, o)
+	})
 }
 
 // decode reads one object to its verified end. Damage goes into the
@@ -72,7 +39,7 @@ func (v *verifier) decode(ctx context.Context, o Object) error {
 		return err
 	}
 	defer rc.Close()
-	cr := &countingReader{r: rc, n: new(atomic.Int64)}
+	cr := iocount.NewReader(rc, nil)
 	var hdrErr error
 	if o.Kind == frames.KeyLog {
 		var hdr frames.BatchHeader
@@ -97,7 +64,7 @@ func (v *verifier) decode(ctx context.Context, o Object) error {
 	}
 	v.mu.Lock()
 	v.rep.Objects++
-	v.rep.Bytes += cr.n.Load()
+	v.rep.Bytes += cr.Count()
 	v.mu.Unlock()
 	if v.progress != nil {
 		v.progress(Progress{Actor: v.a, Phase: PhaseVerify, Key: o.Key})

@@ -15,6 +15,7 @@ import (
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/internal/dirlock"
 	"github.com/framectl/framectl/internal/fsync"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // Config configures a Store. The zero value is usable.
@@ -54,12 +55,6 @@ const (
 // takes about 1.0 ms with no threshold, 0.63 ms at 64 KiB, 0.49 ms at
 // 256 KiB and 0.47 ms at 1 MiB, which is one append and fsync.
 const minRewriteBytes = 1 << 20
-
-// Log keys.
-const (
-	logActor = "actor"
-	logFile  = "file"
-)
 
 // Store is a follower node's store of tails, one State per actor, in one
 // directory it locks. Its methods are safe for concurrent use; calls about
@@ -136,7 +131,7 @@ func Open(dir string, cfg Config) (*Store, error) {
 		unlock()
 		return nil, err
 	}
-	s := &Store{dir: dir, id: id, cfg: cfg, log: logger.With("subsystem", "tails"), unlock: unlock, rewriteMin: minRewriteBytes,
+	s := &Store{dir: dir, id: id, cfg: cfg, log: logger.With(logattr.Subsystem, logattr.SubsystemTails), unlock: unlock, rewriteMin: minRewriteBytes,
 		files: map[string]int64{}, actors: map[string]*tail{}}
 	s.idle = sync.NewCond(&s.mu)
 	if err := s.scan(); err != nil {
@@ -387,7 +382,7 @@ func (s *Store) load(a *tail) error {
 	}
 	r, err := readSynced(f, a.path, a.name, s.cfg.Limits)
 	if err == nil && r.torn != nil {
-		s.log.Warn("dropped a torn last record, never acknowledged", logActor, a.name, logFile, a.path, "at", r.end, "why", r.torn)
+		s.log.Warn("dropped a torn last record, never acknowledged", logattr.Actor, a.name, logattr.File, a.path, "at", r.end, logattr.Why, r.torn)
 		// Later records must follow the last whole one.
 		if err = f.Truncate(r.end); err == nil {
 			err = f.Sync()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/internal/fsync"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // save makes st a's state: nothing when it is a's state already, a record
@@ -35,7 +36,7 @@ func (s *Store) save(a *tail, st follow.State) error {
 	if live := fileBytes(a.name, a.bytes); a.size-live > max(live, s.rewriteMin) {
 		// The state is durable already; a rewrite that fails leaves it so.
 		if err := s.rewrite(a, &a.st, a.bytes); err != nil && !errors.Is(err, ErrFull) {
-			s.log.Warn("rewriting a file failed", logActor, a.name, logFile, a.path, "err", err)
+			s.log.Warn("rewriting a file failed", logattr.Actor, a.name, logattr.File, a.path, logattr.Err, err)
 		}
 	}
 	return nil
@@ -161,7 +162,7 @@ func (s *Store) rewrite(a *tail, st *follow.State, bytes int64) error {
 func (s *Store) fail(a *tail, cause error) {
 	a.failed = &failedError{actor: a.name, cause: cause}
 	a.fl = nil
-	s.log.Error("actor refused until the store is reopened: its file is in an unknown state", logActor, a.name, logFile, a.path, "err", cause)
+	s.log.Error("actor refused until the store is reopened: its file is in an unknown state", logattr.Actor, a.name, logattr.File, a.path, logattr.Err, cause)
 }
 
 // ioError wraps an error of the disk, as ErrFull too when the disk is

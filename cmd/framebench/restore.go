@@ -13,13 +13,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/vfs"
 )
@@ -266,37 +266,11 @@ func buildRestoreFixture(ctx context.Context, b bucket.Bucket, dir string, size 
 func (fx *restoreFixture) limit(ctx context.Context, n int) (time.Duration, error) {
 	start := time.Now()
 	objs := append(append([]bucket.Info{fx.snapshot}, fx.chunks...), fx.batches...)
-	work := make(chan string)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			zr := new(gzip.Reader)
-			for key := range work {
-				if err := getGunzip(ctx, fx.b, key, zr); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	for _, o := range objs {
-		select {
-		case work <- o.Key:
-		case err := <-errs:
-			close(work)
-			wg.Wait()
-			return 0, err
-		}
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
+	err := workers.Run(ctx, objs, n, func(ctx context.Context, zr *gzip.Reader, o bucket.Info) error {
+		return getGunzip(ctx, fx.b, o.Key, zr) // zr: the worker's, reused
+	})
+	if err != nil {
 		return 0, err
-	default:
 	}
 	return time.Since(start), nil
 }

@@ -8,12 +8,12 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/workers"
 )
 
 const lsHelp = `
@@ -299,38 +299,13 @@ func readOwn(ctx context.Context, b bucket.Bucket, a frames.Actor, listed bool) 
 // the same lineage): one small read per session. A manifest that does not
 // decode is passed over for the next; a bucket that does not answer fails.
 func readLineages(ctx context.Context, b bucket.Bucket, a *lsActor) error {
-	work := make(chan *lsSession)
-	errs := make(chan error, headerReaders)
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for range headerReaders {
-		wg.Go(func() {
-			for s := range work {
-				if err := readLineage(ctx, b, s); err != nil {
-					errs <- err
-					cancel()
-					return
-				}
-			}
-		})
-	}
-feed:
+	sessions := make([]*lsSession, len(a.Sessions))
 	for i := range a.Sessions {
-		select {
-		case work <- &a.Sessions[i]:
-		case <-ctx.Done():
-			break feed
-		}
+		sessions[i] = &a.Sessions[i]
 	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-	}
-	return ctx.Err()
+	return workers.Run(ctx, sessions, headerReaders, func(ctx context.Context, _ *struct{}, s *lsSession) error {
+		return readLineage(ctx, b, s)
+	})
 }
 
 func readLineage(ctx context.Context, b bucket.Bucket, s *lsSession) error {
@@ -396,39 +371,13 @@ func readHeaders(ctx context.Context, b bucket.Bucket, a *lsActor, p *progress) 
 			objs = append(objs, &a.Sessions[i].Objects[j])
 		}
 	}
-	work := make(chan *lsObject)
-	errs := make(chan error, headerReaders)
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for range headerReaders {
-		wg.Go(func() {
-			for o := range work {
-				if err := readHeader(ctx, b, o); err != nil {
-					errs <- err
-					cancel()
-					return
-				}
-				p.add(1)
-			}
-		})
-	}
-feed:
-	for _, o := range objs {
-		select {
-		case work <- o:
-		case <-ctx.Done():
-			break feed
+	return workers.Run(ctx, objs, headerReaders, func(ctx context.Context, _ *struct{}, o *lsObject) error {
+		if err := readHeader(ctx, b, o); err != nil {
+			return err
 		}
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-	}
-	return ctx.Err()
+		p.add(1)
+		return nil
+	})
 }
 
 func readHeader(ctx context.Context, b bucket.Bucket, o *lsObject) error {

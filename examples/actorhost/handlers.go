@@ -138,7 +138,7 @@ func (s *server) serveActor(w http.ResponseWriter, r *http.Request, a *host.Hand
 		case ctx.Err() != nil:
 			unavailable(w, ctx.Err().Error())
 		default:
-			s.log.Error("operation failed", "namespace", a.Namespace(), "actor", string(a.ID()), logErr, err)
+			s.log.Error("operation failed", logNamespace, a.Namespace(), logActor, string(a.ID()), logErr, err)
 			writeError(w, http.StatusInternalServerError, err.Error())
 		}
 		return

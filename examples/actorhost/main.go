@@ -119,10 +119,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
-// Log keys.
+// Log keys: the strings framectl's own packages log by
+// (internal/logattr, which a runtime outside the module cannot import),
+// so that one search finds a node's lines from both.
 const (
-	logErr      = "err"
-	logNode     = "node"
-	logAddress  = "address"
-	logDuration = "duration"
+	logErr       = "err"
+	logNode      = "node"
+	logAddress   = "address"
+	logDuration  = "duration"
+	logNamespace = "namespace"
+	logActor     = "actor"
 )

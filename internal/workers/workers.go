@@ -1,8 +1,11 @@
 // Package workers owns running a list of jobs on a bounded number of
-// goroutines, the shape chunk uploads, chunk loads and chunk verification
-// share: each worker keeps its own state (its buffers) from job to job, and
-// the first error cancels the jobs not yet started. It never retries a job
-// and never orders results: callers record them by job.
+// goroutines, the shape every fan-out over objects known in advance
+// shares (chunk uploads, loads and verification; verify's decoding of
+// objects and the actors of a namespace in package restore; compaction's
+// manifest reads and chunk deletes; ls's header reads; the benchmark's
+// downloads): each worker keeps its own state (its buffers) from job to
+// job, and the first error cancels the jobs not yet started. It never
+// retries a job and never orders results: callers record them by job.
 package workers
 
 import (
