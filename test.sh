@@ -79,15 +79,16 @@ go test -race -timeout 30m -count=1 ./...
 
 # The race detector instruments SQLite itself (go-sqlite3 is SQLite
 # translated to Go; about five times slower) and slows follow's simulation
-# about tenfold, so under -race these packages cut their tests (raceEnabled, capRace): restore's corruption
-# sweep keeps every third damaged version and its workloads shrink to a
-# third, compact's live-writer test runs 120 rounds instead of 200, vfs's
-# random workloads run a third of their operations, its zero-allocation
-# check is off and its SIGKILL test kills 20 times instead of 100, and
+# about tenfold, so under -race these packages cut their tests
+# (internal/race): restore's corruption sweep keeps every third damaged
+# version and its workloads shrink to a third, compact's live-writer test
+# runs 120 rounds instead of 200, session's random workloads run a third of
+# their operations, capture's zero-allocation check is off, the SIGKILL
+# test (package framectl, the root) kills 20 times instead of 100, and
 # follow's simulation runs a fifth of its seeds. Run them again without
 # -race, in full.
-step "go test ./restore ./compact ./vfs ./follow (full, without -race)"
-go test -timeout 30m -count=1 ./restore ./compact ./vfs ./follow
+step "go test ./restore ./compact . ./session ./capture ./follow (full, without -race)"
+go test -timeout 30m -count=1 ./restore ./compact . ./session ./capture ./follow
 
 if [ "$FUZZTIME" != 0 ]; then
   for target in $(go test -list '^Fuzz' ./fuzz | grep '^Fuzz'); do

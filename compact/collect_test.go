@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/chunks"
@@ -22,7 +23,6 @@ import (
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
 )
 
 // namedChunks returns the keys of the chunks the actor's snapshots name,
@@ -270,7 +270,7 @@ func (g *listGate) List(ctx context.Context, prefix, startAfter string, limit in
 	return g.Bucket.List(ctx, prefix, startAfter, limit)
 }
 
-// TestCollectBesideWakingWriter: a writer waking (vfs.Open of session 3
+// TestCollectBesideWakingWriter: a writer waking (session.Open of session 3
 // from an empty directory) restores the newest manifest of session 2 and
 // names its chunks in its own first manifest, which is held at a gate.
 // Meanwhile that manifest is deleted (by hand here: by anyone whose view
@@ -331,10 +331,10 @@ func TestCollectBesideWakingWriter(t *testing.T) {
 			cfg := d.cfg
 			cfg.Bucket, cfg.Epoch, cfg.Dir = g, 3, t.TempDir()
 			opened := make(chan error, 1)
-			var db3 *vfs.DB
+			var db3 *framectl.DB
 			go func() {
 				var err error
-				db3, err = vfs.Open(t.Context(), cfg)
+				db3, err = framectl.Open(t.Context(), cfg)
 				opened <- err
 			}()
 			select {

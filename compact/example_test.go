@@ -7,10 +7,11 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // How a replicator runs compaction: a Trigger follows the batches it
@@ -35,7 +36,7 @@ func Example_replicator() {
 		panic(err)
 	}
 	id := []byte{0xa1}
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "example", Actor: id, Epoch: 1, Dir: filepath.Join(tmp, "db"), DisableCompaction: true})
+	db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: "example", Actor: id, Epoch: 1, Dir: filepath.Join(tmp, "db"), DisableCompaction: true})
 	if err != nil {
 		panic(err)
 	}

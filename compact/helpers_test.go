@@ -16,22 +16,23 @@ import (
 	"github.com/ncruces/go-sqlite3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // testDB is a database replicated through package vfs: real SQLite, real
 // capture, real uploads.
 type testDB struct {
 	t     testing.TB
-	db    *vfs.DB
+	db    *framectl.DB
 	conn  *sqlite3.Conn
-	cfg   vfs.Config
+	cfg   session.Config
 	actor frames.Actor
 }
 
@@ -57,17 +58,17 @@ func openDB(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch frames.E
 // openDBPage is openDB with the page size of a new database.
 func openDBPage(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch frames.Epoch, pageSize int) *testDB {
 	t.Helper()
-	return openDBMode(t, b, dir, id, epoch, pageSize, vfs.Async)
+	return openDBMode(t, b, dir, id, epoch, pageSize, session.Async)
 }
 
-// openDBMode is openDBPage in the given mode (vfs.Sync: one batch per
+// openDBMode is openDBPage in the given mode (session.Sync: one batch per
 // commit).
-func openDBMode(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch frames.Epoch, pageSize int, mode vfs.Mode) *testDB {
+func openDBMode(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch frames.Epoch, pageSize int, mode session.Mode) *testDB {
 	t.Helper()
-	cfg := vfs.Config{Bucket: b, Namespace: testNamespace, Actor: id, Epoch: epoch, Dir: dir, Mode: mode,
+	cfg := session.Config{Bucket: b, Namespace: testNamespace, Actor: id, Epoch: epoch, Dir: dir, Mode: mode,
 		PageSize: pageSize, RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		DisableCompaction: true} // the tests run every pass themselves
-	db, err := vfs.Open(t.Context(), cfg)
+	db, err := framectl.Open(t.Context(), cfg)
 	require.NoError(t, err)
 	c, err := db.Conn()
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // TestActorManyObjects: a superseded session and the current one of
@@ -32,13 +32,13 @@ func TestActorManyObjects(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			b := be.New(t)
 			dir, id := t.TempDir(), newActorID()
-			d := openDBMode(t, b, dir, id, 1, 1024, vfs.Sync) // one batch per commit
+			d := openDBMode(t, b, dir, id, 1, 1024, session.Sync) // one batch per commit
 			d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, v INT)")
 			for i := range perSession {
 				d.exec(fmt.Sprintf("INSERT INTO t(v) VALUES(%d)", i))
 			}
 			d.close()
-			d = openDBMode(t, b, dir, id, 2, 1024, vfs.Sync)
+			d = openDBMode(t, b, dir, id, 2, 1024, session.Sync)
 			for i := range perSession {
 				d.exec(fmt.Sprintf("UPDATE t SET v = v + 1 WHERE id = %d", 1+i%perSession))
 			}

@@ -13,12 +13,13 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // history is the clean bucket FuzzRestore damages: one actor written
@@ -83,7 +84,7 @@ func newHistory(tb testing.TB, dir string) *history {
 	// between them.
 	const retention = 24 * time.Hour
 	session := func(stmts ...string) {
-		db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: historyNamespace, Actor: historyActorID, Node: node,
+		db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: historyNamespace, Actor: historyActorID, Node: node,
 			Dir: local, PageSize: historyPageSize, DisableCompaction: true, UploadInterval: -1})
 		if err != nil {
 			tb.Fatal(err)

@@ -9,11 +9,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/quorum"
-	"github.com/framectl/framectl/vfs"
 )
 
 // actorKey names an actor in the host's map.
@@ -37,8 +37,8 @@ type Actor struct {
 
 	// Written by the open goroutine before ready is closed (and before
 	// state becomes Open under Host.mu), read-only afterwards.
-	db     *vfs.DB
-	peers  *quorum.Session // db's followers (vfs.Config.Peers); nil without Config.Peers
+	db     *framectl.DB
+	peers  *quorum.Session // db's followers (session.Config.Peers); nil without Config.Peers
 	node   *fence.Node     // the node the session was claimed with
 	unlock func()          // the actor directory's lock
 	err    error           // why the open failed
@@ -50,7 +50,7 @@ type Actor struct {
 	// stale is the stopped session Reopen continues (node lost), and
 	// peers is set to its followers' session, which Reopen uses again;
 	// only the open goroutine touches stale.
-	stale *vfs.DB
+	stale *framectl.DB
 	// claimBeforeStop: the last open attempt began before the host
 	// stopped claiming, so its claim may have taken the actor from
 	// someone. Written by the open goroutine, read by it under Host.mu.
@@ -95,7 +95,7 @@ func (a *Actor) ID() []byte { return []byte(a.key.id) }
 // DB returns the actor's replicated database. Open connections with its
 // DSN or Conn in Hooks.Opened and close them in Hooks.Closing; hold every
 // reply until DB.Durable returns nil (the output gate).
-func (a *Actor) DB() *vfs.DB { return a.db }
+func (a *Actor) DB() *framectl.DB { return a.db }
 
 // Epoch returns the session's ownership epoch.
 func (a *Actor) Epoch() frames.Epoch { return a.db.Epoch() }
@@ -128,7 +128,7 @@ func (hd *Handle) Release() {
 // Acquire returns a Handle of the actor, opening it first if this host
 // does not have it open: concurrent Acquires of one actor share one open.
 // Opening claims the actor for this node (the next epoch), brings the
-// local copy up to date (vfs.Open) and runs Hooks.Opened.
+// local copy up to date (session.Open) and runs Hooks.Opened.
 //
 // When a live node elsewhere holds the actor, the error is a
 // *fence.HeldError naming it (errors.As): forward the request there.
@@ -345,7 +345,7 @@ func (h *Host) close(a *Actor, why string) {
 	if !wakeAt.IsZero() {
 		h.keepWakeupLocked(a.key, wakeAt)
 	}
-	var orphan *vfs.DB
+	var orphan *framectl.DB
 	switch {
 	case reopen && h.stopErr == nil:
 		// Nobody may be waiting: retry until the old node's lease has

@@ -18,7 +18,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // alarmAt is a due time of the tests, at millisecond precision.
@@ -180,7 +180,7 @@ func TestAlarmRestoredByTheNextOwner(t *testing.T) {
 			require.NoError(t, err)
 			defer a.Release()
 			require.Equal(t, frames.Epoch(2), a.Epoch())
-			require.Equal(t, vfs.StartRestored, a.DB().Stats().Start.From, "the next owner restored from the bucket")
+			require.Equal(t, session.StartRestored, a.DB().Stats().Start.From, "the next owner restored from the bucket")
 			got, ok, err := a.Alarm(ctx, pool(a))
 			require.NoError(t, err)
 			require.True(t, ok)

@@ -17,7 +17,7 @@ import (
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/quorum"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // Errors callers decide on.
@@ -98,10 +98,10 @@ type Config struct {
 	// StopOnNodeLoss: when the node loses its lease, stop (Done, Err)
 	// instead of registering a new node and reopening the actors.
 	StopOnNodeLoss bool
-	// VFS is the template of every actor's vfs.Config. Bucket, Namespace,
+	// VFS is the template of every actor's session.Config. Bucket, Namespace,
 	// Actor, Node, Epoch and Dir are the host's to set and must be zero;
 	// Logger defaults to the host's.
-	VFS vfs.Config
+	VFS session.Config
 	// Hooks run at points of each actor's lifecycle.
 	Hooks Hooks
 	// Alarms maps each namespace whose alarms this host fires to the
@@ -145,7 +145,7 @@ type Config struct {
 
 // Hooks are the runtime's part of an actor's lifecycle. Each is optional.
 type Hooks struct {
-	// Opened runs once per open, after vfs.Open (or Reopen) returned and
+	// Opened runs once per open, after session.Open (or Reopen) returned and
 	// before any Acquire returns the actor: create the schema, open
 	// connections, SetValue what the runtime keeps per actor. It runs
 	// within Config.MaxOpens. An error closes the database (releasing the
@@ -153,7 +153,7 @@ type Hooks struct {
 	Opened func(ctx context.Context, a *Actor) error
 	// Closing runs once per successful open, when no Handle is left,
 	// before the database closes (idle, stopped, node lost, Close): close
-	// what Opened opened. vfs.DB.Close needs every connection closed.
+	// what Opened opened. framectl.DB.Close needs every connection closed.
 	Closing func(ctx context.Context, a *Actor)
 }
 
@@ -497,7 +497,7 @@ type ActorInfo struct {
 	IdleFor time.Duration
 	// Epoch and Stats describe its database while it is open or closing.
 	Epoch frames.Epoch
-	Stats vfs.Stats
+	Stats session.Stats
 }
 
 // Actors describes every actor the host has, in no particular order.

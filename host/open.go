@@ -8,11 +8,12 @@ import (
 	"os"
 	"time"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/quorum"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // Backoff between claim attempts that wait for a dead holder's lease to
@@ -140,14 +141,14 @@ func (h *Host) openOnce(a *Actor) error {
 	if err != nil {
 		return fmt.Errorf("host: opening %s: %w", a, err)
 	}
-	var db *vfs.DB
+	var db *framectl.DB
 	peers := a.peers // the stale session's, which Reopen continues
 	if stale := a.stale; stale != nil {
 		a.stale = nil // closed by Reopen, whatever it returns
 		db, err = stale.Reopen(ctx, node)
 	} else {
 		peers = h.newSession(a)
-		db, err = vfs.Open(ctx, h.vfsConfig(a, node, peers))
+		db, err = framectl.Open(ctx, h.vfsConfig(a, node, peers))
 	}
 	if err != nil {
 		unlock()
@@ -190,14 +191,14 @@ func (h *Host) setQueued(a *Actor) {
 
 // vfsConfig is the configuration of a's database, claimed with node, its
 // followers peers (nil: none, bucket only).
-func (h *Host) vfsConfig(a *Actor, node *fence.Node, peers *quorum.Session) vfs.Config {
+func (h *Host) vfsConfig(a *Actor, node *fence.Node, peers *quorum.Session) session.Config {
 	cfg := h.cfg.VFS
 	cfg.Bucket = h.cfg.Bucket
 	cfg.Namespace = a.key.ns
 	cfg.Actor = []byte(a.key.id)
 	cfg.Node = node
 	cfg.Dir = a.dir
-	if peers != nil { // a nil *quorum.Session is not a nil vfs.Peers
+	if peers != nil { // a nil *quorum.Session is not a nil session.Peers
 		cfg.Peers = peers
 	}
 	return cfg

@@ -8,9 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // recoveryLease is long enough that a loaded machine renews it while the
@@ -26,7 +27,7 @@ const recoveryLease, recoveryGrace = 4 * time.Second, time.Second
 
 // The bucket is unreachable for longer than the lease: the node is lost,
 // and its actors stop (an Acquire's Handle held through it sees
-// vfs.ErrFenced). Once the bucket answers, the same host, without a
+// session.ErrFenced). Once the bucket answers, the same host, without a
 // restart, registers a new node and serves the actors again, with the
 // next epoch and everything acknowledged before.
 func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
@@ -51,7 +52,7 @@ func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
 			case <-time.After(hangGuard):
 				t.Fatal("the node outlived an outage longer than its lease")
 			}
-			require.ErrorIs(t, y.DB().Durable(ctx), vfs.ErrFenced, "Durable of a Handle held through the outage")
+			require.ErrorIs(t, y.DB().Durable(ctx), session.ErrFenced, "Durable of a Handle held through the outage")
 			y.Release()
 			b.SetDown(false)
 
@@ -68,7 +69,7 @@ func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
 				}
 				err = addNote(ctx, a.Actor, "after")
 				require.NoError(t, err, "%s: write after the outage (refusal: %v; recovered node lost again: %v)",
-					id, vfs.Refusal(err), h.Node().Err())
+					id, framectl.Refusal(err), h.Node().Err())
 				require.NoError(t, a.DB().Durable(ctx), "%s: Durable after the outage (recovered node lost again: %v)", id, h.Node().Err())
 				a.Release()
 			}

@@ -23,7 +23,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // The scale benchmarks' settings, from the environment, so that a plain
@@ -258,9 +258,9 @@ func scaleHost(b *testing.B, cb *countingBucket, raw bucket.Bucket, mode scaleMo
 	}
 	switch raw.(type) {
 	case *bucket.S3:
-		cfg.VFS.UploadInterval = vfs.DefaultS3UploadInterval
+		cfg.VFS.UploadInterval = session.DefaultS3UploadInterval
 	default:
-		cfg.VFS.UploadInterval = vfs.DefaultDirUploadInterval
+		cfg.VFS.UploadInterval = session.DefaultDirUploadInterval
 	}
 	if mode.kept {
 		cfg.Hooks = Hooks{

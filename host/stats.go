@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/fence"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // Stats describes a host: what it holds now, and what it did since New. It
@@ -16,10 +16,10 @@ type Stats struct {
 	// Queued, Opening, Open and Closing count the host's actors by State
 	// now; Open counts those it holds.
 	Queued, Opening, Open, Closing int
-	// Replication sums the vfs.Stats of the actors whose database is open
+	// Replication sums the session.Stats of the actors whose database is open
 	// (Open and Closing).
 	Replication Replication
-	// Claims counts the attempts to open an actor (vfs.Open claims it
+	// Claims counts the attempts to open an actor (session.Open claims it
 	// first), by outcome.
 	Claims Claims
 	// NodesFenced and LeasesLost count the losses of this host's node:
@@ -31,8 +31,8 @@ type Stats struct {
 	PeersFenced int64
 	// ActorsFenced counts the open actors taken out of service because
 	// their session can no longer acknowledge (its node was fenced or lost
-	// its lease: vfs.ErrFenced), ActorsStopped those whose replication
-	// stopped (vfs.ErrStopped).
+	// its lease: session.ErrFenced), ActorsStopped those whose replication
+	// stopped (session.ErrStopped).
 	ActorsFenced, ActorsStopped int64
 	// Alarms describes the alarms of this host's actors.
 	Alarms AlarmStats
@@ -64,12 +64,12 @@ type Replication struct {
 	// MaxPending is the most one database has.
 	Pending, MaxPending int64
 	// UploadsFailing counts the databases whose uploads fail now
-	// (vfs.Stats.UploadError), Stopped those whose replication stopped
+	// (session.Stats.UploadError), Stopped those whose replication stopped
 	// (fenced, or a write it cannot account for).
 	UploadsFailing, Stopped int
 }
 
-func (r *Replication) add(s vfs.Stats) {
+func (r *Replication) add(s session.Stats) {
 	r.Actors++
 	if s.Lag > 0 {
 		r.Lagging++
@@ -174,7 +174,7 @@ func (c *counters) nodeLost(err error) {
 
 // dropped counts an open actor taken out of service.
 func (c *counters) dropped(why error) {
-	if errors.Is(why, vfs.ErrStopped) {
+	if errors.Is(why, session.ErrStopped) {
 		c.actorsStopped.Add(1)
 	} else {
 		c.actorsFenced.Add(1)

@@ -2,7 +2,7 @@ package host
 
 import (
 	"github.com/framectl/framectl/quorum"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // PeerStats describes acknowledgement by followers on a host
@@ -18,10 +18,10 @@ type PeerStats struct {
 	Hub quorum.Stats
 	// AckedByFollowers and AckedByBucket count the acknowledgements
 	// (Durable calls that returned nil, Sync commits) that q followers
-	// gave first, and that the bucket gave first (vfs.Stats.AckedByPeers,
+	// gave first, and that the bucket gave first (session.Stats.AckedByPeers,
 	// AckedByBucket); Entries the commits handed to followers, and
 	// Backpressure how often a database waited for the bucket because its
-	// followers held their bound (vfs.Stats.Entries, PeerBackpressure).
+	// followers held their bound (session.Stats.Entries, PeerBackpressure).
 	// Each sums the databases open now and every one this host closed
 	// since New, so that it only grows, as a session's own count starts
 	// again at 0.
@@ -49,7 +49,7 @@ type PeerStats struct {
 }
 
 // peerTotals are what the databases this host closed acknowledged
-// (vfs.Stats' peer counters at their close), for PeerStats' sums to only
+// (session.Stats' peer counters at their close), for PeerStats' sums to only
 // grow. Guarded by Host.mu: Stats reads them with the list of the open
 // actors, so that a database is counted either open or here, never both.
 type peerTotals struct {
@@ -57,7 +57,7 @@ type peerTotals struct {
 }
 
 // retire adds a closed database's counters.
-func (t *peerTotals) retire(s vfs.Stats) {
+func (t *peerTotals) retire(s session.Stats) {
 	t.ackedByFollowers += s.AckedByPeers
 	t.ackedByBucket += s.AckedByBucket
 	t.entries += s.Entries
@@ -66,7 +66,7 @@ func (t *peerTotals) retire(s vfs.Stats) {
 
 // add sums one open database: its counters and its session's followers
 // (nil: none).
-func (p *PeerStats) add(s vfs.Stats, peers *quorum.Session) {
+func (p *PeerStats) add(s session.Stats, peers *quorum.Session) {
 	p.AckedByFollowers += s.AckedByPeers
 	p.AckedByBucket += s.AckedByBucket
 	p.Entries += s.Entries

@@ -7,7 +7,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/host"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // Metrics is one node's collectors: a prometheus.Collector to register
@@ -38,10 +38,10 @@ func (m *Metrics) Bucket(b bucket.Bucket) bucket.Bucket {
 	return &observedBucket{b: b, m: m.bucket}
 }
 
-// Observer returns a vfs.Observer that feeds the durable wait, compaction
+// Observer returns a session.Observer that feeds the durable wait, compaction
 // and restore metrics, and then calls next's funcs (the zero Observer:
 // none).
-func (m *Metrics) Observer(next vfs.Observer) vfs.Observer { return m.vfs.observer(next) }
+func (m *Metrics) Observer(next session.Observer) session.Observer { return m.vfs.observer(next) }
 
 // Instrument returns cfg with its bucket observed (Bucket) and every
 // actor's database observed too (Observer, before what cfg.VFS.Observer

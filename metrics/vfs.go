@@ -7,11 +7,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
-// vfsMetrics are fed by a vfs.Observer, one event at a time: histograms
-// and counts that outlive a database's session (vfs.Stats starts again
+// vfsMetrics are fed by a session.Observer, one event at a time: histograms
+// and counts that outlive a database's session (session.Stats starts again
 // with each).
 type vfsMetrics struct {
 	durableWait   prometheus.Histogram
@@ -39,12 +39,12 @@ func newVFSMetrics() *vfsMetrics {
 	m := &vfsMetrics{
 		durableWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "framectl_vfs_durable_wait_seconds",
-			Help:    "How long each vfs.DB.Durable call waited (the output gate), whatever it returned.",
+			Help:    "How long each framectl.DB.Durable call waited (the output gate), whatever it returned.",
 			Buckets: durableSeconds,
 		}),
 		durableErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "framectl_vfs_durable_errors_total",
-			Help: "vfs.DB.Durable calls that returned an error (fenced, stopped, closed, the caller's context).",
+			Help: "framectl.DB.Durable calls that returned an error (fenced, stopped, closed, the caller's context).",
 		}),
 		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "framectl_vfs_compactions_total",
@@ -77,9 +77,9 @@ func (m *vfsMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.durableWait, m.durableErrors, m.compactions, m.compactionDuration, m.restores, m.restoreDuration}
 }
 
-// observer returns a vfs.Observer that feeds m, then calls next's funcs.
-func (m *vfsMetrics) observer(next vfs.Observer) vfs.Observer {
-	return vfs.Observer{
+// observer returns a session.Observer that feeds m, then calls next's funcs.
+func (m *vfsMetrics) observer(next session.Observer) session.Observer {
+	return session.Observer{
 		Durable: func(wait time.Duration, err error) {
 			m.durableWait.Observe(wait.Seconds())
 			if err != nil {

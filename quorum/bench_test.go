@@ -10,15 +10,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // BenchmarkDurable measures a write followed by Durable, acknowledged by
 // followers (three in-process nodes on 127.0.0.1, quorum two, uploads
-// every 10 s: vfs.DefaultPeerUploadInterval) against the bucket alone (vfs's default pacing, Durable
+// every 10 s: session.DefaultPeerUploadInterval) against the bucket alone (vfs's default pacing, Durable
 // uploading at once), side by side in one run, with 1 and 16 writers:
 // latency p50/p99 of Durable, commits/s, and PUTs per 1,000 commits
 // (batches only; the session's first snapshot is left out).
@@ -59,7 +60,7 @@ func benchDurable(b *testing.B, bk bucket.Bucket, writers int, peers bool) {
 // starting a commit every every (0: at once).
 func benchDurableAt(b *testing.B, bk bucket.Bucket, writers int, peers bool, every time.Duration) {
 	ctx := context.Background()
-	var db *vfs.DB
+	var db *framectl.DB
 	if peers {
 		key := clusterKey(b)
 		ns := []*node{startNode(b, bk, key), startNode(b, bk, key), startNode(b, bk, key), startNode(b, bk, key)}
@@ -68,7 +69,7 @@ func benchDurableAt(b *testing.B, bk bucket.Bucket, writers int, peers bool, eve
 		fn, err := fence.Register(ctx, bk, "127.0.0.1:1", testLease)
 		require.NoError(b, err)
 		b.Cleanup(func() { fn.Close(context.Background()) })
-		db, err = vfs.Open(ctx, vfs.Config{Bucket: bk, Namespace: "q", Actor: []byte("counter"), Dir: b.TempDir(), Node: fn})
+		db, err = framectl.Open(ctx, session.Config{Bucket: bk, Namespace: "q", Actor: []byte("counter"), Dir: b.TempDir(), Node: fn})
 		require.NoError(b, err)
 	}
 	c, err := db.Conn()

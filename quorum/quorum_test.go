@@ -14,6 +14,7 @@ import (
 	"github.com/ncruces/go-sqlite3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
@@ -22,8 +23,8 @@ import (
 	"github.com/framectl/framectl/peer/peertest"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/restore"
+	"github.com/framectl/framectl/session"
 	"github.com/framectl/framectl/tails"
-	"github.com/framectl/framectl/vfs"
 )
 
 // A node of an in-process cluster: a fence node (its lease gives the
@@ -106,27 +107,27 @@ var testActor = frames.Actor{Namespace: frames.NamespaceID("", "q"), Actor: fram
 
 // openActor opens the actor on n in peer mode, retrying while the claim
 // waits for a dead holder's lease.
-func openActor(t testing.TB, n *node, b bucket.Bucket, dir string) *vfs.DB {
+func openActor(t testing.TB, n *node, b bucket.Bucket, dir string) *framectl.DB {
 	db, _ := openSession(t, n, b, dir)
 	return db
 }
 
 // openSession is openActor, with the session.
-func openSession(t testing.TB, n *node, b bucket.Bucket, dir string) (*vfs.DB, *quorum.Session) {
+func openSession(t testing.TB, n *node, b bucket.Bucket, dir string) (*framectl.DB, *quorum.Session) {
 	t.Helper()
 	return openPaced(t, n, b, dir, time.Hour)
 }
 
 // openPaced is openSession with uploads every (0: peer mode's default,
-// vfs.DefaultPeerUploadInterval): the tests' hour keeps every commit at
+// session.DefaultPeerUploadInterval): the tests' hour keeps every commit at
 // the followers alone.
-func openPaced(t testing.TB, n *node, b bucket.Bucket, dir string, every time.Duration) (*vfs.DB, *quorum.Session) {
+func openPaced(t testing.TB, n *node, b bucket.Bucket, dir string, every time.Duration) (*framectl.DB, *quorum.Session) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		s := n.hub.Session(testActor)
-		db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "q", Actor: []byte("counter"), Dir: dir, Node: n.fn,
+		db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: "q", Actor: []byte("counter"), Dir: dir, Node: n.fn,
 			Peers: s, UploadInterval: every})
 		if err == nil {
 			return db, s
@@ -138,7 +139,7 @@ func openPaced(t testing.TB, n *node, b bucket.Bucket, dir string, every time.Du
 	}
 }
 
-func insert(t *testing.T, db *vfs.DB, c *sqlite3.Conn, i int) {
+func insert(t *testing.T, db *framectl.DB, c *sqlite3.Conn, i int) {
 	t.Helper()
 	s, _, err := c.Prepare("INSERT INTO t(i) VALUES (?)")
 	require.NoError(t, err)
@@ -180,7 +181,7 @@ func fourNodes(t *testing.T) (bucket.Bucket, []*node) {
 
 // writeRows creates the table and inserts rows 0..n-1, each with Durable,
 // and returns the connection.
-func writeRows(t *testing.T, db *vfs.DB, n int) *sqlite3.Conn {
+func writeRows(t *testing.T, db *framectl.DB, n int) *sqlite3.Conn {
 	t.Helper()
 	c, err := db.Conn()
 	require.NoError(t, err)

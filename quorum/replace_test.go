@@ -10,12 +10,12 @@ import (
 	"github.com/ncruces/go-sqlite3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/tails"
-	"github.com/framectl/framectl/vfs"
 )
 
 // A follower whose store fills refuses the commits it cannot hold, and the
@@ -98,7 +98,7 @@ func followersOf(t *testing.T, b bucket.Bucket) []string {
 // writeUntilReplaced writes rows with Durable (creating the table first if
 // it is missing) until own.json names in instead of out, then ten more,
 // and returns how many rows it wrote.
-func writeUntilReplaced(t *testing.T, db *vfs.DB, c *sqlite3.Conn, b bucket.Bucket, out, in follow.FollowerID) int {
+func writeUntilReplaced(t *testing.T, db *framectl.DB, c *sqlite3.Conn, b bucket.Bucket, out, in follow.FollowerID) int {
 	t.Helper()
 	require.NoError(t, c.Exec("CREATE TABLE IF NOT EXISTS t(i INTEGER, pad BLOB)"))
 	require.NoError(t, db.Durable(context.Background()))
@@ -124,7 +124,7 @@ func writeUntilReplaced(t *testing.T, db *vfs.DB, c *sqlite3.Conn, b bucket.Buck
 
 // insertPadded inserts row i with 2 KB of incompressible padding, so that
 // the followers' logs grow fast.
-func insertPadded(t *testing.T, db *vfs.DB, c *sqlite3.Conn, i int) {
+func insertPadded(t *testing.T, db *framectl.DB, c *sqlite3.Conn, i int) {
 	t.Helper()
 	require.NoError(t, c.Exec(fmt.Sprintf("INSERT INTO t(i, pad) VALUES (%d, randomblob(2000))", i)))
 	require.NoError(t, db.Durable(context.Background()))

@@ -8,15 +8,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/fixture"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // BenchmarkRestore restores the two fixtures of framebench's side-by-side
-// restore (internal/fixture), 64 MiB each, uploaded by vfs.Open as one
+// restore (internal/fixture), 64 MiB each, uploaded by session.Open as one
 // session's first snapshot to a directory bucket: the restore's own CPU,
 // without a server beside it. b.SetBytes is the database's size, so MB/s
 // are of database restored; sub-benchmarks with and without integrity_check
@@ -36,7 +37,7 @@ func BenchmarkRestore(b *testing.B) {
 		require.NoError(b, os.MkdirAll(local, 0o755))
 		require.NoError(b, os.WriteFile(filepath.Join(local, "db.sqlite"), data, 0o644))
 		id := []byte("bench-restore")
-		db, err := vfs.Open(b.Context(), vfs.Config{Bucket: bk, Namespace: "bench", Actor: id, Epoch: 1, Dir: local, DisableCompaction: true})
+		db, err := framectl.Open(b.Context(), session.Config{Bucket: bk, Namespace: "bench", Actor: id, Epoch: 1, Dir: local, DisableCompaction: true})
 		require.NoError(b, err)
 		require.NoError(b, db.Durable(b.Context()))
 		require.NoError(b, db.Close(b.Context()))

@@ -7,10 +7,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // Replicate a database to a directory bucket, then restore it elsewhere
@@ -28,7 +29,7 @@ func Example() {
 		panic(err)
 	}
 
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "chat", Actor: []byte("room-1"), Epoch: 1, Dir: filepath.Join(tmp, "live")})
+	db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: "chat", Actor: []byte("room-1"), Epoch: 1, Dir: filepath.Join(tmp, "live")})
 	if err != nil {
 		panic(err)
 	}
@@ -78,7 +79,7 @@ func ExampleTarget_OrNearest() {
 	if err != nil {
 		panic(err)
 	}
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "chat", Actor: []byte("room-1"), Epoch: 1, Dir: filepath.Join(tmp, "live")})
+	db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: "chat", Actor: []byte("room-1"), Epoch: 1, Dir: filepath.Join(tmp, "live")})
 	if err != nil {
 		panic(err)
 	}

@@ -14,12 +14,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // raceEnabled is set by race_test.go: the race detector instruments SQLite
@@ -47,8 +48,8 @@ type point struct {
 type workload struct {
 	t        testing.TB
 	b        bucket.Bucket
-	cfg      vfs.Config
-	db       *vfs.DB
+	cfg      session.Config
+	db       *framectl.DB
 	conns    []*sqlite3.Conn
 	actor    frames.Actor
 	rng      *rand.Rand
@@ -69,7 +70,7 @@ func newWorkload(t testing.TB, b bucket.Bucket, ns string, seed uint64, pageSize
 		id[i] = byte(rng.UintN(256))
 	}
 	w := &workload{t: t, b: b, rng: rng, pageSize: pageSize,
-		cfg: vfs.Config{Bucket: b, Namespace: ns, Actor: id, Epoch: 1, Dir: t.TempDir(), PageSize: pageSize,
+		cfg: session.Config{Bucket: b, Namespace: ns, Actor: id, Epoch: 1, Dir: t.TempDir(), PageSize: pageSize,
 			RetryMin: 5 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 			DisableCompaction: true}, // the oracle needs every batch kept
 		actor: frames.Actor{Namespace: frames.NamespaceID("", ns), Actor: frames.ActorKey(id)},
@@ -82,7 +83,7 @@ func newWorkload(t testing.TB, b bucket.Bucket, ns string, seed uint64, pageSize
 func (w *workload) open() {
 	t := w.t
 	t.Helper()
-	db, err := vfs.Open(t.Context(), w.cfg)
+	db, err := framectl.Open(t.Context(), w.cfg)
 	require.NoError(t, err)
 	w.db = db
 	t.Cleanup(func() { w.closeDB() })

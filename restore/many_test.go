@@ -12,7 +12,7 @@ import (
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // manyBatches is how many batches TestManyObjects writes: more than one
@@ -29,7 +29,7 @@ func TestManyObjects(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			b := be.New(t)
 			w := newWorkload(t, b, "many", 11, 512)
-			w.cfg.Mode = vfs.Sync // one batch per commit
+			w.cfg.Mode = session.Sync // one batch per commit
 			w.newSession(2)
 			var mid point
 			for i := range manyBatches {

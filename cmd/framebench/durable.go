@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // durable: commits/s when every commit is acknowledged (Durable after each
@@ -25,49 +25,49 @@ func durable(ctx context.Context, url string, seconds float64) error {
 	fmt.Printf("durable throughput against %s, %.0f s per variant\n", b, seconds)
 	fmt.Printf("%-24s %8s %12s %10s %12s\n", "variant", "writers", "commits/s", "PUTs", "commits/PUT")
 	results := map[string]float64{}
-	for _, mode := range []vfs.Mode{vfs.Async, vfs.Sync} {
+	for _, mode := range []session.Mode{session.Async, session.Sync} {
 		for _, writers := range []int{1, 16} {
 			rate, st, err := durableRun(ctx, b, mode, writers, seconds)
 			if err != nil {
 				return err
 			}
 			name := "async + Durable each"
-			if mode == vfs.Sync {
+			if mode == session.Sync {
 				name = "sync"
 			}
 			results[fmt.Sprint(mode, writers)] = rate
 			fmt.Printf("%-24s %8d %12.0f %10d %12.1f\n", name, writers, rate, st.PUTs, float64(st.Commits)/float64(max(st.Batches, 1)))
 		}
 	}
-	fmt.Printf("16 writers: async+Durable / sync = %.1fx\n", results[fmt.Sprint(vfs.Async, 16)]/results[fmt.Sprint(vfs.Sync, 16)])
+	fmt.Printf("16 writers: async+Durable / sync = %.1fx\n", results[fmt.Sprint(session.Async, 16)]/results[fmt.Sprint(session.Sync, 16)])
 	return nil
 }
 
-func durableRun(ctx context.Context, b interface{ String() string }, mode vfs.Mode, writers int, seconds float64) (float64, vfs.Stats, error) {
+func durableRun(ctx context.Context, b interface{ String() string }, mode session.Mode, writers int, seconds float64) (float64, session.Stats, error) {
 	dir, cleanup, err := workDir()
 	if err != nil {
-		return 0, vfs.Stats{}, err
+		return 0, session.Stats{}, err
 	}
 	defer cleanup()
 	bk, _, err := openBucket(ctx, b.String())
 	if err != nil {
-		return 0, vfs.Stats{}, err
+		return 0, session.Stats{}, err
 	}
 	db, err := replicated(ctx, bk, dir, mode)
 	if err != nil {
-		return 0, vfs.Stats{}, err
+		return 0, session.Stats{}, err
 	}
 	defer db.Close(ctx)
 	setup, err := db.Conn()
 	if err != nil {
-		return 0, vfs.Stats{}, err
+		return 0, session.Stats{}, err
 	}
 	if err := setup.Exec("PRAGMA synchronous=NORMAL; CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t SELECT value, 0 FROM generate_series(1, 64)"); err != nil {
-		return 0, vfs.Stats{}, err
+		return 0, session.Stats{}, err
 	}
 	setup.Close()
 	if err := db.Durable(ctx); err != nil {
-		return 0, vfs.Stats{}, err
+		return 0, session.Stats{}, err
 	}
 	before := db.Stats()
 	var commits atomic.Int64
@@ -100,7 +100,7 @@ func durableRun(ctx context.Context, b interface{ String() string }, mode vfs.Mo
 					fail(err)
 					return
 				}
-				if mode == vfs.Async {
+				if mode == session.Async {
 					if err := db.Durable(ctx); err != nil {
 						fail(err)
 						return

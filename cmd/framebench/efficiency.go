@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // efficiency: PUTs per 1,000 commits and bytes uploaded per commit for
@@ -19,7 +19,7 @@ func efficiency(ctx context.Context, url string) error {
 	defer cleanup()
 	fmt.Printf("upload efficiency against %s (async; Durable only at the end unless noted)\n", b)
 	fmt.Printf("%-44s %8s %10s %14s %14s\n", "workload", "commits", "PUTs/1000", "bytes/commit", "pages/commit")
-	row := func(name string, n int64, st vfs.Stats) {
+	row := func(name string, n int64, st session.Stats) {
 		fmt.Printf("%-44s %8d %10.1f %14.0f %14.2f\n", name, n, 1000*float64(st.PUTs)/float64(n),
 			float64(st.BytesUploaded)/float64(n), float64(st.BytesMerged)/float64(n)/4096)
 	}
@@ -56,54 +56,54 @@ type execer interface{ Exec(string) error }
 
 // measure builds a database (with a table big of about tableBytes), then
 // runs n commits of op and returns the replication counters they caused.
-func measure(ctx context.Context, b interface{ String() string }, tableBytes int64, n int, durableEach bool, op func(execer, int, *rand.Rand) error) (vfs.Stats, error) {
+func measure(ctx context.Context, b interface{ String() string }, tableBytes int64, n int, durableEach bool, op func(execer, int, *rand.Rand) error) (session.Stats, error) {
 	dir, cleanup, err := workDir()
 	if err != nil {
-		return vfs.Stats{}, err
+		return session.Stats{}, err
 	}
 	defer cleanup()
 	bk, _, err := openBucket(ctx, b.String())
 	if err != nil {
-		return vfs.Stats{}, err
+		return session.Stats{}, err
 	}
-	db, err := replicated(ctx, bk, dir, vfs.Async)
+	db, err := replicated(ctx, bk, dir, session.Async)
 	if err != nil {
-		return vfs.Stats{}, err
+		return session.Stats{}, err
 	}
 	defer db.Close(ctx)
 	c, err := db.Conn()
 	if err != nil {
-		return vfs.Stats{}, err
+		return session.Stats{}, err
 	}
 	defer c.Close()
 	setup := "PRAGMA synchronous=NORMAL; CREATE TABLE t(id INTEGER PRIMARY KEY, n INT); INSERT INTO t VALUES(1, 0);" +
 		"CREATE TABLE big(k INTEGER PRIMARY KEY, v BLOB)"
 	if err := c.Exec(setup); err != nil {
-		return vfs.Stats{}, err
+		return session.Stats{}, err
 	}
 	// About 100 bytes of payload per row, in 10 MB transactions.
 	for done := int64(0); done < tableBytes; done += 10 << 20 {
 		if err := c.Exec(fmt.Sprintf("INSERT INTO big(k, v) SELECT abs(random()), randomblob(100) FROM generate_series(1, %d)", (10<<20)/120)); err != nil {
-			return vfs.Stats{}, err
+			return session.Stats{}, err
 		}
 	}
 	if err := db.Durable(ctx); err != nil {
-		return vfs.Stats{}, err
+		return session.Stats{}, err
 	}
 	before := db.Stats()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range n {
 		if err := op(c, i, rng); err != nil {
-			return vfs.Stats{}, err
+			return session.Stats{}, err
 		}
 		if durableEach {
 			if err := db.Durable(ctx); err != nil {
-				return vfs.Stats{}, err
+				return session.Stats{}, err
 			}
 		}
 	}
 	if err := db.Durable(ctx); err != nil {
-		return vfs.Stats{}, err
+		return session.Stats{}, err
 	}
 	st := db.Stats()
 	st.PUTs -= before.PUTs

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // overhead: commits/s of single-row UPDATE transactions, plain os VFS vs
@@ -19,7 +19,7 @@ func overhead(ctx context.Context, rounds, commits int, interval time.Duration) 
 	fmt.Printf("%-8s %-13s %14s %14s %10s %10s\n", "sync", "bucket", "os commits/s", "framectl c/s", "cost", "round med")
 	type variant struct {
 		sync, bucket string
-		unpaced      bool // vfs.Config.UploadInterval < 0
+		unpaced      bool // session.Config.UploadInterval < 0
 	}
 	for _, variant := range []variant{
 		{"NORMAL", "dir", false}, {"NORMAL", "dir", true}, {"NORMAL", "discard", false},
@@ -49,7 +49,7 @@ func overhead(ctx context.Context, rounds, commits int, interval time.Duration) 
 			return err
 		}
 		defer pc.Close()
-		db, err := replicatedPaced(ctx, b, path(dir, "replicated"), vfs.Async, paced)
+		db, err := replicatedPaced(ctx, b, path(dir, "replicated"), session.Async, paced)
 		if err != nil {
 			return err
 		}

@@ -17,11 +17,12 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/workers"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // restoreCmd parses the flags of framebench restore and runs restoreBench.
@@ -60,7 +61,7 @@ func restoreCmd(ctx context.Context, fs *flag.FlagSet, args []string) error {
 // restoreBench: framebench restore -bucket URL [-size 1GiB] [-rounds 3]
 // [-parallelism N] [-inflight BYTES] [-cpuprofile FILE]
 //
-// It builds a database of about size bytes, replicates it through vfs.Open
+// It builds a database of about size bytes, replicates it through session.Open
 // (which uploads it as the session's first snapshot), then rewrites all of
 // it in transactions, so that the session holds a snapshot and a log each
 // about the database's size: the state compaction leaves for a restore to
@@ -208,7 +209,7 @@ func buildRestoreFixture(ctx context.Context, b bucket.Bucket, dir string, size 
 	rand.Read(id)
 	// No background compaction: the fixture is the worst case a restore
 	// reads (a snapshot and a log of the database's size), kept as built.
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "bench-restore", Actor: id, Epoch: 1, Dir: dbDir, DisableCompaction: true})
+	db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: "bench-restore", Actor: id, Epoch: 1, Dir: dbDir, DisableCompaction: true})
 	if err != nil {
 		return nil, err
 	}

@@ -11,20 +11,21 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // replicated opens a fresh replicated database in dir on b.
-func replicated(ctx context.Context, b bucket.Bucket, dir string, mode vfs.Mode) (*vfs.DB, error) {
+func replicated(ctx context.Context, b bucket.Bucket, dir string, mode session.Mode) (*framectl.DB, error) {
 	return replicatedPaced(ctx, b, dir, mode, 0)
 }
 
-// replicatedPaced is replicated with vfs.Config.UploadInterval set.
-func replicatedPaced(ctx context.Context, b bucket.Bucket, dir string, mode vfs.Mode, interval time.Duration) (*vfs.DB, error) {
+// replicatedPaced is replicated with session.Config.UploadInterval set.
+func replicatedPaced(ctx context.Context, b bucket.Bucket, dir string, mode session.Mode, interval time.Duration) (*framectl.DB, error) {
 	id := make([]byte, 8)
 	rand.Read(id)
-	return vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "bench", Actor: id, Epoch: 1, Dir: dir, Mode: mode, UploadInterval: interval})
+	return framectl.Open(ctx, session.Config{Bucket: b, Namespace: "bench", Actor: id, Epoch: 1, Dir: dir, Mode: mode, UploadInterval: interval})
 }
 
 // plain opens a database through the os VFS in WAL mode.

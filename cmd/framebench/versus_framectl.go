@@ -11,26 +11,27 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // framectlSide is framectl in async mode (the workload never calls
 // Durable), with one variant's settings.
 type framectlSide struct {
 	label     string
-	interval  time.Duration // vfs.Config.UploadInterval
-	rule      compact.Rule  // vfs.Config.Compaction
+	interval  time.Duration // session.Config.UploadInterval
+	rule      compact.Rule  // session.Config.Compaction
 	noCompact bool
-	retention time.Duration // vfs.Config.Retention
-	kept      int64         // vfs.Config.KeptBytes
+	retention time.Duration // session.Config.Retention
+	kept      int64         // session.Config.KeptBytes
 	dirBucket bool          // a directory bucket under the run's work directory
 
-	db   *vfs.DB
+	db   *framectl.DB
 	dir  bucket.Bucket // when dirBucket
-	from vfs.Stats     // at the start of the workload
+	from session.Stats // at the start of the workload
 }
 
 func (*framectlSide) cpu() time.Duration { return 0 }
@@ -60,7 +61,7 @@ func (s *framectlSide) start(ctx context.Context, env *versusEnv, dir, prefix st
 	s.dir = b
 	id := make([]byte, 8)
 	rand.Read(id)
-	s.db, err = vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "versus", Actor: id, Epoch: 1, Dir: dir,
+	s.db, err = framectl.Open(ctx, session.Config{Bucket: b, Namespace: "versus", Actor: id, Epoch: 1, Dir: dir,
 		UploadInterval: s.interval, Compaction: s.rule, DisableCompaction: s.noCompact,
 		Retention: s.retention, KeptBytes: s.kept})
 	if err != nil {
@@ -109,7 +110,7 @@ func (s *framectlSide) note(seconds float64) string {
 	st := s.db.Stats()
 	n := fmt.Sprintf("%.2f compaction passes/s", float64(st.Compactions-s.from.Compactions)/seconds)
 	if s.dirBucket {
-		n += fmt.Sprintf(", %.1f PUTs/1000 commits (vfs.Stats)", 1000*float64(st.PUTs-s.from.PUTs)/float64(max(st.Commits-s.from.Commits, 1)))
+		n += fmt.Sprintf(", %.1f PUTs/1000 commits (session.Stats)", 1000*float64(st.PUTs-s.from.PUTs)/float64(max(st.Commits-s.from.Commits, 1)))
 	}
 	return n
 }

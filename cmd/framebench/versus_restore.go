@@ -15,13 +15,14 @@ import (
 
 	"github.com/ncruces/go-sqlite3"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/internal/fixture"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // The restore phase of framebench versus: the same database replicated by
-// framectl (vfs.Open uploads it as the session's first snapshot) and by
+// framectl (session.Open uploads it as the session's first snapshot) and by
 // Litestream (its first L0 file and its snapshot), both through the proxy
 // to the same server; then alternating rounds of `framectl restore` and
 // `litestream restore` of it, each a separate process, timed from start
@@ -199,7 +200,7 @@ func framectlUpload(ctx context.Context, url string, id []byte, src, dir string)
 	if err != nil {
 		return err
 	}
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: "versus-restore", Actor: id, Epoch: 1, Dir: dir, DisableCompaction: true})
+	db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: "versus-restore", Actor: id, Epoch: 1, Dir: dir, DisableCompaction: true})
 	if err != nil {
 		return err
 	}

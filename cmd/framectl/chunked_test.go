@@ -59,7 +59,7 @@ func TestManifestCommands(t *testing.T) {
 			require.Len(t, m.Lanes, 1)
 			chunk := f.actor.ChunkKey(m.Lanes[0].Chunks[0].Hash)
 
-			r := framectl(t, append([]string{"ls", "--headers", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+			r := runCLI(t, append([]string{"ls", "--headers", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 			var rep lsReport
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 			require.Len(t, rep.Actors, 1)
@@ -76,20 +76,20 @@ func TestManifestCommands(t *testing.T) {
 				}
 			}
 			require.True(t, found, "ls lists the manifest")
-			r = framectl(t, append([]string{"ls", "--headers"}, f.actorFlags()...)...).want(t, exitOK)
+			r = runCLI(t, append([]string{"ls", "--headers"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "ls --headers", r.stdout, "manifest of 1 chunks", "1 chunks")
 
-			r = framectl(t, "inspect", "--bucket", f.url, key, "--json").want(t, exitOK)
+			r = runCLI(t, "inspect", "--bucket", f.url, key, "--json").want(t, exitOK)
 			var ir inspectReport
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &ir))
 			require.True(t, ir.Verified)
 			require.NotNil(t, ir.Snapshot)
 			require.NotNil(t, ir.Snapshot.Manifest)
 			require.Equal(t, m.Lanes[0].Chunks[0].Hash, ir.Snapshot.Manifest.Lanes[0].Chunks[0].Hash)
-			r = framectl(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
+			r = runCLI(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
 			contains(t, "inspect", r.stdout, "manifest: epoch 1", m.Lanes[0].Chunks[0].Hash.String())
 
-			r = framectl(t, "inspect", "--bucket", f.url, chunk, "--json").want(t, exitOK)
+			r = runCLI(t, "inspect", "--bucket", f.url, chunk, "--json").want(t, exitOK)
 			ir = inspectReport{}
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &ir))
 			require.Equal(t, kindChunk, ir.Kind)
@@ -98,15 +98,15 @@ func TestManifestCommands(t *testing.T) {
 			require.Equal(t, m.Lanes[0].Bytes(), ir.Chunk.Bytes)
 
 			out := filepath.Join(t.TempDir(), "restored.db")
-			framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
+			runCLI(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
 			wantSameFile(t, f.source, out)
-			framectl(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitOK)
+			runCLI(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitOK)
 
 			// The chunk gone: damage, named, for verify and restore alike.
 			require.NoError(t, f.b.Delete(t.Context(), chunk))
-			r = framectl(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitDamage)
+			r = runCLI(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitDamage)
 			contains(t, "verify", r.stdout+r.stderr, chunk, key)
-			r = framectl(t, append([]string{"restore", "--out", filepath.Join(t.TempDir(), "x.db")}, f.actorFlags()...)...).want(t, exitDamage)
+			r = runCLI(t, append([]string{"restore", "--out", filepath.Join(t.TempDir(), "x.db")}, f.actorFlags()...)...).want(t, exitDamage)
 			contains(t, "restore", r.stderr, chunk, key)
 		})
 	}

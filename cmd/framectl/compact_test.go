@@ -32,13 +32,13 @@ func TestCompact(t *testing.T) {
 	first := f.snapshot(t)
 
 	// Retention: everything is younger than an hour, so nothing goes.
-	rep := compactJSON(t, framectl(t, append([]string{"compact", "--retention", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	rep := compactJSON(t, runCLI(t, append([]string{"compact", "--retention", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 	require.Len(t, rep.Actors, 1, "compact --retention 1h: %+v", rep)
 	require.Len(t, rep.Actors[0].Deleted, 0, "compact --retention 1h: %+v", rep)
 	require.Equal(t, "1h0m0s", rep.Retention, "compact --retention 1h: %+v", rep)
 
 	// Forced: a snapshot through seq 8, then everything it covers goes.
-	r := framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitOK)
+	r := runCLI(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitOK)
 	rep = compactJSON(t, r)
 	a := rep.Actors[0]
 	require.Equal(t, frames.Epoch(1), a.Epoch, "compact --force: %+v", a)
@@ -54,23 +54,23 @@ func TestCompact(t *testing.T) {
 
 	// What is left restores to the same database and verifies.
 	var ls lsReport
-	require.NoError(t, json.Unmarshal([]byte(framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK).stdout), &ls))
+	require.NoError(t, json.Unmarshal([]byte(runCLI(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK).stdout), &ls))
 	s := ls.Actors[0].Sessions[0]
 	assert.Equal(t, 0, s.Batches, "after compaction: %+v", s)
 	assert.Equal(t, 1, s.Snapshots, "after compaction: %+v", s)
 	assert.Equal(t, frames.Seq(8), s.FirstSeq, "after compaction: %+v", s)
 	out := filepath.Join(t.TempDir(), "out.db")
-	framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
+	runCLI(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
 	wantSameFile(t, f.source, out)
-	framectl(t, "verify", "--bucket", f.url).want(t, exitOK)
+	runCLI(t, "verify", "--bucket", f.url).want(t, exitOK)
 
 	// Text: says what it did.
-	r = framectl(t, append([]string{"compact"}, f.actorFlags()...)...).want(t, exitOK)
+	r = runCLI(t, append([]string{"compact"}, f.actorFlags()...)...).want(t, exitOK)
 	contains(t, "compact", r.stdout, "session 1", "not due", "deleted 0 objects", "chunks: deleted 0")
 
 	// The chunks of the snapshot the forced pass replaced are named by no
 	// snapshot now, and younger than the grace: kept, and counted.
-	rep = compactJSON(t, framectl(t, append([]string{"compact", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	rep = compactJSON(t, runCLI(t, append([]string{"compact", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 	a = rep.Actors[0]
 	require.Equal(t, "1h0m0s", rep.Grace)
 	if a.ChunksDeleted != 0 || a.ChunksKeptByGrace < 1 {
@@ -82,7 +82,7 @@ func TestCompactDamaged(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 5)
 	key := f.batches(t)[2]
 	damage(t, f.b, key, -6)
-	r := framectl(t, append([]string{"compact", "--force"}, f.actorFlags()...)...).want(t, exitDamage)
+	r := runCLI(t, append([]string{"compact", "--force"}, f.actorFlags()...)...).want(t, exitDamage)
 	contains(t, "stderr", r.stderr, key)
 	contains(t, "stdout", r.stdout, "FAILED")
 	// Nothing was deleted: every batch is still there.
@@ -107,7 +107,7 @@ func TestCompactNamespaceNamesTheFailedActor(t *testing.T) {
 	key := f.batches(t)[2]
 	damage(t, f.b, key, -6)
 
-	r := framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitDamage)
+	r := runCLI(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitDamage)
 	rep := compactJSON(t, r)
 	if len(rep.Actors) != 2 || rep.Error == nil || rep.Error.Code != exitDamage {
 		t.Fatalf("compact over a namespace with one actor damaged: %+v", rep)
@@ -130,8 +130,8 @@ func TestCompactNamespaceNamesTheFailedActor(t *testing.T) {
 
 func TestCompactUsage(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 2)
-	framectl(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef").want(t, exitNotFound)
-	framectl(t, "compact", "--bucket", f.url, "--namespace", "nothing-here").want(t, exitNotFound)
+	runCLI(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef").want(t, exitNotFound)
+	runCLI(t, "compact", "--bucket", f.url, "--namespace", "nothing-here").want(t, exitNotFound)
 	for _, args := range [][]string{
 		{"compact", "--bucket", f.url},
 		{"compact", "--bucket", f.url, "--namespace", "n", "--retention", "a week"},
@@ -139,7 +139,7 @@ func TestCompactUsage(t *testing.T) {
 		{"compact", "--bucket", f.url, "--namespace", "n", "--grace", "10s"},
 		{"compact", "--namespace", "n"},
 	} {
-		r := framectl(t, args...).want(t, exitUsage)
+		r := runCLI(t, args...).want(t, exitUsage)
 		contains(t, strings.Join(args, " "), r.stderr, "try: framectl compact")
 	}
 }
@@ -151,14 +151,14 @@ func TestCompactSweepLeases(t *testing.T) {
 	_, err := b.Put(t.Context(), frames.NodeKey("deadbeef"), bytes.NewReader(lease), int64(len(lease)), bucket.Condition{})
 	require.NoError(t, err)
 	// Young leases stay.
-	rep := compactJSON(t, framectl(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	rep := compactJSON(t, runCLI(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 	require.Len(t, rep.SweptLeases, 0, "swept a fresh lease")
 	// Ages under a minute are refused: they could remove live nodes.
-	framectl(t, append([]string{"compact", "--sweep-leases", "5s"}, f.actorFlags()...)...).want(t, exitUsage)
+	runCLI(t, append([]string{"compact", "--sweep-leases", "5s"}, f.actorFlags()...)...).want(t, exitUsage)
 	// Made old (its file's modification time), it goes.
 	old := time.Now().Add(-2 * time.Hour)
 	require.NoError(t, os.Chtimes(filepath.Join(strings.TrimPrefix(f.url, "file://"), "nodes", "deadbeef.json"), old, old))
-	rep = compactJSON(t, framectl(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	rep = compactJSON(t, runCLI(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 	require.Len(t, rep.SweptLeases, 1, "swept")
 	require.Equal(t, frames.NodeKey("deadbeef"), rep.SweptLeases[0], "swept")
 }

@@ -13,11 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 const demoHelp = `
@@ -194,7 +195,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return c.fail(err)
 	}
 	defer node.Close(closeCtx)
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: demoNamespace, Actor: id, Node: node, Dir: sourceDir})
+	db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: demoNamespace, Actor: id, Node: node, Dir: sourceDir})
 	if err != nil {
 		return c.fail(err)
 	}

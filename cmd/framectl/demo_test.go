@@ -13,7 +13,7 @@ import (
 
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
-	r := framectl(t, "demo", "--dir", dir, "--commits", "80", "--clients", "4", "--json").want(t, exitOK)
+	r := runCLI(t, "demo", "--dir", dir, "--commits", "80", "--clients", "4", "--json").want(t, exitOK)
 	var rep demoReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
@@ -36,12 +36,12 @@ func TestDemo(t *testing.T) {
 	assert.Equal(t, "", r.stderr, "demo --json wrote to stderr")
 	// The files stay for the operator's next commands, and they work.
 	wantSameFile(t, rep.Source, filepath.Join(dir, "restored.sqlite"))
-	framectl(t, "verify", "--bucket", rep.Bucket).want(t, exitOK)
-	r = framectl(t, "ls", "--bucket", rep.Bucket, "--namespace", "demo", "--actor", rep.ActorKey).want(t, exitOK)
+	runCLI(t, "verify", "--bucket", rep.Bucket).want(t, exitOK)
+	r = runCLI(t, "ls", "--bucket", rep.Bucket, "--namespace", "demo", "--actor", rep.ActorKey).want(t, exitOK)
 	contains(t, "ls", r.stdout, "own.json: epoch 1, released")
 
 	// The same directory again: a usage error, nothing touched.
-	r = framectl(t, "demo", "--dir", dir).want(t, exitUsage)
+	r = runCLI(t, "demo", "--dir", dir).want(t, exitUsage)
 	contains(t, "stderr", r.stderr, "already holds a demo")
 }
 
@@ -51,7 +51,7 @@ func TestDemoText(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			b := be.New(t)
 			dir := t.TempDir()
-			r := framectl(t, "demo", "--bucket", b.String(), "--dir", dir, "--commits", "40", "--clients", "2").want(t, exitOK)
+			r := runCLI(t, "demo", "--bucket", b.String(), "--dir", dir, "--commits", "40", "--clients", "2").want(t, exitOK)
 			contains(t, "demo", r.stdout, "40 commits from 2 clients", "40 commits captured",
 				"byte-identical to the source database: yes", "verify      clean", b.String(), "framectl ls --bucket")
 			contains(t, "progress", r.stderr, "demo: commits: 100% (40 of 40)")
@@ -70,7 +70,7 @@ func TestDemoUsage(t *testing.T) {
 		{"demo", "now"},
 		{"demo", "--bucket", "bucket-name"},
 	} {
-		r := framectl(t, args...).want(t, exitUsage)
+		r := runCLI(t, args...).want(t, exitUsage)
 		contains(t, "stderr", r.stderr, "try: framectl demo")
 	}
 }

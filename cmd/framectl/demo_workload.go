@@ -14,9 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/framectl/framectl"
 	"github.com/ncruces/go-sqlite3"
-
-	"github.com/framectl/framectl/vfs"
 )
 
 // demoSchema is one transaction: one commit.
@@ -82,7 +81,7 @@ type counts struct {
 // runWorkload runs w against db. Every request commits once and then waits
 // for Durable before the client sends its next one, so several clients'
 // commits share an upload (group commit) while none is acknowledged early.
-func runWorkload(ctx context.Context, db *vfs.DB, w workload, p *progress) (workloadResult, error) {
+func runWorkload(ctx context.Context, db *framectl.DB, w workload, p *progress) (workloadResult, error) {
 	start := time.Now()
 	res := workloadResult{Clients: w.clients}
 	setup, err := db.Conn()
@@ -177,7 +176,7 @@ func seedAccounts(c *sqlite3.Conn) error {
 }
 
 // client sends requests until the shared budget of commits is spent.
-func client(ctx context.Context, db *vfs.DB, seed uint64, remaining *atomic.Int64, p *progress) (counts, error) {
+func client(ctx context.Context, db *framectl.DB, seed uint64, remaining *atomic.Int64, p *progress) (counts, error) {
 	var n counts
 	c, err := db.Conn()
 	if err != nil {

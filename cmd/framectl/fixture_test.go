@@ -9,11 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 	"github.com/stretchr/testify/require"
 )
 
@@ -44,7 +45,7 @@ func replicate(t *testing.T, b bucket.Bucket, commits int) *fixture {
 	ctx := t.Context()
 	dir := t.TempDir()
 	// No background compaction: the tests count and damage specific batches.
-	db, err := vfs.Open(ctx, vfs.Config{Bucket: b, Namespace: testNamespace, Actor: []byte(testActorID), Epoch: 1, Dir: dir, DisableCompaction: true})
+	db, err := framectl.Open(ctx, session.Config{Bucket: b, Namespace: testNamespace, Actor: []byte(testActorID), Epoch: 1, Dir: dir, DisableCompaction: true})
 	require.NoError(t, err)
 	c, err := db.Conn()
 	require.NoError(t, err)
@@ -122,8 +123,8 @@ type result struct {
 	code           int
 }
 
-// framectl runs a command line in-process.
-func framectl(t *testing.T, args ...string) result {
+// runCLI runs a framectl command line in-process.
+func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	return framectlCtx(t.Context(), args...)
 }

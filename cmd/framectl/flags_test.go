@@ -27,7 +27,7 @@ func TestReadOnlyCommandsNeedTheBucket(t *testing.T) {
 		{"restore", "--bucket", u, "--namespace", testNamespace, "--all", "--out", filepath.Join(parent, "all")},
 		{"inspect", "--bucket", u, testActor.LogKey(1, 1)},
 	} {
-		r := framectl(t, args...).want(t, exitNotFound)
+		r := runCLI(t, args...).want(t, exitNotFound)
 		contains(t, args[0]+" stderr", r.stderr, "framectl "+args[0]+": ", missing, "does not exist", "never creates a bucket")
 		if ents, err := os.ReadDir(parent); err != nil || len(ents) != 0 {
 			t.Fatalf("%q created %v (%v)", args, ents, err)
@@ -36,7 +36,7 @@ func TestReadOnlyCommandsNeedTheBucket(t *testing.T) {
 
 	// Writers still create their bucket.
 	created := filepath.Join(parent, "new")
-	framectl(t, "compact", "--bucket", "file://"+created, "--namespace", testNamespace)
+	runCLI(t, "compact", "--bucket", "file://"+created, "--namespace", testNamespace)
 	if fi, err := os.Stat(created); err != nil || !fi.IsDir() {
 		t.Fatalf("compact did not create its bucket: %v", err)
 	}
@@ -47,6 +47,6 @@ func TestNoSuchS3Bucket(t *testing.T) {
 	u, err := url.Parse(buckettest.S3(t).String())
 	require.NoError(t, err)
 	u.Host = "framectl-no-such-bucket"
-	r := framectl(t, "verify", "--bucket", u.String()).want(t, exitNotFound)
+	r := runCLI(t, "verify", "--bucket", u.String()).want(t, exitNotFound)
 	contains(t, "stderr", r.stderr, "framectl verify: ", "bucket does not exist")
 }

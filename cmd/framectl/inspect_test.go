@@ -24,7 +24,7 @@ func put(t *testing.T, b bucket.Bucket, key, body string) {
 func TestInspectBatch(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 4)
 	key := f.batches(t)[1] // seq 2: the first insert
-	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
+	r := runCLI(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
 	contains(t, "inspect", r.stdout, "batch "+key, "header: epoch 1, seq 2..2, 1 frame messages",
 		"frame 2..2  epoch 1  lane 0  sqlitePages", "page size 4096", "committed ", "verified")
 	if strings.Contains(r.stdout, "page 1:") {
@@ -32,7 +32,7 @@ func TestInspectBatch(t *testing.T) {
 	}
 
 	// JSON, flags after the key; --pages adds the bytes.
-	r = framectl(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
+	r = runCLI(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
 	var rep inspectReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
@@ -46,7 +46,7 @@ func TestInspectBatch(t *testing.T) {
 		t.Errorf("frame %+v", fr)
 	}
 	// The chain: frame 2's checksum before is frame 1's after.
-	r = framectl(t, "inspect", "--bucket", f.url, f.batches(t)[0], "--json").want(t, exitOK)
+	r = runCLI(t, "inspect", "--bucket", f.url, f.batches(t)[0], "--json").want(t, exitOK)
 	var first inspectReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &first))
 	if got := first.Batch.Frames[0]; got.ChecksumAfter != fr.ChecksumBefore || got.Pages != nil {
@@ -59,10 +59,10 @@ func TestInspectSnapshot(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 3)
 	key := f.snapshot(t)
 	toFullSnapshot(t, f.b, f.actor, key)
-	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
+	r := runCLI(t, "inspect", "--bucket", f.url, key).want(t, exitOK)
 	contains(t, "inspect", r.stdout, "snapshot "+key, "header: epoch 1, through seq 0", "LANE", "verified")
 
-	r = framectl(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
+	r = runCLI(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
 	var rep inspectReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	if rep.Snapshot == nil || len(rep.Snapshot.Lanes) != 1 {
@@ -81,7 +81,7 @@ func TestInspectFile(t *testing.T) {
 	root := b.(*bucket.Dir).Root()
 	batch := f.batches(t)[0]
 
-	r := framectl(t, "inspect", filepath.Join(root, batch)).want(t, exitOK)
+	r := runCLI(t, "inspect", filepath.Join(root, batch)).want(t, exitOK)
 	contains(t, "inspect FILE", r.stdout, "batch "+batch, "frame 1..1")
 
 	// Copied out of the bucket: no key, the content says.
@@ -91,10 +91,10 @@ func TestInspectFile(t *testing.T) {
 		require.NoError(t, err)
 		copied := filepath.Join(t.TempDir(), "object")
 		require.NoError(t, os.WriteFile(copied, data, 0o644))
-		r = framectl(t, "inspect", copied).want(t, exitOK)
+		r = runCLI(t, "inspect", copied).want(t, exitOK)
 		contains(t, "inspect "+kind, r.stdout, kind+" "+copied, "verified")
 	}
-	framectl(t, "inspect", filepath.Join(t.TempDir(), "missing")).want(t, exitIO)
+	runCLI(t, "inspect", filepath.Join(t.TempDir(), "missing")).want(t, exitIO)
 }
 
 func TestInspectOwnAndLease(t *testing.T) {
@@ -103,23 +103,23 @@ func TestInspectOwnAndLease(t *testing.T) {
 	put(t, b, own, string(fence.Record{Epoch: 3, Node: "node-1", Address: "10.0.0.5:8080"}.Marshal()))
 	put(t, b, frames.NodeKey("node-1"), string(fence.Lease{Node: "node-1", Address: "10.0.0.5:8080", Heartbeat: 42}.Marshal()))
 
-	r := framectl(t, "inspect", "--bucket", b.String(), own).want(t, exitOK)
+	r := runCLI(t, "inspect", "--bucket", b.String(), own).want(t, exitOK)
 	contains(t, "inspect own.json", r.stdout, "epoch 3, held by node node-1 at 10.0.0.5:8080")
-	r = framectl(t, "inspect", "--bucket", b.String(), own, "--json").want(t, exitOK)
+	r = runCLI(t, "inspect", "--bucket", b.String(), own, "--json").want(t, exitOK)
 	var rep inspectReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	if rep.Own == nil || !rep.Own.Equal(fence.Record{Epoch: 3, Node: "node-1", Address: "10.0.0.5:8080"}) {
 		t.Errorf("own: %+v", rep.Own)
 	}
-	r = framectl(t, "inspect", "--bucket", b.String(), frames.NodeKey("node-1")).want(t, exitOK)
+	r = runCLI(t, "inspect", "--bucket", b.String(), frames.NodeKey("node-1")).want(t, exitOK)
 	contains(t, "inspect lease", r.stdout, "node node-1 at 10.0.0.5:8080, heartbeat 42")
 	put(t, b, frames.NodeKey("node-1"), string(fence.Lease{Node: "node-2", Address: "10.0.0.5:8080"}.Marshal()))
-	r = framectl(t, "inspect", "--bucket", b.String(), frames.NodeKey("node-1")).want(t, exitDamage)
+	r = runCLI(t, "inspect", "--bucket", b.String(), frames.NodeKey("node-1")).want(t, exitDamage)
 	contains(t, "stderr", r.stderr, frames.NodeKey("node-1"))
 
 	// A damaged record: exit 1, naming the key.
 	put(t, b, own, `{"epoch":"3","node":"","address":""}`)
-	r = framectl(t, "inspect", "--bucket", b.String(), own).want(t, exitDamage)
+	r = runCLI(t, "inspect", "--bucket", b.String(), own).want(t, exitDamage)
 	contains(t, "stderr", r.stderr, own, "DAMAGED")
 }
 
@@ -127,10 +127,10 @@ func TestInspectDamaged(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 3)
 	key := f.batches(t)[1]
 	damage(t, f.b, key, -6) // inside the gzip trailer's CRC
-	r := framectl(t, "inspect", "--bucket", f.url, key).want(t, exitDamage)
+	r := runCLI(t, "inspect", "--bucket", f.url, key).want(t, exitDamage)
 	contains(t, "stderr", r.stderr, key, "DAMAGED")
 	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "want one line on stderr:\n%s", r.stderr)
-	r = framectl(t, "inspect", "--bucket", f.url, key, "--json").want(t, exitDamage)
+	r = runCLI(t, "inspect", "--bucket", f.url, key, "--json").want(t, exitDamage)
 	var rep inspectReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	if rep.Verified || rep.Error == nil || rep.Error.Code != exitDamage || rep.Error.Kind != "damage" || !strings.Contains(rep.Error.Message, key) {
@@ -141,7 +141,7 @@ func TestInspectDamaged(t *testing.T) {
 func TestInspectUsage(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 2)
 	missing := testActor.LogKey(1, 99)
-	r := framectl(t, "inspect", "--bucket", f.url, missing).want(t, exitNotFound)
+	r := runCLI(t, "inspect", "--bucket", f.url, missing).want(t, exitNotFound)
 	contains(t, "stderr", r.stderr, missing)
 
 	for _, args := range [][]string{
@@ -151,13 +151,13 @@ func TestInspectUsage(t *testing.T) {
 		{"inspect", "a", "b"},
 		{"inspect", "--kind", "table", "a"},
 	} {
-		r := framectl(t, args...).want(t, exitUsage)
+		r := runCLI(t, args...).want(t, exitUsage)
 		contains(t, strings.Join(args, " "), r.stderr, "try: framectl inspect")
 	}
 }
 
 func TestInspectUnreachable(t *testing.T) {
 	t.Parallel()
-	r := framectl(t, "inspect", "--bucket", unreachable, testActor.LogKey(1, 1)).want(t, exitIO)
+	r := runCLI(t, "inspect", "--bucket", unreachable, testActor.LogKey(1, 1)).want(t, exitIO)
 	contains(t, "stderr", r.stderr, "framectl inspect: ", "127.0.0.1:1")
 }

@@ -96,7 +96,7 @@ func TestJSONFailures(t *testing.T) {
 			if c.code == exitIO {
 				t.Parallel() // the S3 client retries for seconds before it gives up
 			}
-			r := framectl(t, c.args...).want(t, c.code)
+			r := runCLI(t, c.args...).want(t, c.code)
 			doc, e := document(t, strings.Join(c.args, " "), r)
 			if e == nil || e.Code != c.code || e.Kind != errorKinds[c.code] || !strings.Contains(e.Message, c.says) {
 				t.Fatalf("error member %+v, want code %d kind %q saying %q\n%s", e, c.code, errorKinds[c.code], c.says, r.stdout)
@@ -121,14 +121,14 @@ func TestJSONFailures(t *testing.T) {
 					text = append(text, a)
 				}
 			}
-			if tr := framectl(t, text...).want(t, c.code); strings.HasPrefix(strings.TrimSpace(tr.stdout), "{") {
+			if tr := runCLI(t, text...).want(t, c.code); strings.HasPrefix(strings.TrimSpace(tr.stdout), "{") {
 				t.Errorf("text output printed JSON: %s", tr.stdout)
 			}
 		})
 	}
 
 	// An out-of-range target names the range in the error.
-	r := framectl(t, actor(f, "restore", "--out", out, "--to-seq", "99", "--json")...).want(t, exitNotFound)
+	r := runCLI(t, actor(f, "restore", "--out", out, "--to-seq", "99", "--json")...).want(t, exitNotFound)
 	if _, e := document(t, "restore --to-seq 99", r); e.Target == nil || e.Target.FirstSeq != 0 || e.Target.LastSeq != 4 ||
 		e.Target.Epoch != 1 || e.Target.Requested != "seq 99" {
 		t.Errorf("out of range: target %+v", e.Target)
@@ -144,7 +144,7 @@ func TestJSONFailures(t *testing.T) {
 
 	// Success: the report, and no error member.
 	for _, args := range [][]string{actor(f, "verify", "--json"), actor(f, "ls", "--json"), actor(f, "restore", "--out", out, "--json")} {
-		if _, e := document(t, strings.Join(args, " "), framectl(t, args...).want(t, exitOK)); e != nil {
+		if _, e := document(t, strings.Join(args, " "), runCLI(t, args...).want(t, exitOK)); e != nil {
 			t.Errorf("%s: error member on success: %+v", strings.Join(args, " "), e)
 		}
 	}

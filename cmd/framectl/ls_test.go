@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -21,11 +22,11 @@ func TestLs(t *testing.T) {
 			batches := f.batches(t)
 
 			// The whole bucket: one line for the actor.
-			r := framectl(t, "ls", "--bucket", f.url).want(t, exitOK)
+			r := runCLI(t, "ls", "--bucket", f.url).want(t, exitOK)
 			contains(t, "ls", r.stdout, f.actor.Namespace, f.actor.Actor)
 
 			// The namespace, as JSON: the actor's counts.
-			r = framectl(t, "ls", "--bucket", f.url, "--namespace", testNamespace, "--json").want(t, exitOK)
+			r = runCLI(t, "ls", "--bucket", f.url, "--namespace", testNamespace, "--json").want(t, exitOK)
 			var rep lsReport
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 				t.Fatalf("ls --json: %v\n%s", err, r.stdout)
@@ -40,16 +41,16 @@ func TestLs(t *testing.T) {
 			assert.Equal(t, "", r.stderr, "ls --json wrote to stderr")
 
 			// The namespace by its ID, as ls printed it.
-			r = framectl(t, "ls", "--bucket", f.url, "--namespace-id", f.actor.Namespace).want(t, exitOK)
+			r = runCLI(t, "ls", "--bucket", f.url, "--namespace-id", f.actor.Namespace).want(t, exitOK)
 			contains(t, "ls --namespace-id", r.stdout, f.actor.Actor)
 
 			// One actor: every object's key.
-			r = framectl(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
+			r = runCLI(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "ls --actor", r.stdout, batches...)
 			contains(t, "ls --actor", r.stdout, f.snapshot(t), "own.json: epoch 1, released at seq 6", "session 1")
 
 			// With headers: first sequence numbers. Each batch holds one frame.
-			r = framectl(t, append([]string{"ls", "--headers", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+			r = runCLI(t, append([]string{"ls", "--headers", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 			rep = lsReport{}
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 			n := 0
@@ -78,7 +79,7 @@ func TestLsChunkIsNoSessionObject(t *testing.T) {
 	chunk := f.actor.ChunkKey(frames.SumChunk(nil))
 	_, err := f.b.Put(t.Context(), chunk, strings.NewReader("x"), 1, bucket.Condition{})
 	require.NoError(t, err)
-	r := framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+	r := runCLI(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 	var rep lsReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 	require.Empty(t, rep.Unknown)
@@ -90,13 +91,13 @@ func TestLsChunkIsNoSessionObject(t *testing.T) {
 
 func TestLsNotFound(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 3)
-	r := framectl(t, "ls", "--bucket", f.url, "--namespace", "elsewhere").want(t, exitNotFound)
+	r := runCLI(t, "ls", "--bucket", f.url, "--namespace", "elsewhere").want(t, exitNotFound)
 	contains(t, "stderr", r.stderr, "do/"+frames.NamespaceID("", "elsewhere")+"/")
-	r = framectl(t, "ls", "--bucket", f.url, "--namespace", testNamespace, "--actor", "abcdef").want(t, exitNotFound)
+	r = runCLI(t, "ls", "--bucket", f.url, "--namespace", testNamespace, "--actor", "abcdef").want(t, exitNotFound)
 	contains(t, "stderr", r.stderr, "abcdef")
 
 	// An empty bucket is not an error: there is nothing in it.
-	r = framectl(t, "ls", "--bucket", buckettest.Dir(t).String()).want(t, exitOK)
+	r = runCLI(t, "ls", "--bucket", buckettest.Dir(t).String()).want(t, exitOK)
 	contains(t, "ls", r.stdout, "no actors")
 }
 
@@ -116,17 +117,17 @@ func TestLsUsage(t *testing.T) {
 		{[]string{"ls", "--bucket", url, "--frobnicate"}, "flag provided but not defined"},
 		{[]string{"ls", "--bucket", url, "extra"}, "unexpected argument"},
 	} {
-		r := framectl(t, tc.args...).want(t, exitUsage)
+		r := runCLI(t, tc.args...).want(t, exitUsage)
 		contains(t, strings.Join(tc.args, " "), r.stderr, tc.want, "try: framectl ls")
 		assert.Equal(t, "", r.stdout, "%v: usage error printed on stdout", tc.args)
 	}
-	r := framectl(t, "ls", "-h").want(t, exitOK)
+	r := runCLI(t, "ls", "-h").want(t, exitOK)
 	contains(t, "ls -h", r.stdout, "Examples:", "-headers", "-namespace-id")
 }
 
 func TestLsUnreachable(t *testing.T) {
 	t.Parallel()
-	r := framectl(t, "ls", "--bucket", unreachable).want(t, exitIO)
+	r := runCLI(t, "ls", "--bucket", unreachable).want(t, exitIO)
 	assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "want one line of error, got:\n%s", r.stderr)
 }
 
@@ -138,7 +139,7 @@ func TestLsLineage(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			f := replicate(t, be.New(t), 6)
 			ctx := t.Context()
-			db, err := vfs.Open(ctx, vfs.Config{Bucket: f.b, Namespace: testNamespace, Actor: []byte(testActorID), Epoch: 2,
+			db, err := framectl.Open(ctx, session.Config{Bucket: f.b, Namespace: testNamespace, Actor: []byte(testActorID), Epoch: 2,
 				Dir: t.TempDir(), DisableCompaction: true}) // restores session 1 into an empty directory
 			require.NoError(t, err)
 			c, err := db.Conn()
@@ -147,7 +148,7 @@ func TestLsLineage(t *testing.T) {
 			require.NoError(t, c.Close())
 			require.NoError(t, db.Close(ctx))
 
-			r := framectl(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+			r := runCLI(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 			var rep lsReport
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
 			ss := rep.Actors[0].Sessions
@@ -158,14 +159,14 @@ func TestLsLineage(t *testing.T) {
 			require.Equal(t, "new", ss[1].Lineage)
 			require.Nil(t, ss[1].Predecessor)
 
-			r = framectl(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
+			r = runCLI(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "ls --actor", r.stdout, "continues session 1 from seq 6", "started a new database")
 
 			out := filepath.Join(t.TempDir(), "old.db")
-			r = framectl(t, append([]string{"restore", "--out", out, "--to-seq", "6"}, f.actorFlags()...)...).want(t, exitOK)
+			r = runCLI(t, append([]string{"restore", "--out", out, "--to-seq", "6"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "restore --to-seq 6", r.stdout, "seq 6")
 			wantSameFile(t, f.source, out)
-			r = framectl(t, append([]string{"restore", "--out", out, "--to-seq", "3"}, f.actorFlags()...)...).want(t, exitOK)
+			r = runCLI(t, append([]string{"restore", "--out", out, "--to-seq", "3"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "restore --to-seq 3", r.stdout, "session 1, seq 3")
 		})
 	}

@@ -11,24 +11,24 @@ import (
 )
 
 func TestHelp(t *testing.T) {
-	r := framectl(t).want(t, exitUsage)
+	r := runCLI(t).want(t, exitUsage)
 	contains(t, "framectl (no arguments)", r.stderr, "Commands:", "Exit codes:")
 	for _, args := range [][]string{{"help"}, {"--help"}, {"-h"}} {
-		r = framectl(t, args...).want(t, exitOK)
+		r = runCLI(t, args...).want(t, exitOK)
 		contains(t, strings.Join(args, " "), r.stdout, "Exit codes:", "130")
 		for _, c := range commands {
 			contains(t, strings.Join(args, " "), r.stdout, "  "+c.name+" ")
 		}
 	}
 	for _, c := range commands {
-		r := framectl(t, "help", c.name).want(t, exitOK)
+		r := runCLI(t, "help", c.name).want(t, exitOK)
 		contains(t, "help "+c.name, r.stdout, "Usage: framectl "+c.name, "Examples:", "Flags:")
-		r = framectl(t, c.name, "-h").want(t, exitOK)
+		r = runCLI(t, c.name, "-h").want(t, exitOK)
 		contains(t, c.name+" -h", r.stdout, "Usage: framectl "+c.name)
 	}
-	r = framectl(t, "restroe").want(t, exitUsage)
+	r = runCLI(t, "restroe").want(t, exitUsage)
 	contains(t, "stderr", r.stderr, `unknown command "restroe"`, "try: framectl help")
-	framectl(t, "help", "nothing").want(t, exitUsage)
+	runCLI(t, "help", "nothing").want(t, exitUsage)
 }
 
 // An interrupted command (SIGINT cancels the context) exits 130.

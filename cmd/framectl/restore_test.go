@@ -46,13 +46,13 @@ func TestRestore(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			f := replicate(t, be.New(t), 8)
 			out := filepath.Join(t.TempDir(), "restored.db")
-			r := framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
+			r := runCLI(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "restore", r.stdout, out, "session 1, seq 8")
 			contains(t, "progress", r.stderr, "restore "+f.actor.Actor+": 100%")
 			wantSameFile(t, f.source, out)
 
 			// Again over the file it wrote, as JSON: nothing on stderr.
-			r = framectl(t, append([]string{"restore", "--out", out, "--json"}, f.actorFlags()...)...).want(t, exitOK)
+			r = runCLI(t, append([]string{"restore", "--out", out, "--json"}, f.actorFlags()...)...).want(t, exitOK)
 			rep := restoreJSON(t, r)
 			assert.Len(t, rep.Restored, 1, "restore --json: %+v", rep)
 			assert.Equal(t, frames.Seq(8), rep.Restored[0].Seq, "restore --json: %+v", rep)
@@ -61,7 +61,7 @@ func TestRestore(t *testing.T) {
 			assert.Equal(t, "", r.stderr, "restore --json wrote progress")
 			wantSameFile(t, f.source, out)
 			// -v: progress on stderr even with --json.
-			r = framectl(t, append([]string{"restore", "--out", out, "--json", "-v"}, f.actorFlags()...)...).want(t, exitOK)
+			r = runCLI(t, append([]string{"restore", "--out", out, "--json", "-v"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "restore --json -v", r.stderr, "100%")
 			restoreJSON(t, r)
 		})
@@ -75,7 +75,7 @@ func TestRestoreToSeq(t *testing.T) {
 	dir := t.TempDir()
 	// Commits: 1 CREATE, 2 INSERT, 3 INSERT, 4 UPDATE, 5 INSERT, ...
 	out := filepath.Join(dir, "seq4.db")
-	r := framectl(t, append([]string{"restore", "--out", out, "--to-seq", "4", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+	r := runCLI(t, append([]string{"restore", "--out", out, "--to-seq", "4", "--json"}, f.actorFlags()...)...).want(t, exitOK)
 	rep := restoreJSON(t, r)
 	if got := rep.Restored[0]; got.Seq != 4 || got.CommitTime == nil || rep.Target != "seq 4" {
 		t.Fatalf("--to-seq 4 reached %+v", got)
@@ -86,7 +86,7 @@ func TestRestoreToSeq(t *testing.T) {
 
 	// --at the commit time of seq 5 reaches seq 5 (3 rows); a
 	// nanosecond earlier, seq 4.
-	r = framectl(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 5), "--json").want(t, exitOK)
+	r = runCLI(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 5), "--json").want(t, exitOK)
 	var ins inspectReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ins))
 	at := *ins.Batch.Frames[0].CommitTime
@@ -96,7 +96,7 @@ func TestRestoreToSeq(t *testing.T) {
 		rows int
 	}{{at, 5, 3}, {at.Add(-time.Nanosecond), 4, 2}} {
 		out := filepath.Join(dir, "at.db")
-		r = framectl(t, append([]string{"restore", "--out", out, "--at", tc.at.Format(time.RFC3339Nano), "--json"}, f.actorFlags()...)...).want(t, exitOK)
+		r = runCLI(t, append([]string{"restore", "--out", out, "--at", tc.at.Format(time.RFC3339Nano), "--json"}, f.actorFlags()...)...).want(t, exitOK)
 		got := restoreJSON(t, r).Restored[0]
 		assert.Equal(t, tc.seq, got.Seq, "--at %s reached seq", tc.at.Format(time.RFC3339Nano))
 		if n := rows(t, out); n != tc.rows {
@@ -114,7 +114,7 @@ func TestRestoreOutOfRange(t *testing.T) {
 	out := filepath.Join(dir, "out.db")
 	restoreTo := func(code int, args ...string) result {
 		t.Helper()
-		return framectl(t, append(append([]string{"restore", "--out", out}, args...), f.actorFlags()...)...).want(t, code)
+		return runCLI(t, append(append([]string{"restore", "--out", out}, args...), f.actorFlags()...)...).want(t, code)
 	}
 
 	r := restoreTo(exitNotFound, "--to-seq", "99")
@@ -133,7 +133,7 @@ func TestRestoreOutOfRange(t *testing.T) {
 
 	// Before the first commit: the first snapshot (seq 0, the empty
 	// database) does not say when it was made.
-	r = framectl(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 1), "--json").want(t, exitOK)
+	r = runCLI(t, "inspect", "--bucket", f.url, f.actor.LogKey(1, 1), "--json").want(t, exitOK)
 	var ins inspectReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &ins))
 	first := *ins.Batch.Frames[0].CommitTime
@@ -156,7 +156,7 @@ func TestRestoreOutOfRange(t *testing.T) {
 func TestRestoreAll(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 5)
 	dir := filepath.Join(t.TempDir(), "restored")
-	r := framectl(t, "restore", "--bucket", f.url, "--namespace", testNamespace, "--all", "--out", dir).want(t, exitOK)
+	r := runCLI(t, "restore", "--bucket", f.url, "--namespace", testNamespace, "--all", "--out", dir).want(t, exitOK)
 	contains(t, "restore --all", r.stdout, "restored 1 actors")
 	wantSameFile(t, f.source, filepath.Join(dir, f.actor.Actor+".db"))
 }
@@ -167,7 +167,7 @@ func TestRestoreDamaged(t *testing.T) {
 		key := f.batches(t)[2]
 		damage(t, f.b, key, -6)
 		out := filepath.Join(t.TempDir(), "out.db")
-		r := framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitDamage)
+		r := runCLI(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitDamage)
 		contains(t, "stderr", r.stderr, key)
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("a failed restore left %s behind: %v", out, err)
@@ -180,7 +180,7 @@ func TestRestoreDamaged(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := filepath.Join(t.TempDir(), "out.db")
-		r := framectl(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitDamage)
+		r := runCLI(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitDamage)
 		contains(t, "stderr", r.stderr, "sequence number 3 is missing", batches[3])
 	})
 }
@@ -188,9 +188,9 @@ func TestRestoreDamaged(t *testing.T) {
 func TestRestoreNotFound(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 2)
 	out := filepath.Join(t.TempDir(), "out.db")
-	r := framectl(t, "restore", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef", "--out", out).want(t, exitNotFound)
+	r := runCLI(t, "restore", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef", "--out", out).want(t, exitNotFound)
 	contains(t, "stderr", r.stderr, "0badbeef")
-	framectl(t, "restore", "--bucket", f.url, "--namespace", "nothing-here", "--all", "--out", t.TempDir()).want(t, exitNotFound)
+	runCLI(t, "restore", "--bucket", f.url, "--namespace", "nothing-here", "--all", "--out", t.TempDir()).want(t, exitNotFound)
 }
 
 func TestRestoreUsage(t *testing.T) {
@@ -216,17 +216,17 @@ func TestRestoreUsage(t *testing.T) {
 		{append(base, "--actor", "00", "--out", file, "--parallel", "x"), "invalid value"},
 		{append(base, "--actor", "00", "--out", file, "--nearest"), "--nearest applies to a target"},
 	} {
-		r := framectl(t, tc.args...).want(t, exitUsage)
+		r := runCLI(t, tc.args...).want(t, exitUsage)
 		contains(t, "stderr", r.stderr, tc.want, "try: framectl restore --bucket")
 	}
-	r := framectl(t, "restore", "--help").want(t, exitOK)
+	r := runCLI(t, "restore", "--help").want(t, exitOK)
 	contains(t, "restore --help", r.stdout, "Examples:", "-to-seq", "-at", "-nearest")
 }
 
 func TestRestoreUnreachable(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "out.db")
-	r := framectl(t, "restore", "--bucket", unreachable, "--namespace", "n", "--actor", "00", "--out", out).want(t, exitIO)
+	r := runCLI(t, "restore", "--bucket", unreachable, "--namespace", "n", "--actor", "00", "--out", out).want(t, exitIO)
 	contains(t, "stderr", r.stderr, "framectl restore: ")
 }
 
@@ -239,7 +239,7 @@ func TestJSONNames(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 6)
 	decode := func(args ...string) map[string]any {
 		t.Helper()
-		r := framectl(t, append(append(args, "--json"), f.actorFlags()...)...).want(t, exitOK)
+		r := runCLI(t, append(append(args, "--json"), f.actorFlags()...)...).want(t, exitOK)
 		var doc map[string]any
 		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, r.stdout)

@@ -32,10 +32,10 @@ func TestVerifyClean(t *testing.T) {
 				{"verify", "--bucket", f.url, "--namespace", testNamespace},
 				append([]string{"verify"}, f.actorFlags()...),
 			} {
-				r := framectl(t, args...).want(t, exitOK)
+				r := runCLI(t, args...).want(t, exitOK)
 				contains(t, strings.Join(args, " "), r.stdout, f.actor.Actor, "ok: session 1 verified through seq 6", ": clean")
 			}
-			r := framectl(t, "verify", "--bucket", f.url, "--json").want(t, exitOK)
+			r := runCLI(t, "verify", "--bucket", f.url, "--json").want(t, exitOK)
 			rep := verifyJSON(t, r)
 			if !rep.Clean || rep.Damage != 0 || len(rep.Actors) != 1 || rep.Actors[0].Seq != 6 {
 				t.Errorf("verify --json: %+v", rep)
@@ -51,11 +51,11 @@ func TestVerifyDamaged(t *testing.T) {
 		f := replicate(t, buckettest.Dir(t), 6)
 		key := f.batches(t)[3]
 		damage(t, f.b, key, -6)
-		r := framectl(t, "verify", "--bucket", f.url).want(t, exitDamage)
+		r := runCLI(t, "verify", "--bucket", f.url).want(t, exitDamage)
 		contains(t, "verify", r.stdout, "DAMAGE", key, "DAMAGED")
 		contains(t, "stderr", r.stderr, "damage found")
 		assert.Equal(t, 1, strings.Count(r.stderr, "framectl verify:"), "want one error line on stderr:\n%s", r.stderr)
-		rep := verifyJSON(t, framectl(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
+		rep := verifyJSON(t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
 		found := false
 		for _, p := range rep.Actors[0].Problems {
 			found = found || p.Key == key && p.Severity == "damage"
@@ -70,7 +70,7 @@ func TestVerifyDamaged(t *testing.T) {
 		if err := f.b.Delete(t.Context(), batches[2]); err != nil { // frame 3
 			t.Fatal(err)
 		}
-		rep := verifyJSON(t, framectl(t, "verify", "--bucket", f.url, "--namespace", testNamespace, "--json").want(t, exitDamage))
+		rep := verifyJSON(t, runCLI(t, "verify", "--bucket", f.url, "--namespace", testNamespace, "--json").want(t, exitDamage))
 		var gap *verifyProblem
 		for i, p := range rep.Actors[0].Problems {
 			if p.Kind == "gap" && p.Severity == "damage" {
@@ -80,17 +80,17 @@ func TestVerifyDamaged(t *testing.T) {
 		if gap == nil || gap.From != 3 || gap.To != 3 || gap.Key != batches[3] {
 			t.Fatalf("want a gap of frame 3 before %s, got %+v", batches[3], rep.Actors[0].Problems)
 		}
-		r := framectl(t, "verify", "--bucket", f.url).want(t, exitDamage)
+		r := runCLI(t, "verify", "--bucket", f.url).want(t, exitDamage)
 		contains(t, "verify", r.stdout, "gap", batches[3])
 	})
 }
 
 func TestVerifyNotFound(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 2)
-	framectl(t, "verify", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef").want(t, exitNotFound)
-	framectl(t, "verify", "--bucket", f.url, "--namespace", "nothing-here").want(t, exitNotFound)
+	runCLI(t, "verify", "--bucket", f.url, "--namespace", testNamespace, "--actor", "0badbeef").want(t, exitNotFound)
+	runCLI(t, "verify", "--bucket", f.url, "--namespace", "nothing-here").want(t, exitNotFound)
 	// An empty bucket holds no damage.
-	framectl(t, "verify", "--bucket", buckettest.Dir(t).String()).want(t, exitOK)
+	runCLI(t, "verify", "--bucket", buckettest.Dir(t).String()).want(t, exitOK)
 }
 
 func TestVerifyUsage(t *testing.T) {
@@ -102,14 +102,14 @@ func TestVerifyUsage(t *testing.T) {
 		{"verify", "--bucket", url, "--parallel", "-1"},
 		{"verify", "--bucket", url, "--json=maybe"},
 	} {
-		r := framectl(t, args...).want(t, exitUsage)
+		r := runCLI(t, args...).want(t, exitUsage)
 		contains(t, strings.Join(args, " "), r.stderr, "try: framectl verify")
 	}
 }
 
 func TestVerifyUnreachable(t *testing.T) {
 	t.Parallel()
-	r := framectl(t, "verify", "--bucket", unreachable).want(t, exitIO)
+	r := runCLI(t, "verify", "--bucket", unreachable).want(t, exitIO)
 	contains(t, "stderr", r.stderr, "framectl verify: ")
 }
 
@@ -130,9 +130,9 @@ func TestVerifyWarnings(t *testing.T) {
 		body := tc.record.Marshal()
 		_, err := f.b.Put(t.Context(), own, bytes.NewReader(body), int64(len(body)), bucket.Condition{})
 		require.NoError(t, err)
-		r := framectl(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitOK)
+		r := runCLI(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitOK)
 		contains(t, "verify", r.stdout, "warning", own, tc.want, ": clean, 1 warnings")
-		rep := verifyJSON(t, framectl(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+		rep := verifyJSON(t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 		if !rep.Clean || rep.Warnings != 1 || len(rep.Actors[0].Problems) != 1 ||
 			rep.Actors[0].Problems[0].Severity != "warning" || !strings.Contains(rep.Actors[0].Problems[0].Message, tc.want) {
 			t.Errorf("verify --json: %+v", rep)
@@ -151,7 +151,7 @@ func TestTailLoss(t *testing.T) {
 			if err := f.b.Delete(t.Context(), batches[len(batches)-1]); err != nil { // frame 6
 				t.Fatal(err)
 			}
-			rep := verifyJSON(t, framectl(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
+			rep := verifyJSON(t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
 			var gap *verifyProblem
 			for i, p := range rep.Actors[0].Problems {
 				if p.Kind == "gap" && p.Severity == "damage" {
@@ -161,10 +161,10 @@ func TestTailLoss(t *testing.T) {
 			if gap == nil || gap.From != 6 || gap.To != 6 || gap.Key != f.actor.OwnKey() {
 				t.Fatalf("want a gap of frame 6 named by %s, got %+v", f.actor.OwnKey(), rep.Actors[0].Problems)
 			}
-			r := framectl(t, append([]string{"restore", "--out", filepath.Join(t.TempDir(), "r.db")}, f.actorFlags()...)...).want(t, exitDamage)
+			r := runCLI(t, append([]string{"restore", "--out", filepath.Join(t.TempDir(), "r.db")}, f.actorFlags()...)...).want(t, exitDamage)
 			contains(t, "restore", r.stderr, "sequence number 6 is missing", f.actor.OwnKey())
 			// A frame the log still reaches restores as before.
-			framectl(t, append([]string{"restore", "--to-seq", "5", "--out", filepath.Join(t.TempDir(), "r5.db")}, f.actorFlags()...)...).want(t, exitOK)
+			runCLI(t, append([]string{"restore", "--to-seq", "5", "--out", filepath.Join(t.TempDir(), "r5.db")}, f.actorFlags()...)...).want(t, exitOK)
 		})
 	}
 }

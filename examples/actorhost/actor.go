@@ -8,8 +8,8 @@ import (
 
 	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3" for database/sql
 
+	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/host"
-	"github.com/framectl/framectl/vfs"
 )
 
 // actorDB is what this runtime keeps per open actor (host.Actor.Value): a
@@ -21,7 +21,7 @@ import (
 // round trips. Reads use the pool concurrently (WAL readers do not block
 // the writer).
 type actorDB struct {
-	vfs   *vfs.DB
+	vfs   *framectl.DB
 	sql   *sql.DB
 	wmu   sync.Mutex
 	actor *host.Actor // for its alarm

@@ -13,7 +13,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/host"
 	"github.com/framectl/framectl/metrics"
-	"github.com/framectl/framectl/vfs"
+	"github.com/framectl/framectl/session"
 )
 
 // server is one node: the library's host (claims, forwarding, hibernation,
@@ -55,7 +55,7 @@ func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, lo
 		MaxOpens:       cfg.maxOpens,
 		SweepAge:       sweepAge,
 		StopOnNodeLoss: !cfg.recover,
-		VFS: vfs.Config{
+		VFS: session.Config{
 			// vfs compacts the actor in the background: the size rule
 			// after uploads, and the tier pass as each session starts.
 			DisableCompaction: !cfg.compact,

@@ -1,6 +1,7 @@
-// Package dbtest compares SQLite database images in tests: where two
-// images first differ, by byte and by page. It is for tests only: nothing
-// outside a _test.go file imports it.
+// Package dbtest compares SQLite database images in tests (where two
+// images first differ, by byte and by page), and runs the few SQL steps
+// the tests of several packages share (sql.go). It is for tests only:
+// nothing outside a _test.go file imports it.
 package dbtest
 
 import (
