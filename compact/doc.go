@@ -99,7 +99,7 @@
 //     and the slower manifest name, collected by a third pass in between;
 //     that snapshot is already covered, and goes in the next pass.
 //     TestCollectBesideCompactionInFlight.
-//   - A live writer waking (vfs.Open) reads the newest manifest of the
+//   - A live writer waking (framectl.Open) reads the newest manifest of the
 //     newest session, and its first manifest names that one's chunks,
 //     which may be old; the manifest it read may be deleted meanwhile (by
 //     a pass whose view predates the claim, or by hand). The grace does
@@ -110,7 +110,7 @@
 //     and, finding a new epoch, collects nothing. So no chunk is collected
 //     from the claim until the session's first manifest is in the bucket,
 //     however long the wake takes. Writers without own.json (outside
-//     package vfs and fence) get no such protection.
+//     package session and fence) get no such protection.
 //     TestCollectBesideWakingWriter.
 //   - A second collector lists and deletes at the same time: deleting a
 //     chunk that is gone is no error, and each deletes only what its own
@@ -128,7 +128,7 @@
 //     manifest names. A zombie's manifest may name chunks collected since
 //     (its base was deleted with its session): it is unusable, and nothing
 //     uses it. TestCollectBesideZombie.
-//   - The owner of the session (Options.Owner: the writer, package vfs)
+//   - The owner of the session (Options.Owner: the writer, package session)
 //     collects the chunks it put itself without the grace, as soon as no
 //     snapshot listed and no manifest it wrote names them: the manifests
 //     in flight that could name them are its own, and it has none while

@@ -19,7 +19,7 @@ import (
 // never two at once, never in the way of a commit. The replicator calls
 // Uploaded with the size of each batch object right after its PUT
 // succeeded; here the growth of the upload counter stands in for it.
-// (vfs does exactly this itself; the database here turns it off so that
+// (a session does exactly this itself; the database here turns it off so that
 // the example's own trigger is the only one.)
 func Example_replicator() {
 	ctx := context.Background()
@@ -51,7 +51,7 @@ func Example_replicator() {
 	trigger := compact.Rule{MinLogBytes: -1, MinInterval: -1}.Trigger(0)
 	// The writer's passes are its session's owner's: one Owner for all of
 	// them (epoch 1, the session's), told of the session's first snapshot
-	// when the writer uploads it (Owner.Wrote; package vfs does).
+	// when the writer uploads it (Owner.Wrote; package session does).
 	opts := compact.Options{ScratchDir: tmp, Owner: compact.NewOwner(1)} // scratch beside the database, not a tmpfs
 	var passes sync.WaitGroup
 	var snapshots int

@@ -26,7 +26,7 @@ import (
 	"github.com/framectl/framectl/session"
 )
 
-// testDB is a database replicated through package vfs: real SQLite, real
+// testDB is a database replicated through package framectl: real SQLite, real
 // capture, real uploads.
 type testDB struct {
 	t     testing.TB

@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/framectl/framectl/internal/race"
 	"github.com/stretchr/testify/require"
 )
 
@@ -40,7 +41,7 @@ func TestCompactBesideLiveWriter(t *testing.T) {
 
 // liveRounds is the writer's number of rounds (1 to 6 commits each); the
 // race detector makes SQLite about five times slower.
-var liveRounds = map[bool]int{false: 200, true: 120}[raceEnabled]
+var liveRounds = map[bool]int{false: 200, true: 120}[race.Enabled]
 
 func liveRun(t *testing.T, b bucket.Bucket) {
 	d := openDB(t, b, t.TempDir(), newActorID(), 1)

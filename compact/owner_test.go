@@ -118,7 +118,7 @@ func TestSnapshotOnlyByOwner(t *testing.T) {
 // With a retention window every manifest of the hour stays, and a pass
 // must know every chunk they name before it collects any. An owner's
 // passes read each manifest once: a pass reads the base to replay it and
-// nothing else (package vfs serves that read from its kept copy), where
+// nothing else (package session serves that read from its kept copy), where
 // the same passes without the Owner read every retained manifest again.
 func TestOwnerReadsEachManifestOnce(t *testing.T) {
 	b := buckettest.Dir(t)

@@ -41,7 +41,7 @@ type Trigger struct {
 
 // NewTrigger returns a Trigger with the default Rule for a session that
 // starts with a snapshot of a database of dbBytes bytes (pages × page
-// size), as vfs.Open uploads.
+// size), as framectl.Open uploads.
 func NewTrigger(dbBytes int64) *Trigger { return Rule{}.Trigger(dbBytes) }
 
 // Trigger returns a Trigger that applies r, for a session that starts with

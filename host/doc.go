@@ -4,7 +4,7 @@
 // lease runs out, a bound on the opens and restores running at once, the
 // release of idle actors (hibernation), a lock on each actor's data
 // directory against a second process, recovery after the node lost its
-// lease (a new node, vfs DB.Reopen for the actors it held), a schedule of
+// lease (a new node, framectl.DB.Reopen for the actors it held), a schedule of
 // stale-lease sweeps (fence.SweepLeases), and an HTTP handler that serves
 // a request where the actor is held here and forwards it, once, to the live
 // node that holds it otherwise; each actor's alarm, stored in the
@@ -25,7 +25,7 @@
 // claim an actor from anyone once it drains, hand out an actor claimed as
 // its drain began, or release an actor before what its drain hook wrote
 // is durable. It never acknowledges anything itself: what the runtime
-// answers is held by vfs.DB.Durable (the output gate), and it never
+// answers is held by framectl.DB.Durable (the output gate), and it never
 // interprets what an actor's database holds beyond its own alarm table.
 //
 // # Lifecycle of an actor
@@ -57,9 +57,9 @@
 // lease, a pause, a peer that fenced it) can never acknowledge again. By
 // default the host then registers a new node (fence.Node.Restart) as soon
 // as the bucket answers, and reopens every actor it had open with
-// vfs.DB.Reopen once the old node's lease has run out on the new node's
+// framectl.DB.Reopen once the old node's lease has run out on the new node's
 // clock; what those actors had committed but not uploaded follows
-// vfs.Config.Unacknowledged (discarded by default with a node). Actors a
+// session.Config.Unacknowledged (discarded by default with a node). Actors a
 // peer took over meanwhile are given up. [Config.StopOnNodeLoss] makes the
 // host stop instead ([Host.Done]), for a runtime that would rather exit and
 // be restarted by its supervisor.
@@ -72,7 +72,7 @@
 // the same Dir is the same follower), listens for the follower transport
 // (package peer, authenticated with the cluster key), advertises both in
 // its lease (fence.Lease.Peer, Follower) and runs one quorum.Hub. Every
-// actor it opens gets a quorum.Session as vfs.Config.Peers: the open takes
+// actor it opens gets a quorum.Session as session.Config.Peers: the open takes
 // over from the followers own.json names, chooses new ones among the live
 // leases, and from then on Durable returns once a quorum of them hold a
 // commit. A node that registers anew after losing its lease keeps the
@@ -85,7 +85,7 @@
 //   - No input gate: handles of one actor are used concurrently. A runtime
 //     that wants one event at a time per actor serializes them itself.
 //   - The output gate is explicit: a reply may leave only after
-//     vfs.DB.Durable returned nil; neither Acquire nor Handler calls it.
+//     framectl.DB.Durable returned nil; neither Acquire nor Handler calls it.
 //   - Placement: an actor nobody holds is claimed by the node its request
 //     reached; there is no routing to a preferred location.
 //   - An idle actor is released after Config.Idle (30 s by default, as
@@ -265,7 +265,7 @@
 //     ([Config.Drain], [DrainFunc]) of every open actor of the
 //     namespaces that have one, at most 32 at once per namespace, while
 //     the actors still serve, and waits for each hook and for what it
-//     wrote to be durable (vfs.DB.Durable). All hooks share one deadline,
+//     wrote to be durable (framectl.DB.Durable). All hooks share one deadline,
 //     [Config.DrainDeadline] (6 s by default, at most 10 s; negative: no
 //     hook runs); a hook still running then has its context cancelled,
 //     is counted timed out and no longer waited for. A hook that returns

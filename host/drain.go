@@ -18,7 +18,7 @@ import (
 // open actor of the namespace when the host drains, while the actor still
 // serves (concurrently with its Handles: there is no input gate), to write
 // what the runtime keeps in memory to the actor's database. Its writes need
-// not be durable yet: the host waits for that (vfs.DB.Durable) before it
+// not be durable yet: the host waits for that (framectl.DB.Durable) before it
 // closes the actor. ctx ends at the drain's deadline (Config.DrainDeadline);
 // a hook still running then is counted timed out and no longer waited for,
 // and the actor closes under it. A hook that returns an error or panics

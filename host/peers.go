@@ -21,7 +21,7 @@ import (
 // PeersConfig turns on acknowledgement by followers: every actor this node
 // opens acknowledges a commit once Followers other nodes (a quorum of
 // them) hold it, or the bucket does, whichever comes first, and the bucket
-// is written in the background (vfs.Config.Peers; the rule of what an
+// is written in the background (session.Config.Peers; the rule of what an
 // acknowledged commit survives is package follow's). The node is in turn a
 // follower of other nodes' actors, in a store under Dir/tails. Give every
 // node of the cluster the same Key, Limits, Followers and Quorum.

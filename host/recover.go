@@ -15,7 +15,7 @@ import (
 // otherwise every open actor is dropped for reopening, a new node is
 // registered once the bucket answers (Node.Restart: a new ID, so the old
 // node's claims are waited out like anyone's), and the actors are reopened
-// on it (vfs.DB.Reopen) as their last Handles are released.
+// on it (framectl.DB.Reopen) as their last Handles are released.
 func (h *Host) watchNode() {
 	defer h.bg.Done()
 	for {

@@ -103,7 +103,7 @@ func TestStatsPeers(t *testing.T) {
 }
 
 // An actor reopened on the host's next node continues with the same
-// session of its followers (vfs.DB.Reopen): Stats still reads its
+// session of its followers (framectl.DB.Reopen): Stats still reads its
 // followers. The node is lost to an outage of its bucket longer than its
 // lease, and a peer fences its lease meanwhile, so that the first Reopen
 // claims at once (a claim that waited for the old lease would open anew,

@@ -101,8 +101,8 @@ type observedBucket struct {
 
 var _ bucket.Bucket = (*observedBucket)(nil)
 
-// Unwrap returns the bucket observed: vfs paces uploads by the kind of
-// bucket beneath (vfs.Config.UploadInterval), and observing it must not
+// Unwrap returns the bucket observed: a session paces uploads by the kind of
+// bucket beneath (session.Config.UploadInterval), and observing it must not
 // change that.
 func (o *observedBucket) Unwrap() bucket.Bucket { return o.b }
 

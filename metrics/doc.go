@@ -1,18 +1,18 @@
 // Package metrics owns framectl's Prometheus exposition: collectors that
-// read the stats of package vfs, host and bucket at scrape time, a bucket
-// wrapper that counts and times every request, and a vfs.Observer that
+// read the stats of package session, host and bucket at scrape time, a bucket
+// wrapper that counts and times every request, and a session.Observer that
 // feeds histograms. A runtime registers one [Metrics] per node with its
 // registry and serves it (examples/actorhost serves /metrics).
 //
 // It must never change what it observes: the wrapped bucket answers
 // exactly what the bucket beneath answers, and is paced as that bucket is
-// (it says what it wraps, vfs.Config.UploadInterval); the observer's funcs
+// (it says what it wraps, session.Config.UploadInterval); the observer's funcs
 // only add to counters and histograms. And it must never block a commit:
 // nothing here runs while SQLite writes. A bucket request costs an atomic
 // add and a histogram observation more; a Durable call, a clock reading
 // and an observation after its wait; a scrape reads host.Stats, which
 // holds the host's lock only to list the actors, then takes each
-// database's lock for a moment (vfs.DB.Stats), and in peer mode each
+// database's lock for a moment (framectl.DB.Stats), and in peer mode each
 // session's (quorum.Session.Stats), never across I/O.
 //
 // # One series per node, never per actor
@@ -36,9 +36,11 @@
 //	                                                              canceled, error
 //	framectl_bucket_request_duration_seconds{op}      histogram  latency (a get: until its body is open)
 //
-// From the vfs.Observer ([Metrics.Observer]), one event at a time:
+// From the session.Observer ([Metrics.Observer]), one event at a time (the
+// names keep the prefix framectl_vfs_ they had before package vfs was split
+// into capture, session and framectl: dashboards and alerts use them):
 //
-//	framectl_vfs_durable_wait_seconds                 histogram  each vfs.DB.Durable call's wait (the output gate)
+//	framectl_vfs_durable_wait_seconds                 histogram  each framectl.DB.Durable call's wait (the output gate)
 //	framectl_vfs_durable_errors_total                 counter    Durable calls that returned an error
 //	framectl_vfs_compactions_total{result}            counter    background compaction passes: ok, error, canceled
 //	framectl_vfs_compaction_duration_seconds          histogram  their duration
@@ -75,7 +77,7 @@
 // framectl_quorum_ for package quorum, which runs the follower protocol
 // on a node, owner's side and follower's: "peers" already names other
 // nodes in framectl_host_peers_fenced_total (leases fenced), which has
-// nothing to do with followers. The acknowledgement counts are vfs.Stats'
+// nothing to do with followers. The acknowledgement counts are session.Stats'
 // summed over the node's databases, open and closed since the host
 // started (so they only grow); the rest is the hub's (quorum.Hub.Stats,
 // every field), the open actors' sessions summed, and the follower store.

@@ -13,11 +13,11 @@ import (
 // Metrics is one node's collectors: a prometheus.Collector to register
 // with a registry. Safe for concurrent use.
 type Metrics struct {
-	bucket *bucketMetrics
-	vfs    *vfsMetrics
-	descs  *hostDescs
-	quorum *quorumDescs
-	host   atomic.Pointer[host.Host]
+	bucket  *bucketMetrics
+	session *sessionMetrics
+	descs   *hostDescs
+	quorum  *quorumDescs
+	host    atomic.Pointer[host.Host]
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)
@@ -26,11 +26,11 @@ var _ prometheus.Collector = (*Metrics)(nil)
 // (Bucket), observe its databases (Observer), or both (Instrument), and
 // Watch its host.
 func New() *Metrics {
-	return &Metrics{bucket: newBucketMetrics(), vfs: newVFSMetrics(), descs: newHostDescs(), quorum: newQuorumDescs()}
+	return &Metrics{bucket: newBucketMetrics(), session: newSessionMetrics(), descs: newHostDescs(), quorum: newQuorumDescs()}
 }
 
 // Bucket returns b with every request counted and timed. It answers
-// exactly what b answers, and vfs paces its uploads as it paces b's.
+// exactly what b answers, and a session paces its uploads as it paces b's.
 func (m *Metrics) Bucket(b bucket.Bucket) bucket.Bucket {
 	if b == nil {
 		return nil
@@ -41,7 +41,7 @@ func (m *Metrics) Bucket(b bucket.Bucket) bucket.Bucket {
 // Observer returns a session.Observer that feeds the durable wait, compaction
 // and restore metrics, and then calls next's funcs (the zero Observer:
 // none).
-func (m *Metrics) Observer(next session.Observer) session.Observer { return m.vfs.observer(next) }
+func (m *Metrics) Observer(next session.Observer) session.Observer { return m.session.observer(next) }
 
 // Instrument returns cfg with its bucket observed (Bucket) and every
 // actor's database observed too (Observer, before what cfg.VFS.Observer
@@ -62,7 +62,7 @@ func (m *Metrics) Watch(h *host.Host) { m.host.Store(h) }
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.bucket.requests.Describe(ch)
 	m.bucket.duration.Describe(ch)
-	for _, c := range m.vfs.collectors() {
+	for _, c := range m.session.collectors() {
 		c.Describe(ch)
 	}
 	m.descs.describe(ch)
@@ -75,7 +75,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.bucket.requests.Collect(ch)
 	m.bucket.duration.Collect(ch)
-	for _, c := range m.vfs.collectors() {
+	for _, c := range m.session.collectors() {
 		c.Collect(ch)
 	}
 	if h := m.host.Load(); h != nil {

@@ -139,7 +139,7 @@ func (s *Session) awaitRecording() {
 
 // noteUnreachable records which members no live node serves, for Acked:
 // with fewer than q reachable, a Durable asks the bucket at once instead
-// of waiting vfs.Config.PeerWait for followers that cannot answer.
+// of waiting session.Config.PeerWait for followers that cannot answer.
 func (s *Session) noteUnreachable(o *follow.Owner, status []follow.FollowerStatus, live map[follow.FollowerID]bool) {
 	var gone map[follow.FollowerID]bool
 	for _, f := range status {

@@ -17,8 +17,8 @@ import (
 var ErrClosed = errors.New("quorum: session closed")
 
 // Session is the owner's side of one actor's followers for one session of
-// it on this node at a time: a vfs.Peers. Make one per actor opened
-// (Hub.Session); vfs.DB.Reopen uses it again for the next session.
+// it on this node at a time: a session.Peers. Make one per actor opened
+// (Hub.Session); framectl.DB.Reopen uses it again for the next session.
 type Session struct {
 	h     *Hub
 	actor string
@@ -45,9 +45,9 @@ func (h *Hub) Session(a frames.Actor) *Session {
 }
 
 // Takeover fences the followers prev records, for epoch, and returns the
-// tail past b they hold (vfs.Peers). No followers: nothing.
+// tail past b they hold (session.Peers). No followers: nothing.
 func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch frames.Epoch, b follow.Point) ([]follow.Entry, error) {
-	// Open calls Takeover first: a session of vfs.DB.Reopen starts here
+	// Open calls Takeover first: a session of framectl.DB.Reopen starts here
 	// with what the closed one left.
 	s.mu.Lock()
 	s.closed, s.owner, s.err, s.tk, s.tkDone, s.n, s.q, s.own = false, nil, nil, nil, nil, 0, 0, fence.Ownership{}
@@ -105,7 +105,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch frames.
 }
 
 // Start chooses the session's followers, records them in own.json, and
-// starts the owner at at (vfs.Peers).
+// starts the owner at at (session.Peers).
 func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Point) (fence.Ownership, error) {
 	cands, err := s.h.cfg.Directory.Candidates(ctx)
 	if err != nil {
@@ -147,7 +147,7 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 	return own, nil
 }
 
-// Append hands the next commit to the followers (vfs.Peers).
+// Append hands the next commit to the followers (session.Peers).
 func (s *Session) Append(e follow.Entry) error {
 	s.mu.Lock()
 	if s.closed {
@@ -166,7 +166,7 @@ func (s *Session) Append(e follow.Entry) error {
 	return err
 }
 
-// BucketDurable tells the followers the bucket holds through p (vfs.Peers).
+// BucketDurable tells the followers the bucket holds through p (session.Peers).
 func (s *Session) BucketDurable(p follow.Point) {
 	s.mu.Lock()
 	if s.owner == nil || s.closed {
@@ -183,7 +183,7 @@ func (s *Session) BucketDurable(p follow.Point) {
 }
 
 // Acked returns what q followers hold, whether q of them can acknowledge
-// now, and the channel closed when either may change (vfs.Peers).
+// now, and the channel closed when either may change (session.Peers).
 func (s *Session) Acked() (frames.Seq, <-chan struct{}, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -199,7 +199,7 @@ func (s *Session) Acked() (frames.Seq, <-chan struct{}, bool) {
 	return s.owner.Acked(), s.changed, live >= s.q
 }
 
-// Err is non-nil once a newer epoch fenced this one (vfs.Peers).
+// Err is non-nil once a newer epoch fenced this one (session.Peers).
 func (s *Session) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -208,7 +208,7 @@ func (s *Session) Err() error {
 
 // Close ends the session and returns own as the session leaves it: with
 // the version of own.json a replacement of followers wrote, if one did
-// (vfs.Peers).
+// (session.Peers).
 func (s *Session) Close(own fence.Ownership) fence.Ownership {
 	s.mu.Lock()
 	wasClosed := s.closed

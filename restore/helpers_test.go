@@ -18,19 +18,17 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/framectl/framectl/internal/race"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/session"
 )
 
-// raceEnabled is set by race_test.go: the race detector instruments SQLite
-// itself (go-sqlite3 is SQLite translated to Go), about five times slower,
-// so workloads are cut to keep the package's tests within budget.
-var raceEnabled bool
-
-// scaled cuts n under the race detector, keeping at least 1.
+// scaled cuts n under the race detector, keeping at least 1: it
+// instruments SQLite itself, about five times slower, so workloads are cut
+// to keep the package's tests within budget.
 func scaled(n int) int {
-	if raceEnabled {
+	if race.Enabled {
 		return max(1, n/3)
 	}
 	return n

@@ -18,7 +18,7 @@ import (
 	"github.com/framectl/framectl/restore"
 )
 
-// TestRestoreAcrossSessions: an actor woken three times through vfs.Open
+// TestRestoreAcrossSessions: an actor woken three times through framectl.Open
 // (two wakes that find their local copy current, one from an empty
 // directory that restores first), compacted with an hour of retention
 // after every session. Every durable point of every session, superseded

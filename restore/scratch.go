@@ -16,7 +16,7 @@ const scratchPrefix = ".framectl-replay-"
 // RemoveScratch deletes the scratch directories that replays left in dir
 // when their process died mid-restore, and returns how many bytes they
 // held. Call it only where no restore is running: a directory this process
-// (or another) is replaying into would be pulled from under it. vfs.Open
+// (or another) is replaying into would be pulled from under it. framectl.Open
 // does, for the directory it owns.
 func RemoveScratch(dir string) (int64, error) {
 	ents, err := os.ReadDir(dir)

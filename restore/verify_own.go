@@ -93,7 +93,7 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 	switch {
 	case hasSession, tailLost:
 	case rec.Released():
-		// vfs.Open claims, then restores and writes the session's first
+		// framectl.Open claims, then restores and writes the session's first
 		// snapshot; when that fails it releases the claim, epoch kept.
 		problem(Warning, "released at epoch %d, which has no objects: a claim whose open failed before its first snapshot "+
 			"gave the actor back; harmless: restore reads the newest session with a snapshot, the next claim takes epoch %d",

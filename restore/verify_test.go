@@ -17,6 +17,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/race"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 	"github.com/stretchr/testify/assert"
@@ -230,7 +231,7 @@ func (o *owned) mutations(bitFlipsEvery int) []mutation {
 func TestCorruptionSweep(t *testing.T) {
 	o := newOwned(t, buckettest.Dir(t))
 	ms := o.mutations(7)
-	if raceEnabled {
+	if race.Enabled {
 		// Under the race detector, every third mutation keeps every kind
 		// of damage at every object.
 		var cut []mutation

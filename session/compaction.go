@@ -9,6 +9,7 @@ import (
 
 	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/compact"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // Compaction in the background: the replicator counts the bytes it uploads
@@ -84,9 +85,9 @@ func (r *replicator) runCompaction(done func(compact.Result, error)) {
 		switch {
 		case err != nil && r.compactCtx.Err() == nil:
 			r.stats.compactionErrors.Add(1)
-			r.log.Warn("compaction pass failed", logErr, err)
+			r.log.Warn("compaction pass failed", logattr.Err, err)
 		case res.Snapshot != "" || len(res.Deleted) > 0:
-			r.log.Info("compaction pass", "snapshot", res.Snapshot, logSeq, res.Seq,
+			r.log.Info("compaction pass", "snapshot", res.Snapshot, logattr.Seq, res.Seq,
 				"deleted", len(res.Deleted), "read", res.BytesRead, "written", res.BytesWritten, "took", res.Duration)
 		}
 	}()
@@ -104,7 +105,7 @@ func (r *replicator) compactPass() (compact.Result, error) {
 	served := k.served()
 	res, err := compact.Actor(r.compactCtx, k, r.actor, r.compactOpts)
 	if err != nil && r.compactCtx.Err() == nil && k.served() > served {
-		r.log.Info("compaction pass failed reading kept copies; dropping them and reading the bucket", logErr, err)
+		r.log.Info("compaction pass failed reading kept copies; dropping them and reading the bucket", logattr.Err, err)
 		k.clear()
 		r.stats.keptFallbacks.Add(1)
 		res, err = compact.Actor(r.compactCtx, k.Bucket, r.actor, r.compactOpts)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // What the owner keeps of what it uploaded. A compaction pass replays the
@@ -163,7 +164,7 @@ func (k *kept) keep(key string, data []byte) {
 		}
 	}
 	if err != nil {
-		k.log.Warn("cannot keep a copy of an uploaded object", logKey, key, logErr, err)
+		k.log.Warn("cannot keep a copy of an uploaded object", logattr.Key, key, logattr.Err, err)
 		return
 	}
 	if had {

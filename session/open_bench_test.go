@@ -18,6 +18,7 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/iocount"
 )
 
 // envOpenBenchMiB sets BenchmarkOpenCurrent's database size in MiB
@@ -32,8 +33,8 @@ const envOpenBenchMiB = "FRAMECTL_BENCH_OPEN_MIB"
 // how long reading the database file once takes (it is in the page
 // cache, as it is on a wake).
 //
-//	go test ./vfs -run '^$' -bench OpenCurrent -benchtime 3x
-//	FRAMECTL_BENCH_OPEN_MIB=1024 go test ./vfs -run '^$' -bench OpenCurrent -benchtime 3x
+//	go test ./session -run '^$' -bench OpenCurrent -benchtime 3x
+//	FRAMECTL_BENCH_OPEN_MIB=1024 go test ./session -run '^$' -bench OpenCurrent -benchtime 3x
 func BenchmarkOpenCurrent(b *testing.B) {
 	mib := 256
 	if v := os.Getenv(envOpenBenchMiB); v != "" {
@@ -207,17 +208,6 @@ func (c *countingBucket) Get(ctx context.Context, key string) (io.ReadCloser, bu
 
 func (c *countingBucket) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
 	c.puts.Add(1)
-	info, err := c.Bucket.Put(ctx, key, &countingBody{r: body, n: &c.bytes}, size, cond)
+	info, err := c.Bucket.Put(ctx, key, iocount.NewReader(body, &c.bytes), size, cond)
 	return info, err
-}
-
-type countingBody struct {
-	r io.Reader
-	n *atomic.Int64
-}
-
-func (c *countingBody) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n.Add(int64(n))
-	return n, err
 }

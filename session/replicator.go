@@ -16,6 +16,7 @@ import (
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/captured"
+	"github.com/framectl/framectl/internal/logattr"
 )
 
 // pageTracker follows the live database's size and rolling checksum from
@@ -102,7 +103,7 @@ type replicator struct {
 func newReplicator(cfg Config, actor frames.Actor, start position, track pageTracker) *replicator {
 	r := &replicator{
 		cfg: cfg, actor: actor,
-		log:       cfg.Logger.With("subsystem", "replicator", logActor, actor.Actor, logEpoch, cfg.Epoch),
+		log:       cfg.Logger.With(logattr.Subsystem, logattr.SubsystemReplicator, logattr.Actor, actor.Actor, logattr.Epoch, cfg.Epoch),
 		seq:       start.seq,
 		pages:     track.Pages(),
 		pageSize:  track.PageSize(),
@@ -121,15 +122,6 @@ func newReplicator(cfg Config, actor frames.Actor, start position, track pageTra
 	r.durableTime = start.commitTime
 	return r
 }
-
-// Log keys.
-const (
-	logActor = "actor"
-	logEpoch = "epoch"
-	logKey   = "key"
-	logErr   = "err"
-	logSeq   = "seq"
-)
 
 // atomicSeq is a sequence number read without the replicator's lock.
 type atomicSeq struct{ v atomic.Uint64 }
@@ -271,7 +263,7 @@ func (r *replicator) oldestPending() time.Time {
 // broken stops replication for good: the capture saw a write it cannot
 // account for.
 func (r *replicator) broken(err error) {
-	r.log.Error("replication stopped: write not accounted for", logErr, err)
+	r.log.Error("replication stopped: write not accounted for", logattr.Err, err)
 	r.mu.Lock()
 	r.stopLocked(fmt.Errorf("%w: %w", ErrStopped, err))
 	r.mu.Unlock()
@@ -574,7 +566,7 @@ func (r *replicator) seal(b *pendingBatch, scratch []frames.Page) (frames.Frame,
 // stop error.
 func (r *replicator) fail(err error) error {
 	err = fmt.Errorf("%w: %w", ErrStopped, err)
-	r.log.Error("replication stopped", logErr, err)
+	r.log.Error("replication stopped", logattr.Err, err)
 	r.stop(err)
 	return err
 }
@@ -603,7 +595,7 @@ func (r *replicator) upload(buf *bytes.Buffer, b *pendingBatch, f frames.Frame) 
 			r.stats.bytesUploaded.Add(int64(buf.Len()))
 			r.stats.lastPutNanos.Store(int64(time.Since(start)))
 			if attempt > 1 {
-				r.log.Info("upload succeeded after retries", logKey, key, "attempts", attempt)
+				r.log.Info("upload succeeded after retries", logattr.Key, key, "attempts", attempt)
 			}
 			r.stats.setUploadError(nil)
 			return nil
@@ -613,7 +605,7 @@ func (r *replicator) upload(buf *bytes.Buffer, b *pendingBatch, f frames.Frame) 
 		if r.stopCtx.Err() != nil {
 			return r.stopCtx.Err()
 		}
-		r.log.Warn("upload failed; retrying", logKey, key, "attempt", attempt, "backoff", backoff, logErr, err)
+		r.log.Warn("upload failed; retrying", logattr.Key, key, logattr.Attempt, attempt, "backoff", backoff, logattr.Err, err)
 		wait := backoff/2 + rand.N(backoff/2+1)
 		select {
 		case <-time.After(wait):

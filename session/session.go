@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -124,7 +125,7 @@ func Open(ctx context.Context, cfg Config, local Local) (*Session, error) {
 			// Keep the claim (it names the set); this node's next claim,
 			// or anyone's once its lease ends, takes over again.
 			cfg.Logger.Warn("keeping the claim after a failed open: the followers' tail is not in the bucket",
-				logActor, actor.Actor, logEpoch, own.Epoch, logErr, err)
+				logattr.Actor, actor.Actor, logattr.Epoch, own.Epoch, logattr.Err, err)
 			return nil, err
 		}
 		if own != nil {
@@ -138,7 +139,7 @@ func Open(ctx context.Context, cfg Config, local Local) (*Session, error) {
 				end = own.Prev.Seq
 			}
 			if rerr := cfg.Node.Release(rctx, *own, end); rerr != nil {
-				cfg.Logger.Warn("releasing a claim after a failed open", logActor, actor.Actor, logErr, rerr)
+				cfg.Logger.Warn("releasing a claim after a failed open", logattr.Actor, actor.Actor, logattr.Err, rerr)
 			}
 		}
 		return nil, err
@@ -168,7 +169,7 @@ func Open(ctx context.Context, cfg Config, local Local) (*Session, error) {
 // even if the new one fails to open; call Reopen again, or Open.
 func (s *Session) Reopen(ctx context.Context, node *fence.Node, local Local) (*Session, error) {
 	if err := s.Close(ctx); err != nil {
-		s.cfg.Logger.Info("reopening: the old session did not close cleanly", logActor, s.actor.Actor, logErr, err)
+		s.cfg.Logger.Info("reopening: the old session did not close cleanly", logattr.Actor, s.actor.Actor, logattr.Err, err)
 	}
 	cfg := s.opened
 	switch {
@@ -243,13 +244,13 @@ func open(ctx context.Context, cfg Config, local Local, actor frames.Actor, path
 	}
 	start.how.SnapshotBytes, start.how.ChunksUploaded, start.how.ChunksShared = w.Uploaded(), w.Chunks, w.Skipped
 	start.how.ChunksUnread = w.Unread
-	cfg.Logger.Info("session started", logActor, actor.Actor, logEpoch, cfg.Epoch, logSeq, start.pos.seq,
+	cfg.Logger.Info("session started", logattr.Actor, actor.Actor, logattr.Epoch, cfg.Epoch, logattr.Seq, start.pos.seq,
 		"from", start.how.From, "pages", track.Pages(), "pageSize", track.PageSize(),
 		"uploaded", w.Uploaded(), "chunksUploaded", w.Chunks, "chunksShared", w.Skipped, "chunksUnread", w.Unread)
 
-	stateLog := cfg.Logger.With("subsystem", "replicator", logActor, actor.Actor, logEpoch, cfg.Epoch)
+	stateLog := cfg.Logger.With(logattr.Subsystem, logattr.SubsystemReplicator, logattr.Actor, actor.Actor, logattr.Epoch, cfg.Epoch)
 	state, err := createState(cfg.Dir, cfg.Epoch, first, track.PageSize(),
-		func(err error) { stateLog.Warn("cannot record local state", logErr, err) })
+		func(err error) { stateLog.Warn("cannot record local state", logattr.Err, err) })
 	if err != nil {
 		return nil, err
 	}

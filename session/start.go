@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/fsync"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 )
@@ -76,15 +77,15 @@ func bringUpToDate(ctx context.Context, cfg Config, l Local, a frames.Actor, pat
 	var how Start
 	freed, err := restore.RemoveScratch(cfg.Dir)
 	if err != nil {
-		cfg.Logger.Warn("removing scratch of an interrupted restore", logErr, err)
+		cfg.Logger.Warn("removing scratch of an interrupted restore", logattr.Err, err)
 	}
 	if freed > 0 {
-		cfg.Logger.Warn("removed the scratch of an interrupted restore", logActor, a.Actor, "bytes", freed)
+		cfg.Logger.Warn("removed the scratch of an interrupted restore", logattr.Actor, a.Actor, "bytes", freed)
 		how.ScratchBytes = freed
 	}
 	st, err := readState(cfg.Dir)
 	if err != nil {
-		cfg.Logger.Warn("ignoring an unreadable local state file; trusting checksums only", logErr, err)
+		cfg.Logger.Warn("ignoring an unreadable local state file; trusting checksums only", logattr.Err, err)
 	}
 	inv, err := restore.Take(ctx, cfg.Bucket, a)
 	if err != nil {
@@ -139,7 +140,7 @@ func bringUpToDate(ctx context.Context, cfg Config, l Local, a frames.Actor, pat
 		}
 	}
 	if known.valid() && local.is(known) {
-		cfg.Logger.Info("local copy is current", logActor, a.Actor, logEpoch, newest.Epoch, logSeq, last)
+		cfg.Logger.Info("local copy is current", logattr.Actor, a.Actor, logattr.Epoch, newest.Epoch, logattr.Seq, last)
 		how.From = StartReused
 		return sessionStart{pos: known.position(), track: local.track, how: how, inBucket: known.Epoch,
 			pred: frames.Lineage{Epoch: known.Epoch, Seq: known.Seq}, prior: newestManifest(ctx, cfg, a, newest)}, nil
@@ -163,8 +164,8 @@ func bringUpToDate(ctx context.Context, cfg Config, l Local, a frames.Actor, pat
 		switch {
 		case continues && cfg.Unacknowledged == KeepUnacknowledged:
 			n := unacked
-			cfg.Logger.Warn("keeping unacknowledged commits of the previous session", logActor, a.Actor,
-				"commits", n, logEpoch, st.Durable.Epoch, logSeq, last, "captured", st.Captured)
+			cfg.Logger.Warn("keeping unacknowledged commits of the previous session", logattr.Actor, a.Actor,
+				"commits", n, logattr.Epoch, st.Durable.Epoch, logattr.Seq, last, "captured", st.Captured)
 			how.From, how.Kept = StartKept, n
 			// The kept commits keep their sequence numbers; the session's
 			// first snapshot covers them all. Their commit time is not known.
@@ -174,8 +175,8 @@ func bringUpToDate(ctx context.Context, cfg Config, l Local, a frames.Actor, pat
 				pred: frames.Lineage{Epoch: newest.Epoch, Seq: last}, prior: newestManifest(ctx, cfg, a, newest)}, nil
 		case continues:
 			how.Discarded = unacked
-			cfg.Logger.Warn("discarding unacknowledged commits of the previous session", logActor, a.Actor,
-				"commits", how.Discarded, logEpoch, st.Durable.Epoch, logSeq, last, "captured", st.Captured)
+			cfg.Logger.Warn("discarding unacknowledged commits of the previous session", logattr.Actor, a.Actor,
+				"commits", how.Discarded, logattr.Epoch, st.Durable.Epoch, logattr.Seq, last, "captured", st.Captured)
 		default:
 			aside, err := moveAside(cfg.Dir, path)
 			if err != nil {
@@ -183,7 +184,7 @@ func bringUpToDate(ctx context.Context, cfg Config, l Local, a frames.Actor, pat
 			}
 			how.Diverged = aside
 			cfg.Logger.Warn("local copy may hold commits the bucket does not; moved aside before restoring",
-				logActor, a.Actor, "path", aside, "newestEpoch", newest.Epoch, "newestSeq", last,
+				logattr.Actor, a.Actor, logattr.Path, aside, "newestEpoch", newest.Epoch, "newestSeq", last,
 				"localEpoch", st.Durable.Epoch, "localDurable", st.Durable.Seq, "localCaptured", st.Captured,
 				"sameBoot", sameBoot(st.Boot), "readable", local.track != nil)
 		}
@@ -210,13 +211,13 @@ func newestManifest(ctx context.Context, cfg Config, a frames.Actor, s *restore.
 	key := s.Snapshots[len(s.Snapshots)-1].Key
 	rc, _, err := cfg.Bucket.Get(ctx, key)
 	if err != nil {
-		cfg.Logger.Warn("cannot read the newest snapshot: the session's first one uploads every chunk", logActor, a.Actor, logKey, key, logErr, err)
+		cfg.Logger.Warn("cannot read the newest snapshot: the session's first one uploads every chunk", logattr.Actor, a.Actor, logattr.Key, key, logattr.Err, err)
 		return nil
 	}
 	defer rc.Close()
 	_, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
 	if err != nil {
-		cfg.Logger.Warn("cannot read the newest snapshot: the session's first one uploads every chunk", logActor, a.Actor, logKey, key, logErr, err)
+		cfg.Logger.Warn("cannot read the newest snapshot: the session's first one uploads every chunk", logattr.Actor, a.Actor, logattr.Key, key, logattr.Err, err)
 		return nil
 	}
 	return m
@@ -311,8 +312,8 @@ func awaitListing(ctx context.Context, cfg Config, a frames.Actor, inv *restore.
 				ErrListingBehind, cfg.Bucket, describeNewest(inv), source, expect.Epoch, expect.Seq, cfg.ListingWait)
 		}
 		if attempt == 1 {
-			cfg.Logger.Warn("the bucket's listing is behind the local state; listing again", logActor, a.Actor,
-				logEpoch, expect.Epoch, logSeq, expect.Seq, "listed", describeNewest(inv))
+			cfg.Logger.Warn("the bucket's listing is behind the local state; listing again", logattr.Actor, a.Actor,
+				logattr.Epoch, expect.Epoch, logattr.Seq, expect.Seq, "listed", describeNewest(inv))
 		}
 		select {
 		case <-time.After(wait):
@@ -361,7 +362,7 @@ func inspectLocal(ctx context.Context, cfg Config, l Local, path string) (localC
 		if ctx.Err() != nil {
 			return localCopy{}, err
 		}
-		cfg.Logger.Warn("local copy is unreadable", "path", path, logErr, err)
+		cfg.Logger.Warn("local copy is unreadable", logattr.Path, path, logattr.Err, err)
 		return localCopy{exists: true}, nil
 	}
 	t, err := trackDatabase(ctx, l, path)
@@ -369,7 +370,7 @@ func inspectLocal(ctx context.Context, cfg Config, l Local, path string) (localC
 		if ctx.Err() != nil {
 			return localCopy{}, err
 		}
-		cfg.Logger.Warn("local copy is unreadable", "path", path, logErr, err)
+		cfg.Logger.Warn("local copy is unreadable", logattr.Path, path, logattr.Err, err)
 		return localCopy{exists: true}, nil
 	}
 	return localCopy{exists: true, track: t}, nil
@@ -437,7 +438,7 @@ func restoreOver(ctx context.Context, cfg Config, a frames.Actor, path string, e
 	if err := fsync.Dir(cfg.Dir); err != nil {
 		return position{}, 0, nil, fmt.Errorf("session: %w", err)
 	}
-	cfg.Logger.Info("restored from the bucket", logActor, a.Actor, logEpoch, res.Epoch, logSeq, res.Seq, "bytes", res.Bytes)
+	cfg.Logger.Info("restored from the bucket", logattr.Actor, a.Actor, logattr.Epoch, res.Epoch, logattr.Seq, res.Seq, "bytes", res.Bytes)
 	var commitTime int64
 	if !res.CommitTime.IsZero() {
 		commitTime = res.CommitTime.UnixNano()

@@ -10,6 +10,7 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/lanes"
 )
 
@@ -51,7 +52,7 @@ func uploadTail(ctx context.Context, cfg Config, a frames.Actor, path string, tr
 	if err := writePages(path, f.SQLite); err != nil {
 		return position{}, err
 	}
-	cfg.Logger.Info("recovered a tail from the followers", logActor, a.Actor, logKey, key,
+	cfg.Logger.Info("recovered a tail from the followers", logattr.Actor, a.Actor, logattr.Key, key,
 		"entries", len(tail), "first", f.FirstSeq, "last", f.LastSeq)
 	return position{seq: f.LastSeq, commitTime: f.CommitTime}, nil
 }

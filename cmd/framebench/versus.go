@@ -57,7 +57,7 @@ func versusCmd(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	fc := fs.String("framectl", "default", "framectl variants, separated by ';': 'default' or settings "+
 		"interval=DURATION|off (UploadInterval), minlog=SIZE|off, mininterval=DURATION|off (compact.Rule), compaction=off, "+
 		"retention=DURATION (Retention), kept=SIZE|off (KeptBytes), "+
-		"bucket=dir (a directory bucket instead of the S3 server: no requests counted, PUTs from vfs.Stats)")
+		"bucket=dir (a directory bucket instead of the S3 server: no requests counted, PUTs from session.Stats)")
 	ls := fs.String("litestream", "default,100ms", "Litestream variants: 'default' (its 1 s intervals) or a DURATION for monitor-interval and sync-interval; empty: none")
 	fs.IntVar(&o.work.rows, "rows", 10000, "rows of the hot database")
 	fs.IntVar(&o.work.rowBytes, "row-bytes", 100, "random bytes per row")

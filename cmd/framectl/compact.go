@@ -24,7 +24,7 @@ Runs one compaction pass over an actor, or over every actor of a namespace:
   - retention: what the newest snapshot covers is deleted, unless a
     point-in-time restore to less than the retention window ago may need
     it. The window is the longer of --retention and the one the actor's
-    writer recorded in own.json (its vfs.Config.Retention), so compact never
+    writer recorded in own.json (its session.Config.Retention), so compact never
     cuts the history a writer keeps; --shorten-retention applies
     --retention even when it is shorter;
   - the tier pass: sessions older than the current one are deleted once the

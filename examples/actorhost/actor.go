@@ -21,7 +21,7 @@ import (
 // round trips. Reads use the pool concurrently (WAL readers do not block
 // the writer).
 type actorDB struct {
-	vfs   *framectl.DB
+	db    *framectl.DB
 	sql   *sql.DB
 	wmu   sync.Mutex
 	actor *host.Actor // for its alarm
@@ -56,7 +56,7 @@ func actorHooks(alarmNamespaces map[string]bool) host.Hooks {
 		Opened: func(ctx context.Context, a *host.Actor) error {
 			// synchronous=NORMAL: the bucket, not the local file, is what
 			// makes a write durable; a local copy that lost its last
-			// commits in a power cut fails vfs's checksum check and is
+			// commits in a power cut fails the session's checksum check and is
 			// restored.
 			pool, err := sql.Open("sqlite3", a.DB().DSN()+"&_pragma=synchronous(NORMAL)")
 			if err != nil {
@@ -68,7 +68,7 @@ func actorHooks(alarmNamespaces map[string]bool) host.Hooks {
 				pool.Close()
 				return fmt.Errorf("schema: %w", err)
 			}
-			a.SetValue(&actorDB{vfs: a.DB(), sql: pool, actor: a, alarms: alarmNamespaces[a.Namespace()]})
+			a.SetValue(&actorDB{db: a.DB(), sql: pool, actor: a, alarms: alarmNamespaces[a.Namespace()]})
 			return nil
 		},
 		Closing: func(_ context.Context, a *host.Actor) {
@@ -127,4 +127,4 @@ func (d *actorDB) increment(ctx context.Context) (int64, error) {
 
 // stopped returns why the database stopped replicating (fenced, a write it
 // cannot account for), nil while it runs.
-func (d *actorDB) stopped() error { return d.vfs.Stats().Stopped }
+func (d *actorDB) stopped() error { return d.db.Stats().Stopped }

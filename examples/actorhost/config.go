@@ -28,7 +28,7 @@ type config struct {
 	maxOpens  int           // host.Config.MaxOpens
 	sweepAge  time.Duration // host.Config.SweepAge; 0: never sweep
 	recover   bool          // a lost node is replaced in-process (else exit 3)
-	compact   bool          // vfs compacts the actors held (size rule, tier pass)
+	compact   bool          // sessions compact the actors held (size rule, tier pass)
 	// alarmNamespaces are the namespaces whose alarms this node runs
 	// (host.Config.Alarms): every node of a cluster should name the same.
 	alarmNamespaces map[string]bool
@@ -40,7 +40,7 @@ type config struct {
 	keyFile       string // the cluster key: a file of peer.MinKeyBytes or more bytes
 	followers     int
 	quorum        int
-	upload        time.Duration // vfs.Config.UploadInterval (0: vfs's default)
+	upload        time.Duration // session.Config.UploadInterval (0: the session.s default)
 }
 
 const usageText = `actorhost: an HTTP server hosting actors, each one replicated SQLite

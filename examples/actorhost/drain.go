@@ -49,7 +49,7 @@ func (s *server) drain(srv *http.Server) int {
 
 // abandon is the answer to losing the node with -recover=false (fenced by
 // a peer, or its lease not renewed in time): the node must not serve
-// anything more. vfs already refuses every acknowledgement; abandon fails
+// anything more. The session already refuses every acknowledgement; abandon fails
 // the requests in flight, lets the host close every actor without
 // releasing it (own.json is the peers' now), and the process exits 3 so a
 // supervisor restarts it, as a new node.

@@ -144,7 +144,7 @@ func (s *server) serveActor(w http.ResponseWriter, r *http.Request, a *host.Hand
 		return
 	}
 	// The output gate.
-	if err := d.vfs.Durable(ctx); err != nil {
+	if err := d.db.Durable(ctx); err != nil {
 		unavailable(w, "not acknowledged: "+err.Error())
 		return
 	}

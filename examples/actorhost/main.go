@@ -12,7 +12,7 @@
 // the bound on opens, hibernation, forwarding once, recovery, the locks of
 // the data directory, lease sweeps, running alarms). What is left here is this runtime's:
 // its routes and their operations, the output gate (every answer leaves
-// only after vfs.DB.Durable says the write is in the bucket), and the
+// only after framectl.DB.Durable says the write is in the bucket), and the
 // process (flags, signals, exit codes). See README.md for what callers and
 // operators see.
 //

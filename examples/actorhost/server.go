@@ -56,7 +56,7 @@ func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, lo
 		SweepAge:       sweepAge,
 		StopOnNodeLoss: !cfg.recover,
 		VFS: session.Config{
-			// vfs compacts the actor in the background: the size rule
+			// the session compacts the actor in the background: the size rule
 			// after uploads, and the tier pass as each session starts.
 			DisableCompaction: !cfg.compact,
 			UploadInterval:    cfg.upload,

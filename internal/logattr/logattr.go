@@ -81,7 +81,7 @@ const (
 	SubsystemHost       = "host"
 	SubsystemPeer       = "peer"
 	SubsystemQuorum     = "quorum"
-	SubsystemReplicator = "replicator" // package vfs's replication session
+	SubsystemReplicator = "replicator" // package session (its replicator and state file)
 	SubsystemRestore    = "restore"
 	SubsystemTails      = "tails"
 )

@@ -10,10 +10,10 @@ import (
 	"github.com/framectl/framectl/session"
 )
 
-// vfsMetrics are fed by a session.Observer, one event at a time: histograms
+// sessionMetrics are fed by a session.Observer, one event at a time: histograms
 // and counts that outlive a database's session (session.Stats starts again
 // with each).
-type vfsMetrics struct {
+type sessionMetrics struct {
 	durableWait   prometheus.Histogram
 	durableErrors prometheus.Counter
 
@@ -35,8 +35,8 @@ var durableSeconds = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 // for a small actor, minutes for a large one over a slow link.
 var passSeconds = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
-func newVFSMetrics() *vfsMetrics {
-	m := &vfsMetrics{
+func newSessionMetrics() *sessionMetrics {
+	m := &sessionMetrics{
 		durableWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "framectl_vfs_durable_wait_seconds",
 			Help:    "How long each framectl.DB.Durable call waited (the output gate), whatever it returned.",
@@ -73,12 +73,12 @@ func newVFSMetrics() *vfsMetrics {
 	return m
 }
 
-func (m *vfsMetrics) collectors() []prometheus.Collector {
+func (m *sessionMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.durableWait, m.durableErrors, m.compactions, m.compactionDuration, m.restores, m.restoreDuration}
 }
 
 // observer returns a session.Observer that feeds m, then calls next's funcs.
-func (m *vfsMetrics) observer(next session.Observer) session.Observer {
+func (m *sessionMetrics) observer(next session.Observer) session.Observer {
 	return session.Observer{
 		Durable: func(wait time.Duration, err error) {
 			m.durableWait.Observe(wait.Seconds())

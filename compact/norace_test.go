@@ -1,5 +1,0 @@
-//go:build !race
-
-package compact_test
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build race
-
-package restore_test
-
-func init() { raceEnabled = true }
