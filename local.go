@@ -18,8 +18,8 @@ func (local) Prepare(ctx context.Context, path string, pageSize int) error {
 
 func (local) PageSize(path string) (uint32, error) { return capture.PageSize(path) }
 
-func (local) Attach(path string, c session.Capture) (func(), error) {
-	return capture.Attach(path, capture.Options{Sink: sink{c}})
+func (local) Attach(path string, a session.Attachment) (func(), error) {
+	return capture.Attach(path, capture.Options{Sink: sink{a.Capture}, Pages: a.Pages, PageSize: a.PageSize})
 }
 
 // sink is the session's Capture, its refusals given their reasons.

@@ -34,7 +34,7 @@ type Options struct {
 	Sink captured.Sink
 	// Pages, when set, supplies the pages the local file does not hold
 	// (pages.go); nil means the local file holds every page.
-	Pages PageSource
+	Pages captured.PageSource
 	// PageSize is the database's page size, required with Pages: the local
 	// file's header may be one of the pages it lacks.
 	PageSize uint32

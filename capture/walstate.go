@@ -28,7 +28,7 @@ type walState struct {
 	// pages, when set, supplies the pages the local file lacks (pages.go),
 	// of pageSize bytes, each read waiting at most pageTimeout. Set at
 	// attach, never changed.
-	pages       PageSource
+	pages       captured.PageSource
 	pageSize    uint32
 	pageTimeout time.Duration
 

@@ -13,6 +13,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/internal/captured"
 	"github.com/framectl/framectl/internal/logattr"
 	"github.com/framectl/framectl/lanes"
 )
@@ -44,9 +45,19 @@ type Local interface {
 	Prepare(ctx context.Context, path string, pageSize int) error
 	// PageSize reads the page size of the database file at path.
 	PageSize(path string) (uint32, error)
-	// Attach puts the file under capture, every commit going to c, once
-	// the session is ready for commits (capture.Attach); detach undoes it.
-	Attach(path string, c Capture) (detach func(), err error)
+	// Attach puts the file under capture once the session is ready for
+	// commits (capture.Attach); detach undoes it.
+	Attach(path string, a Attachment) (detach func(), err error)
+}
+
+// Attachment is what a session attaches its file with.
+type Attachment struct {
+	// Capture receives every commit of the file.
+	Capture Capture
+	// Pages, when set, supplies the pages the local file does not hold
+	// (a lazy open), of PageSize bytes; nil: the file holds them all.
+	Pages    captured.PageSource
+	PageSize uint32
 }
 
 // Open opens the database of one actor for one session and starts
@@ -278,7 +289,7 @@ func open(ctx context.Context, cfg Config, local Local, actor frames.Actor, path
 		state.close()
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	detach, err := local.Attach(path, Capture{rep})
+	detach, err := local.Attach(path, Attachment{Capture: Capture{rep}})
 	if err != nil {
 		rep.stopCompaction()
 		state.close()

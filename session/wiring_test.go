@@ -24,8 +24,8 @@ func (testLocal) Prepare(ctx context.Context, path string, pageSize int) error {
 
 func (testLocal) PageSize(path string) (uint32, error) { return capture.PageSize(path) }
 
-func (testLocal) Attach(path string, c Capture) (func(), error) {
-	return capture.Attach(path, capture.Options{Sink: c})
+func (testLocal) Attach(path string, a Attachment) (func(), error) {
+	return capture.Attach(path, capture.Options{Sink: a.Capture, Pages: a.Pages, PageSize: a.PageSize})
 }
 
 // DB is a session with the SQLite side the tests use, as framectl.DB.

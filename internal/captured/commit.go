@@ -1,9 +1,10 @@
-// Package captured owns what crosses from the SQLite adapter (package
-// capture) to whatever takes its commits (the replication session): one
-// committed transaction's pages, the pool their buffers come from and go
-// back to, the Sink that receives them, and the error a sink refuses a
-// write with. It is the contract between the two layers, so that neither
-// imports the other: it knows nothing of SQLite's files, nor of buckets.
+// Package captured owns what crosses between the SQLite adapter (package
+// capture) and the layer above it (the replication session): one committed
+// transaction's pages, the pool their buffers come from and go back to,
+// the Sink that receives them, and the PageSource the adapter reads the
+// pages a local file lacks from. It is the contract between the two
+// layers, so that neither imports the other: it knows nothing of SQLite's
+// files, nor of buckets.
 //
 // What it must never do: hold a page buffer after it was released, or
 // hand one buffer to two holders.
