@@ -4,8 +4,9 @@
 // database's Sink (the replication session); that refuses the writes its
 // sink cannot take, with a Reason the application can read back
 // (ReasonOf); and that reads the pages a local file does not hold from a
-// captured.PageSource (pages.go), the seam a lazy open or a read replica plugs
-// into. Prepare puts a database file in the state capture starts from.
+// captured.PageSource (pages.go), the seam a lazy open or a read replica
+// plugs into. Prepare puts a database file in the state capture starts
+// from.
 //
 // It knows SQLite's files (the WAL and its frames, the database header, the
 // locks and file controls go-sqlite3 passes through) and nothing of
