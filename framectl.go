@@ -46,20 +46,10 @@ func (db *DB) Reopen(ctx context.Context, node *fence.Node) (*DB, error) {
 // (import _ "github.com/ncruces/go-sqlite3/driver"; sql.Open("sqlite3",
 // db.DSN())), with a 10 s busy timeout. Every connection it opens is
 // replicated.
-func (db *DB) DSN() string {
-	return capture.URI(db.Path(), capture.Name, "_pragma=busy_timeout(10000)")
-}
+func (db *DB) DSN() string { return capture.DSN(db.Path()) }
 
 // Conn opens a new connection to the database, with a 10 s busy timeout;
 // params are extra URI parameters ("psow=0"). Close it before Close.
 func (db *DB) Conn(params ...string) (*sqlite3.Conn, error) {
-	c, err := sqlite3.Open(capture.URI(db.Path(), capture.Name, params...))
-	if err != nil {
-		return nil, err
-	}
-	if err := c.BusyTimeout(10e9); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return capture.Conn(db.Path(), params...)
 }

@@ -1,7 +1,7 @@
 // Package session owns the replication session of one actor's database
 // on its owner: the claim (package fence), the local copy brought up to
 // date at Open, the replicator that numbers the commits the capture hands
-// it (Capture), merges them into batches and uploads them to the bucket,
+// it (sink.go), merges them into batches and uploads them to the bucket,
 // durable acknowledgement (Durable, Sync mode, and with followers a quorum
 // of them: peers.go), background compaction (compaction.go), the copies it
 // keeps of its uploads (kept.go), the local state file (below), and Close,

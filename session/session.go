@@ -37,7 +37,8 @@ type Session struct {
 
 // Local is what a session needs done to its database file that only the
 // SQLite side knows how to do: a session knows the file as pages of a
-// size, never SQLite's formats. Package framectl gives package capture's.
+// size, never SQLite's formats. capture.Local is one (package framectl
+// gives it, with the reasons its refusals carry).
 type Local interface {
 	// Prepare puts the file at path in the state the capture starts from
 	// (capture.Prepare): WAL mode, the WAL recovered, checkpointed and
@@ -46,18 +47,9 @@ type Local interface {
 	// PageSize reads the page size of the database file at path.
 	PageSize(path string) (uint32, error)
 	// Attach puts the file under capture once the session is ready for
-	// commits (capture.Attach); detach undoes it.
-	Attach(path string, a Attachment) (detach func(), err error)
-}
-
-// Attachment is what a session attaches its file with.
-type Attachment struct {
-	// Capture receives every commit of the file.
-	Capture Capture
-	// Pages, when set, supplies the pages the local file does not hold
-	// (a lazy open), of PageSize bytes; nil: the file holds them all.
-	Pages    captured.PageSource
-	PageSize uint32
+	// commits (capture.Attach), its commits going to a.Sink; detach
+	// undoes it.
+	Attach(path string, a captured.Attachment) (detach func(), err error)
 }
 
 // Open opens the database of one actor for one session and starts
@@ -289,7 +281,7 @@ func open(ctx context.Context, cfg Config, local Local, actor frames.Actor, path
 		state.close()
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	detach, err := local.Attach(path, Attachment{Capture: Capture{rep}})
+	detach, err := local.Attach(path, captured.Attachment{Sink: sink{rep}})
 	if err != nil {
 		rep.stopCompaction()
 		state.close()

@@ -29,3 +29,15 @@ type Sink interface {
 	// WAL frame. A sink with nothing to wait for returns nil.
 	PhaseTwo() error
 }
+
+// Attachment is what the layer above gives the capture to attach a
+// database file with (capture.Local.Attach): where its commits go, and
+// where the pages its local file lacks come from.
+type Attachment struct {
+	// Sink receives every commit of the file.
+	Sink Sink
+	// Pages, when set, supplies the pages the local file does not hold
+	// (a lazy open), of PageSize bytes; nil: the file holds them all.
+	Pages    PageSource
+	PageSize uint32
+}
