@@ -43,6 +43,8 @@ var (
 	ErrNoBucket = errors.New("bucket does not exist")
 	// ErrTooLarge: an object is larger than the caller allowed, or a
 	// conditional write is larger than the backend can make conditional.
+	// It is not damage by itself (frames.ErrDamage): a caller whose limit
+	// no sound object exceeds marks it so (frames.Damaged).
 	ErrTooLarge = errors.New("object too large")
 )
 
@@ -55,6 +57,10 @@ type Error struct {
 
 func (e *Error) Error() string { return "bucket: " + e.Op + " " + e.Key + ": " + e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
+
+// PrintsKey reports whether key is the one the error names
+// (frames.KeyPrinter).
+func (e *Error) PrintsKey(key string) bool { return e.Key == key }
 
 // Info describes a stored object.
 type Info struct {

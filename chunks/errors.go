@@ -1,20 +1,18 @@
 package chunks
 
 import (
-	"errors"
 	"strings"
 
-	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
 )
 
 // ErrMissing: a chunk a manifest names does not exist. It is damage (the
-// manifest cannot be loaded), not an object that vanished under a
-// reader: a manifest is stored only after its chunks, so a chunk it names
-// is missing only if something deleted or lost it. It does not match
-// bucket.ErrNotFound for that reason; the bucket's answer is in the
-// message.
-var ErrMissing = errors.New("chunk missing")
+// manifest cannot be loaded; it matches frames.ErrDamage), not an object
+// that vanished under a reader: a manifest is stored only after its
+// chunks, so a chunk it names is missing only if something deleted or
+// lost it. It does not match bucket.ErrNotFound for that reason; the
+// bucket's answer is in the message.
+var ErrMissing = frames.NewDamage("chunk missing")
 
 // Error is a failure to write or load one manifest, with the manifest's
 // key and, when one chunk is concerned, the chunk's.
@@ -33,7 +31,7 @@ func (e *Error) Error() string {
 	b.WriteString(e.Manifest)
 	if e.Chunk != "" {
 		b.WriteString(": chunk")
-		if !printsKey(e.Err, e.Chunk) {
+		if !frames.PrintsKey(e.Err, e.Chunk) {
 			b.WriteString(" ")
 			b.WriteString(e.Chunk)
 		}
@@ -45,12 +43,8 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// printsKey reports whether err names key already (the errors of frames
-// and bucket carry the key of their object).
-func printsKey(err error, key string) bool {
-	var (
-		fe *frames.Error
-		be *bucket.Error
-	)
-	return (errors.As(err, &fe) && fe.Key == key) || (errors.As(err, &be) && be.Key == key)
+// PrintsKey reports whether key is the manifest or the chunk the error
+// names (frames.KeyPrinter).
+func (e *Error) PrintsKey(key string) bool {
+	return key == e.Manifest || e.Chunk != "" && key == e.Chunk
 }

@@ -232,7 +232,7 @@ func readManifests(ctx context.Context, b bucket.Bucket, owner *Owner, a frames.
 			if skip == "" {
 				skip = fmt.Sprintf("%s vanished while the collector read it (another pass deleting it): the chunks it named are not known", o.Key)
 			}
-		case isDamage(err):
+		case errors.Is(err, frames.ErrDamage):
 			if skip == "" {
 				skip = fmt.Sprintf("%s cannot be read (%v): the chunks it names are not known", o.Key, err)
 			}
@@ -264,12 +264,6 @@ func readManifest(ctx context.Context, b bucket.Bucket, key string, lim frames.L
 	_, m, err := frames.OpenSnapshot(cr, key, lim)
 	*read += cr.Count()
 	return m, err
-}
-
-// isDamage reports whether err says an object's bytes are wrong.
-func isDamage(err error) bool {
-	return errors.Is(err, frames.ErrCorrupt) || errors.Is(err, frames.ErrTruncated) ||
-		errors.Is(err, frames.ErrTooLarge) || errors.Is(err, frames.ErrUnknownKind)
 }
 
 // deleteChunks deletes each chunk of cs that a Stat shows unchanged since

@@ -141,7 +141,7 @@
 //     TestSnapshotOnlyByOwner.
 //
 // A snapshot the collector cannot read (vanished since the listing, or
-// damaged) might name any chunk: the pass collects nothing then and says
+// damaged: frames.ErrDamage) might name any chunk: the pass collects nothing then and says
 // why (Result.CollectSkipped). Bounds: a collecting pass holds one bit per
 // listed chunk and the hashes of the manifests it read.
 //

@@ -2,7 +2,6 @@ package fence
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 
@@ -10,8 +9,9 @@ import (
 )
 
 // ErrBadLease: a lease object does not parse or breaks a rule of its format
-// ("Node lease" in the package documentation, doc.go).
-var ErrBadLease = errors.New("fence: bad node lease")
+// ("Node lease" in the package documentation, doc.go), or a key under
+// nodes/ is not a lease's. It is damage: it matches frames.ErrDamage.
+var ErrBadLease = frames.NewDamage("fence: bad node lease")
 
 // Lease is a node's lease record, nodes/<node>.json. Its format is under
 // "Node lease" in the package documentation (doc.go).
@@ -39,7 +39,7 @@ func (l Lease) Marshal() []byte {
 // one the key names.
 func ParseLease(key string, data []byte) (Lease, error) {
 	fail := func(msg string) (Lease, error) {
-		return Lease{}, fmt.Errorf("%w %s: %s", ErrBadLease, key, msg)
+		return Lease{}, badLease(key, msg)
 	}
 	var raw struct {
 		Node      *string         `json:"node"`

@@ -45,7 +45,7 @@ func (o *Observer) liveNodes(ctx context.Context, limit int) ([]Lease, error) {
 		}
 		k, err := frames.ParseKey(info.Key)
 		if err != nil || k.Kind != frames.KeyNode {
-			bad = append(bad, fmt.Errorf("%w %s: not a lease key", ErrBadLease, info.Key))
+			bad = append(bad, badLease(info.Key, "not a lease key"))
 			continue
 		}
 		if read++; read > limit {

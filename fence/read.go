@@ -42,7 +42,7 @@ func ReadLease(ctx context.Context, b bucket.Bucket, id string) (Lease, bucket.I
 func readSmall(ctx context.Context, b bucket.Bucket, key string, bad error) ([]byte, bucket.Info, error) {
 	data, info, err := bucket.ReadAll(ctx, b, key, MaxRecordBytes)
 	if errors.Is(err, bucket.ErrTooLarge) {
-		return nil, info, fmt.Errorf("%w %s: larger than %d bytes: %w", bad, key, MaxRecordBytes, err)
+		return nil, info, &badObject{bad: bad, key: key, msg: fmt.Sprintf("larger than %d bytes", MaxRecordBytes), cause: err}
 	}
 	return data, info, err
 }

@@ -3,7 +3,6 @@ package fence
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -17,8 +16,9 @@ import (
 const MaxRecordBytes = 4 << 10
 
 // ErrBadRecord: own.json does not parse or breaks a rule of its format
-// ("Ownership record" in the package documentation, doc.go).
-var ErrBadRecord = errors.New("fence: bad ownership record")
+// ("Ownership record" in the package documentation, doc.go). It is damage:
+// it matches frames.ErrDamage.
+var ErrBadRecord = frames.NewDamage("fence: bad ownership record")
 
 // MaxRetention bounds a record's retention: a hundred years.
 const MaxRetention = 100 * 365 * 24 * time.Hour
@@ -122,7 +122,7 @@ func parseCount(raw json.RawMessage) (uint64, error) {
 // ParseRecord decodes own.json read from key, strictly.
 func ParseRecord(key string, data []byte) (Record, error) {
 	fail := func(msg string) (Record, error) {
-		return Record{}, fmt.Errorf("%w %s: %s", ErrBadRecord, key, msg)
+		return Record{}, badRecord(key, msg)
 	}
 	var raw struct {
 		Epoch     json.RawMessage `json:"epoch"`

@@ -42,7 +42,7 @@ func SweepLeases(ctx context.Context, b bucket.Bucket, olderThan time.Duration, 
 		}
 		k, perr := frames.ParseKey(info.Key)
 		if perr != nil || k.Kind != frames.KeyNode {
-			bad = append(bad, fmt.Errorf("%w %s: not a lease key", ErrBadLease, info.Key))
+			bad = append(bad, badLease(info.Key, "not a lease key"))
 			continue
 		}
 		if info.ModTime.IsZero() || now.Sub(info.ModTime) < olderThan {

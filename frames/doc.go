@@ -11,7 +11,9 @@
 // rejected, and unknown union tags are errors rather than panics. A damaged
 // object yields an [*Error] naming the object key and what is wrong, matching
 // [ErrCorrupt], [ErrTruncated], [ErrTooLarge] or [ErrUnknownKind] with
-// errors.Is.
+// errors.Is, and [ErrDamage]: the sentinel every error that means a stored
+// object is damaged matches, from this package or any other, which also
+// says what is not damage.
 //
 // Streaming decoders hand out data before the end of the object is reached,
 // so nothing they return is trusted until the final call reports io.EOF: only

@@ -9,15 +9,16 @@ import (
 )
 
 // Sentinels for errors.Is. Every error from this package that is about
-// content matches one of them; I/O errors are wrapped as they are.
+// content matches one of them; I/O errors are wrapped as they are. ErrGap,
+// ErrChecksum and ErrCorrupt are damage: they match frames.ErrDamage.
 var (
 	// ErrGap: a frame starts past the next sequence number; the frames in
 	// between are missing. The error is a *GapError naming them.
-	ErrGap = errors.New("gap in the sequence numbers")
+	ErrGap = frames.NewDamage("gap in the sequence numbers")
 	// ErrChecksum: a frame's checksum before does not match the lane (the
 	// chain is broken), its checksum after does not match the lane once
 	// applied, or a lane file does not hold what the Set tracked.
-	ErrChecksum = errors.New("checksum mismatch")
+	ErrChecksum = frames.NewDamage("checksum mismatch")
 	// ErrCorrupt is frames.ErrCorrupt: a frame or snapshot that decodes but
 	// cannot apply to the state (a lane that does not exist, a page size
 	// change, growth past MaxUnwrittenPages) is damage of the same kind as
@@ -26,7 +27,8 @@ var (
 	ErrCorrupt = frames.ErrCorrupt
 	// ErrBroken: an earlier failure left the Set half-changed (a frame part
 	// applied, a batch that did not verify, a failed write or sync), or the
-	// Set is closed. The Set must be discarded.
+	// Set is closed. The Set must be discarded. It is not damage by itself:
+	// the error wraps the failure, which may be.
 	ErrBroken = errors.New("set is unusable")
 )
 
@@ -42,8 +44,8 @@ func (e *GapError) Error() string {
 	return fmt.Sprintf("sequence numbers %d..%d are missing", e.From, e.To)
 }
 
-// Is makes a *GapError match ErrGap.
-func (e *GapError) Is(target error) bool { return target == ErrGap }
+// Is makes a *GapError match ErrGap, and so frames.ErrDamage.
+func (e *GapError) Is(target error) bool { return errors.Is(ErrGap, target) }
 
 // Error is a failure of one operation on a Set, with the object and the
 // frame it concerns.
@@ -59,8 +61,7 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("lanes: ")
 	b.WriteString(e.Op)
-	var fe *frames.Error
-	if e.Key != "" && !(errors.As(e.Err, &fe) && fe.Key == e.Key) { // frames names it already
+	if e.Key != "" && !frames.PrintsKey(e.Err, e.Key) {
 		b.WriteString(" ")
 		b.WriteString(e.Key)
 	}
@@ -73,6 +74,10 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// PrintsKey reports whether key is the object the error names
+// (frames.KeyPrinter).
+func (e *Error) PrintsKey(key string) bool { return e.Key != "" && e.Key == key }
 
 // problem is the detail inside an *Error: a message and the sentinel it
 // matches.

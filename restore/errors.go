@@ -6,19 +6,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/framectl/framectl/bucket"
-	"github.com/framectl/framectl/chunks"
-	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/lanes"
 )
 
-// Sentinels for errors.Is. Damage found while restoring matches the
-// sentinel of the package that found it: frames.ErrCorrupt,
-// frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind,
-// lanes.ErrGap (a *lanes.GapError names the missing range),
-// lanes.ErrChecksum, fence.ErrBadRecord, chunks.ErrMissing (a chunk a
-// manifest names is not in the bucket). The ones below are restore's own.
+// Sentinels for errors.Is. Damage found while restoring matches
+// frames.ErrDamage, and the sentinel of the package that found it:
+// frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge,
+// frames.ErrUnknownKind, lanes.ErrGap (a *lanes.GapError names the missing
+// range), lanes.ErrChecksum, fence.ErrBadRecord, chunks.ErrMissing (a chunk
+// a manifest names is not in the bucket), or one of restore's own below:
+// ErrIntegrity, ErrOwnMismatch and ErrTailMissing are damage, the others
+// are not.
 var (
 	// ErrNoSnapshot: there is nothing to restore from. No session has a
 	// snapshot, or a session holds batches but no snapshot (restoring an
@@ -28,11 +27,11 @@ var (
 	// ErrIntegrity: the restored database fails PRAGMA integrity_check
 	// although every object and checksum verified. The messages SQLite
 	// reported are in the error.
-	ErrIntegrity = errors.New("integrity check failed")
+	ErrIntegrity = frames.NewDamage("integrity check failed")
 	// ErrOwnMismatch: own.json parses but disagrees with the bucket (a
 	// session newer than its epoch exists). It also matches
 	// fence.ErrBadRecord: the record cannot be trusted.
-	ErrOwnMismatch = errors.New("own.json disagrees with the bucket")
+	ErrOwnMismatch = frames.NewDamage("own.json disagrees with the bucket")
 	// ErrReplans: objects kept vanishing (404) while restoring, more times
 	// than Options.MaxReplans allows; compaction may be running in a
 	// loop, or objects are being deleted. It also matches
@@ -48,7 +47,7 @@ var (
 	// ErrTailMissing: own.json records that a released session ended at a
 	// sequence number its objects do not reach: its newest objects were
 	// lost. A *TailError names the range; it also matches lanes.ErrGap.
-	ErrTailMissing = errors.New("the session's newest commits are missing")
+	ErrTailMissing = frames.NewDamage("the session's newest commits are missing")
 )
 
 // TailError is a session whose objects end before the sequence number its
@@ -84,6 +83,10 @@ func (e *TailError) Gap() *lanes.GapError {
 
 // Unwrap makes a *TailError match ErrTailMissing and lanes.ErrGap.
 func (e *TailError) Unwrap() []error { return []error{ErrTailMissing, e.Gap()} }
+
+// PrintsKey reports whether key is the object the error names
+// (frames.KeyPrinter).
+func (e *TailError) PrintsKey(key string) bool { return key == e.Key }
 
 // TargetError is a target outside what the chosen session can restore. It
 // matches ErrTargetOutOfRange.
@@ -142,7 +145,7 @@ func (e *Error) Error() string {
 	if e.Epoch != 0 {
 		fmt.Fprintf(&b, " session %d", e.Epoch)
 	}
-	if e.Key != "" && !printsKey(e.Err, e.Key) {
+	if e.Key != "" && !frames.PrintsKey(e.Err, e.Key) {
 		b.WriteString(" ")
 		b.WriteString(e.Key)
 	}
@@ -153,30 +156,8 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// printsKey reports whether err prints key already, so that Error does not
-// print it twice. The errors of bucket, frames, lanes and chunks (its
-// manifest), and restore's own, carry the key they print; fence prints
-// own.json's key in every error matching fence.ErrBadRecord (fence/read.go,
-// fence/record.go), and so does ErrOwnMismatch.
-func printsKey(err error, key string) bool {
-	var (
-		be *bucket.Error
-		fe *frames.Error
-		le *lanes.Error
-		te *TailError
-		re *Error
-		ce *chunks.Error
-	)
-	switch {
-	case errors.As(err, &ce) && ce.Manifest == key:
-		return true
-	case errors.As(err, &be) && be.Key == key,
-		errors.As(err, &fe) && fe.Key == key,
-		errors.As(err, &le) && le.Key == key,
-		errors.As(err, &te) && te.Key == key,
-		errors.As(err, &re) && re.Key == key:
-		return true
-	}
-	k, perr := frames.ParseKey(key)
-	return perr == nil && k.Kind == frames.KeyOwn && errors.Is(err, fence.ErrBadRecord)
+// PrintsKey reports whether key is the object the error names, or, for
+// an error with no object, the actor's prefix (frames.KeyPrinter).
+func (e *Error) PrintsKey(key string) bool {
+	return e.Key != "" && key == e.Key || e.Key == "" && e.Actor != "" && key == e.Actor
 }

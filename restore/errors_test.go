@@ -7,8 +7,10 @@ import (
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
+	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
+	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 	"github.com/stretchr/testify/require"
 )
@@ -38,12 +40,17 @@ func TestListingFailsWithError(t *testing.T) {
 }
 
 // A *restore.Error prints the object it concerns once, whether its cause
-// prints it already (the errors of bucket, frames, lanes and fence) or not.
+// prints it already (the errors of bucket, frames, lanes, chunks and fence,
+// however deep: frames.PrintsKey) or not.
 func TestErrorNamesItsKeyOnce(t *testing.T) {
 	a := frames.Actor{Namespace: "AAAAAAAAAAAAAAAAAAAAAA", Actor: "01"}
 	batch := a.LogKey(1, 9)
 	_, badRecord := fence.ParseRecord(a.OwnKey(), []byte(`{"epoch":0}`))
 	require.ErrorIs(t, badRecord, fence.ErrBadRecord, "ParseRecord")
+	lease := frames.NodeKey("node-1")
+	_, badLease := fence.ParseLease(lease, []byte(`{}`))
+	require.ErrorIs(t, badLease, fence.ErrBadLease, "ParseLease")
+	chunk := a.ChunkKey(frames.ChunkHash{1})
 	for name, c := range map[string]struct {
 		key string
 		err error
@@ -52,6 +59,9 @@ func TestErrorNamesItsKeyOnce(t *testing.T) {
 		"frames":        {batch, &frames.Error{Object: "batch", Key: batch, Err: frames.ErrCorrupt}},
 		"fence":         {a.OwnKey(), badRecord},
 		"tail":          {a.OwnKey(), &restore.TailError{Key: a.OwnKey(), Epoch: 1, ReachedSeq: 3, EndSeq: 9}},
+		"lease":         {lease, badLease},
+		"lanes":         {batch, &lanes.Error{Op: "apply", Key: batch, Err: &bucket.Error{Op: "get", Key: batch, Err: bucket.ErrNotFound}}},
+		"chunks":        {chunk, &chunks.Error{Op: "load", Manifest: a.SnapshotKey(1, 3), Chunk: chunk, Err: chunks.ErrMissing}},
 		"another key":   {batch, &frames.Error{Object: "batch", Key: a.LogKey(1, 3), Err: frames.ErrCorrupt}},
 		"plain message": {batch, errors.New("boom")},
 	} {

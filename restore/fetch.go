@@ -206,8 +206,12 @@ func (f *fetcher) run(s *stream) {
 		defer f.budget.release(nil, s.size)
 		// Objects are immutable: the listed size is the size, and an
 		// object larger than listed is refused rather than let past the
-		// budget.
+		// budget, as damage (frames.ErrDamage): the bucket does not hold
+		// the object it listed.
 		data, _, err := bucket.ReadAll(ctx, f.b, s.key, s.size)
+		if errors.Is(err, bucket.ErrTooLarge) {
+			err = frames.Damaged(err)
+		}
 		if err != nil {
 			s.send(item{err: err})
 			return

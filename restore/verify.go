@@ -23,7 +23,9 @@ import (
 // Verification reads everything a bucket holds for an actor and reports
 // what is wrong with it, object by object. What counts as damage (the
 // bucket cannot give back what was acknowledged, or cannot be trusted to)
-// and what is a warning (the bucket is sound but untidy):
+// and what is a warning (the bucket is sound but untidy) is below; an error
+// met while reading is damage exactly when it matches frames.ErrDamage,
+// and its kind only words the problem (classify):
 //
 //	kind       severity  found when
 //	corrupt    damage    an object does not decode to its verified end
@@ -150,8 +152,9 @@ func (r *Report) Damaged() bool {
 	return false
 }
 
-// ErrDamage matches Report.Err: verification found damage.
-var ErrDamage = errors.New("damage found")
+// ErrDamage matches Report.Err: verification found damage. It matches
+// frames.ErrDamage, as all damage does.
+var ErrDamage = frames.NewDamage("damage found")
 
 // Err returns nil when the report has no damage, else an error matching
 // ErrDamage that lists every damaged object.
@@ -332,12 +335,15 @@ func (v *verifier) run(ctx context.Context) error {
 	return nil
 }
 
-// classify maps an error to a problem kind and severity; severity 0 means
-// it is not about the bucket's content (I/O, ctx, a vanished object).
+// classify maps an error to a problem kind and severity. Whether it is
+// damage is frames.ErrDamage's answer alone; severity 0 means it is not
+// (I/O, ctx, a vanished object: see frames.ErrDamage), and stops
+// verification. The kind only words the report.
 func classify(err error) (Kind, Severity) {
-	switch {
-	case errors.Is(err, bucket.ErrNotFound), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	if !errors.Is(err, frames.ErrDamage) {
 		return "", 0
+	}
+	switch {
 	case errors.Is(err, chunks.ErrMissing):
 		return KindMissing, Damage
 	case errors.Is(err, lanes.ErrGap):
@@ -348,11 +354,10 @@ func classify(err error) (Kind, Severity) {
 		return KindChecksum, Damage
 	case errors.Is(err, ErrIntegrity):
 		return KindIntegrity, Damage
-	case errors.Is(err, frames.ErrCorrupt), errors.Is(err, frames.ErrTooLarge), errors.Is(err, frames.ErrUnknownKind),
-		errors.Is(err, bucket.ErrTooLarge):
-		return KindCorrupt, Damage
+	case errors.Is(err, fence.ErrBadRecord), errors.Is(err, fence.ErrBadLease):
+		return KindOwn, Damage
 	}
-	return "", 0
+	return KindCorrupt, Damage // frames.ErrCorrupt, ErrTooLarge, ErrUnknownKind, and any other
 }
 
 // cause is an error's message without the restore prefix, for a problem

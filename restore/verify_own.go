@@ -25,7 +25,7 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 	case errors.Is(err, bucket.ErrNotFound):
 		problem(Warning, "absent: deleted since the listing")
 		return nil, nil
-	case errors.Is(err, fence.ErrBadRecord):
+	case errors.Is(err, frames.ErrDamage): // fence.ErrBadRecord
 		problem(Damage, "unreadable: %v", err)
 		return nil, nil
 	case err != nil:
@@ -57,7 +57,7 @@ func (v *verifier) checkOwn(ctx context.Context) (*fence.Record, error) {
 			problem(Warning, "held by node %q, whose lease %s is gone (swept after the node stopped, or the node deregistered "+
 				"without releasing): the actor stays held by a node whose lease is gone until another node claims it; "+
 				"if a node is still writing session %d, own.json is damaged", rec.Node, leaseKey, rec.Epoch)
-		case errors.Is(err, fence.ErrBadLease):
+		case errors.Is(err, frames.ErrDamage): // fence.ErrBadLease
 			v.add(Problem{Key: leaseKey, Kind: KindOwn, Severity: Damage,
 				Message: fmt.Sprintf("the lease of the node %s names is unreadable: %v", key, err)})
 		case err != nil:

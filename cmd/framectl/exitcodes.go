@@ -5,18 +5,15 @@ import (
 	"errors"
 
 	"github.com/framectl/framectl/bucket"
-	"github.com/framectl/framectl/chunks"
 	"github.com/framectl/framectl/compact"
-	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
-	"github.com/framectl/framectl/lanes"
 	"github.com/framectl/framectl/restore"
 )
 
 // Exit codes. Scripts may rely on them: they are part of the CLI.
 const (
 	exitOK       = 0   // success; verify: the bucket is clean
-	exitDamage   = 1   // damage found (verify), or an operation failed on bad data
+	exitDamage   = 1   // damage (frames.ErrDamage) found by verify or inspect, or an operation failed on it
 	exitUsage    = 2   // the command line is wrong
 	exitIO       = 3   // the bucket is unreachable, or an I/O error
 	exitNotFound = 4   // the bucket, actor, session or object does not exist, or a restore target is out of range
@@ -26,9 +23,13 @@ const (
 // exitCodesHelp documents the exit codes in `framectl help`.
 const exitCodesHelp = `Exit codes:
   0    success; verify: no damage found (warnings allowed)
-  1    damage: found by verify or inspect, or the operation failed on bad
-       data in the bucket (restore: a gap, a checksum mismatch, a corrupt
-       object)
+  1    damage: an object in the bucket is corrupt, truncated, of a format
+       this build does not know, missing although another object names
+       it, or inconsistent with the others (a gap or a broken checksum
+       chain in the log, an own.json or node lease that does not parse),
+       found by verify or inspect, or the operation failed on it. An I/O
+       error (3), an object that nothing names and that does not exist
+       (4) and an interruption (130) are not damage
   2    usage: a flag or argument is wrong or missing
   3    io: the bucket is unreachable, or an I/O error (network, disk,
        permissions)
@@ -46,31 +47,17 @@ when it has one (verify's damage, restore --all's failed actors).`
 // (an actor without objects, a namespace without actors).
 var errNotFound = errors.New("not found")
 
-// errDamage marks damage this package detected on its own (an unparsable
-// node lease, an object that is not where its key says).
-var errDamage = errors.New("damaged")
-
-// damageErrors are the sentinels that mean "the bucket holds bad data".
-var damageErrors = []error{
-	errDamage,
-	frames.ErrCorrupt, frames.ErrTruncated, frames.ErrTooLarge, frames.ErrUnknownKind,
-	lanes.ErrGap, lanes.ErrChecksum, lanes.ErrCorrupt,
-	fence.ErrBadRecord, fence.ErrBadLease,
-	bucket.ErrTooLarge, // an own.json or lease larger than any record
-	restore.ErrIntegrity, restore.ErrOwnMismatch,
-	chunks.ErrMissing, // a chunk a manifest names: damage, not a 404
-}
-
 // exitCode maps an operation's error to the exit code a script sees.
-// Damage is checked before absence: a restore that failed because a batch
-// was missing in the middle of the log reports a gap (1), not a 404.
+// Damage is frames.ErrDamage's answer, of whichever package found it. It
+// is checked before absence: a restore that failed because a batch was
+// missing in the middle of the log reports a gap (1), not a 404.
 func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, context.Canceled):
 		return exitSignal
-	case isDamage(err):
+	case errors.Is(err, frames.ErrDamage):
 		return exitDamage
 	case errors.Is(err, restore.ErrDestination):
 		return exitUsage // --out names something restore will not replace
@@ -81,13 +68,4 @@ func exitCode(err error) int {
 		return exitNotFound
 	}
 	return exitIO
-}
-
-func isDamage(err error) bool {
-	for _, target := range damageErrors {
-		if errors.Is(err, target) {
-			return true
-		}
-	}
-	return false
 }

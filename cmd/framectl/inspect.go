@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -241,9 +242,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case kindNode:
 		err = inspectNode(body, rep, text, stdout)
 	default:
-		err = fmt.Errorf("%s: %w: not a batch, snapshot, chunk, own.json or node lease", rep.Key, errDamage)
+		err = fmt.Errorf("%s: %w: not a batch, snapshot, chunk, own.json or node lease", rep.Key, frames.ErrDamage)
 	}
-	if err != nil && !isDamage(err) {
+	if err != nil && !errors.Is(err, frames.ErrDamage) {
 		return c.fail(err) // the bucket or the disk, not the object
 	}
 	rep.Verified = err == nil
@@ -629,14 +630,15 @@ func inspectNode(r io.Reader, rep *inspectReport, text bool, w io.Writer) error 
 	return nil
 }
 
-// readLimited reads a small object whole, refusing more than max bytes.
+// readLimited reads a small object whole, refusing more than max bytes: a
+// record (own.json, a lease) larger than any record is damage.
 func readLimited(r io.Reader, key string, max int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, max+1))
 	if err != nil {
 		return nil, err
 	}
 	if int64(len(data)) > max {
-		return nil, &bucket.Error{Op: "get", Key: key, Err: fmt.Errorf("%w: more than %d bytes", bucket.ErrTooLarge, max)}
+		return nil, frames.Damaged(&bucket.Error{Op: "get", Key: key, Err: fmt.Errorf("%w: more than %d bytes", bucket.ErrTooLarge, max)})
 	}
 	return data, nil
 }

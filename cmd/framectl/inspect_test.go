@@ -121,6 +121,14 @@ func TestInspectOwnAndLease(t *testing.T) {
 	put(t, b, own, `{"epoch":"3","node":"","address":""}`)
 	r = runCLI(t, "inspect", "--bucket", b.String(), own).want(t, exitDamage)
 	contains(t, "stderr", r.stderr, own, "DAMAGED")
+
+	// A record or a lease larger than any is damage too (bucket.ErrTooLarge
+	// alone is not: inspect says so where it knows the limit).
+	for _, key := range []string{own, frames.NodeKey("node-1")} {
+		put(t, b, key, strings.Repeat(" ", fence.MaxRecordBytes+1))
+		r = runCLI(t, "inspect", "--bucket", b.String(), key).want(t, exitDamage)
+		contains(t, "stderr", r.stderr, key, "DAMAGED", "too large")
+	}
 }
 
 func TestInspectDamaged(t *testing.T) {

@@ -323,7 +323,7 @@ func readLineage(ctx context.Context, b bucket.Bucket, s *lsSession) error {
 		_, m, err := frames.OpenSnapshot(r, o.Key, frames.Limits{})
 		r.Close()
 		switch {
-		case err != nil && isDamage(err):
+		case errors.Is(err, frames.ErrDamage):
 			if s.LineageError == "" {
 				s.Lineage, s.LineageError = "damaged", errString(err)
 			}
@@ -425,7 +425,7 @@ func readHeader(ctx context.Context, b bucket.Bucket, o *lsObject) error {
 
 // headerFailure records a damaged header; other errors (the network) stop ls.
 func headerFailure(o *lsObject, err error) error {
-	if isDamage(err) {
+	if errors.Is(err, frames.ErrDamage) {
 		o.HeaderError = errString(err)
 		return nil
 	}

@@ -26,8 +26,10 @@
 // Exit codes (and the "kind" of the JSON error, the word after the code):
 //
 //	0    success; verify: no damage found (warnings allowed)
-//	1    damage: found by verify or inspect, or the operation failed on bad
-//	     data in the bucket (restore: a gap, a checksum mismatch, a corrupt object)
+//	1    damage (frames.ErrDamage): an object in the bucket is corrupt,
+//	     truncated, of a format this build does not know, missing although
+//	     another object names it, or inconsistent with the others; found by
+//	     verify or inspect, or the operation failed on it
 //	2    usage: a flag or argument is wrong or missing
 //	3    io: the bucket is unreachable, or an I/O error (network, disk, permissions)
 //	4    not-found: no such bucket, actor, session, snapshot or object, or a restore

@@ -70,9 +70,13 @@ func Example() {
 	//
 	// Exit codes:
 	//   0    success; verify: no damage found (warnings allowed)
-	//   1    damage: found by verify or inspect, or the operation failed on bad
-	//        data in the bucket (restore: a gap, a checksum mismatch, a corrupt
-	//        object)
+	//   1    damage: an object in the bucket is corrupt, truncated, of a format
+	//        this build does not know, missing although another object names
+	//        it, or inconsistent with the others (a gap or a broken checksum
+	//        chain in the log, an own.json or node lease that does not parse),
+	//        found by verify or inspect, or the operation failed on it. An I/O
+	//        error (3), an object that nothing names and that does not exist
+	//        (4) and an interruption (130) are not damage
 	//   2    usage: a flag or argument is wrong or missing
 	//   3    io: the bucket is unreachable, or an I/O error (network, disk,
 	//        permissions)
