@@ -20,9 +20,8 @@ import (
 	"github.com/framectl/framectl/vfs"
 )
 
-const demoHelp = `
-Usage: framectl demo [--dir DIR] [--bucket URL] [--commits N] [--clients N] [--json]
-
+var demoUsage = usage{forms: []string{"[--dir] [--bucket] [--commits] [--clients] [--seed] [--json [-v]]"},
+	hint: "framectl demo --commits 2000", help: `
 Runs framectl's whole cycle on one machine, with nothing to set up:
   1. opens a SQLite database replicated through framectl's VFS to a bucket
      (a local directory bucket unless --bucket names another);
@@ -42,7 +41,7 @@ Examples:
   framectl demo
   framectl demo --dir /tmp/framectl-demo --commits 10000
   framectl demo --bucket 's3://test/demo?endpoint=127.0.0.1:7070&insecure=1' --json
-`
+`}
 
 // demoNamespace is the namespace the demo writes its actor to.
 const demoNamespace = "demo"
@@ -129,12 +128,12 @@ type demoReport struct {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("demo", demoHelp, "framectl demo --commits 2000", stdout, stderr)
+	c := newFlags("demo", demoUsage, stdout, stderr)
 	dir := c.fs.String("dir", "", "keep the source database, bucket and restored copy in `DIR` (default: a new temporary directory)")
 	url := c.fs.String("bucket", "", "replicate to this bucket `URL` instead of DIR/bucket")
-	commits := c.fs.Int("commits", 3000, "commits to make, schema and seeding included")
-	clients := c.fs.Int("clients", 8, "concurrent clients, each waiting for Durable after every request")
-	seed := c.fs.Uint64("seed", 1, "seed of the workload's random choices")
+	commits := c.fs.Int("commits", 3000, "make `N` commits, schema and seeding included")
+	clients := c.fs.Int("clients", 8, "`N` concurrent clients, each waiting for Durable after every request")
+	seed := c.fs.Uint64("seed", 1, "seed the workload's random choices with `N`")
 	out := c.outputFlags()
 	code, ok := c.parseFlags(args)
 	if !ok {

@@ -1,38 +1,3 @@
-// Command framectl is the operator CLI of framectl: it restores, verifies,
-// lists, inspects and compacts what replicated SQLite databases put in a
-// bucket, and runs a demonstration of the whole cycle.
-//
-//	framectl demo     [--bucket URL | --dir DIR] [--commits N] [--json]
-//	framectl restore  --bucket URL --namespace NS (--actor HEX | --all) --out PATH [--to-seq N | --at TIME] [--nearest]
-//	framectl verify   --bucket URL [--namespace NS [--actor HEX]]
-//	framectl ls       --bucket URL [--namespace NS [--actor HEX]] [--headers]
-//	framectl inspect  [--bucket URL] KEY|FILE [--pages]
-//	framectl compact  --bucket URL --namespace NS [--actor HEX] [--retention DURATION]
-//	framectl help     [COMMAND]
-//
-// Bucket URLs are s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R&insecure=1
-// (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
-// AWS_SESSION_TOKEN) or file:///DIR for a local directory bucket. A namespace
-// is given by its unique key (--namespace, with --tenant, default empty) or
-// by its path element (--namespace-id, the 22 characters ls prints).
-//
-// Every command takes --json and then prints exactly one JSON document on
-// stdout, whatever the outcome: when the exit code is not 0 it has an
-// "error" member {"code", "kind", "message"} (jsonerror.go). Progress goes
-// to stderr: a bar on a terminal, plain lines otherwise, none with --json
-// unless -v. Errors go to stderr, one line each, naming the object
-// concerned.
-//
-// Exit codes (and the "kind" of the JSON error, the word after the code):
-//
-//	0    success; verify: no damage found (warnings allowed)
-//	1    damage: found by verify or inspect, or the operation failed on bad
-//	     data in the bucket (restore: a gap, a checksum mismatch, a corrupt object)
-//	2    usage: a flag or argument is wrong or missing
-//	3    io: the bucket is unreachable, or an I/O error (network, disk, permissions)
-//	4    not-found: no such bucket, actor, session, snapshot or object, or a restore
-//	     target outside what the session holds
-//	130  interrupted: SIGINT or SIGTERM
 package main
 
 import (

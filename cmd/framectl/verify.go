@@ -11,9 +11,8 @@ import (
 	"github.com/framectl/framectl/restore"
 )
 
-const verifyHelp = `
-Usage: framectl verify --bucket URL [--namespace NS [--tenant T] | --namespace-id ID] [--actor HEX] [--json]
-
+var verifyUsage = usage{forms: []string{"--bucket [--namespace [--tenant] | --namespace-id] [--actor] [--parallel] [--scratch] [--json [-v]]"},
+	hint: "framectl verify --bucket file:///path/to/bucket [--namespace NS [--actor HEX]]", help: `
 Checks everything the bucket holds for one actor, every actor of a
 namespace, or the whole bucket: every object of every session read to its
 verified end (gzip trailer, seal, lengths), the current session replayed
@@ -32,7 +31,7 @@ Examples:
   framectl verify --bucket file:///var/lib/framectl/bucket
   framectl verify --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat --json
   framectl verify --bucket file:///tmp/b --namespace-id Sx1CEZLQgCtH3lmtBp0oqA --actor 64656d6f
-`
+`}
 
 type verifyProblem struct {
 	Key      string       `json:"key"`
@@ -89,11 +88,11 @@ func newVerifyReport(bucketURL, prefix string, reports []restore.Report) verifyR
 }
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("verify", verifyHelp, "framectl verify --bucket file:///path/to/bucket [--namespace NS [--actor HEX]]", stdout, stderr)
+	c := newFlags("verify", verifyUsage, stdout, stderr)
 	url := c.bucketFlag()
 	ns := c.namespaceFlags()
 	actor := c.fs.String("actor", "", "verify only this actor (its `HEX` key)")
-	parallel := c.fs.Int("parallel", 0, "objects read at once, and actors verified at once (default 4)")
+	parallel := c.fs.Int("parallel", 0, "`N` objects read at once, and actors verified at once (default 4)")
 	scratch := c.fs.String("scratch", "", "`DIR` to replay each actor's database in (default the system's temporary directory)")
 	out := c.outputFlags()
 	if code, ok := c.parseFlags(args); !ok {
