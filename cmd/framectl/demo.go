@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
@@ -95,6 +96,8 @@ type demoVerify struct {
 	Seq      frames.Seq      `json:"seq"`
 	Duration time.Duration   `json:"durationNs"`
 	Problems []verifyProblem `json:"problems"`
+	// Chunks no manifest names, younger than the grace: no problem.
+	ChunksWithinGrace int `json:"chunksWithinGrace"`
 }
 
 func (v demoVerify) summary() string {
@@ -268,14 +271,15 @@ func demoRestoreActor(ctx context.Context, b bucket.Bucket, a frames.Actor, out 
 	return dr, nil
 }
 
-// demoVerifyActor verifies every object of the actor.
+// demoVerifyActor verifies every object of the actor, as framectl verify
+// does by default.
 func demoVerifyActor(ctx context.Context, b bucket.Bucket, a frames.Actor) (demoVerify, error) {
-	r, err := restore.Verify(ctx, b, a, restore.VerifyOptions{})
+	r, err := restore.Verify(ctx, b, a, restore.VerifyOptions{ChunkGrace: compact.DefaultGrace})
 	if err != nil {
 		return demoVerify{}, err
 	}
 	v := demoVerify{OK: !r.Damaged(), Objects: r.Objects, Bytes: r.Bytes, Seq: r.Seq, Duration: r.Duration,
-		Problems: newVerifyReport(b.String(), a.Prefix(), []restore.Report{r}).Actors[0].Problems}
+		Problems: newVerifyReport(b.String(), a.Prefix(), []restore.Report{r}).Actors[0].Problems, ChunksWithinGrace: r.ChunksWithinGrace}
 	return v, nil
 }
 

@@ -23,8 +23,8 @@
 //	                 [--parallel N] [--json [-v]]
 //	framectl verify --bucket URL
 //	                [--namespace NS [--tenant TENANT] | --namespace-id ID]
-//	                [--actor HEX] [--parallel N] [--scratch DIR]
-//	                [--json [-v]]
+//	                [--actor HEX] [--grace DURATION] [--parallel N]
+//	                [--scratch DIR] [--json [-v]]
 //	framectl ls --bucket URL
 //	            [--namespace NS [--tenant TENANT] | --namespace-id ID]
 //	            [--actor HEX] [--headers] [--json [-v]]
