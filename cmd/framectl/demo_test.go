@@ -53,11 +53,7 @@ func TestDemoText(t *testing.T) {
 			contains(t, "demo", r.stdout, "40 commits from 2 clients", "40 commits captured",
 				"byte-identical to the source database: yes", "verify      clean", b.String(), "framectl ls --bucket")
 			contains(t, "progress", r.stderr, "demo: commits: 100% (40 of 40)")
-			for _, l := range strings.Split(r.stdout+r.stderr, "\n") {
-				if strings.Contains(strings.ToLower(l), "warning") {
-					t.Errorf("the demo printed a warning: %s", l)
-				}
-			}
+			noWarning(t, r)
 			if _, err := os.Stat(filepath.Join(dir, "bucket")); !os.IsNotExist(err) {
 				t.Errorf("demo made a directory bucket although --bucket was given: %v", err)
 			}
@@ -87,16 +83,22 @@ func TestDemoFirstRunIsClean(t *testing.T) {
 	dir := t.TempDir()
 	r := framectl(t, "demo", "--dir", dir).want(t, exitOK)
 	contains(t, "demo", r.stdout, "verify      clean: ")
-	for _, l := range strings.Split(r.stdout+r.stderr, "\n") {
-		if strings.Contains(strings.ToLower(l), "warning") {
-			t.Errorf("the demo printed a warning: %s", l)
-		}
-	}
+	noWarning(t, r)
 	r = framectl(t, "verify", "--bucket", "file://"+filepath.Join(dir, "bucket"), "--json").want(t, exitOK)
 	var rep verifyReport
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep), r.stdout)
 	require.Zero(t, rep.Warnings, "%+v", rep)
 	for _, a := range rep.Actors {
 		t.Logf("actor %s: %d chunks no manifest names, within the grace", a.Actor, a.ChunksWithinGrace)
+	}
+}
+
+// noWarning fails the test for every line of the demo's output that warns.
+func noWarning(t *testing.T, r result) {
+	t.Helper()
+	for _, l := range strings.Split(r.stdout+r.stderr, "\n") {
+		if strings.Contains(strings.ToLower(l), "warning") {
+			t.Errorf("the demo printed a warning: %s", l)
+		}
 	}
 }
