@@ -59,10 +59,18 @@ import (
 //	                     manifests that name it)
 //	stray      warning   objects of superseded sessions awaiting the tier
 //	                     pass or kept for retention, chunks no manifest
-//	                     names (uploaded for a manifest not written yet,
-//	                     or left by one deleted since, until compaction
-//	                     collects them), and keys under the actor that
-//	                     framectl does not write
+//	                     names older than VerifyOptions.ChunkGrace (no
+//	                     compaction pass collected them), and keys under
+//	                     the actor that framectl does not write
+//
+// A chunk no manifest names that is younger than the grace is no problem:
+// it is what a working writer leaves at any moment, uploaded for a
+// manifest still in flight (chunks are stored before the manifest that
+// names them) or named only by a manifest a compaction pass deleted, which
+// a later pass collects (the pass that deletes a manifest keeps its chunks,
+// package compact's rule 1), and no collector may delete it yet
+// (compact.Options.Grace). Verify cannot tell the two apart and does not
+// need to: Report.ChunksWithinGrace counts them.
 //
 // A manifest's chunks are read and checked like any object: each against
 // its key's hash and the size its manifest gives it. A damaged or missing
@@ -139,7 +147,11 @@ type Report struct {
 	Objects  int
 	Bytes    int64
 	Problems []Problem
-	Duration time.Duration
+	// ChunksWithinGrace counts the chunks no manifest names that are
+	// younger than VerifyOptions.ChunkGrace (or listed without a
+	// modification time): information, not a problem (see above).
+	ChunksWithinGrace int
+	Duration          time.Duration
 }
 
 // Damaged reports whether any problem is damage.
@@ -193,6 +205,15 @@ type VerifyOptions struct {
 	// Progress, if set, is called for every object checked, from several
 	// goroutines at once.
 	Progress func(Progress)
+	// ChunkGrace is the age, by the modification time the listing gives
+	// against Now read before it, from which a chunk no manifest names is a
+	// warning; a younger one is counted in Report.ChunksWithinGrace. Give
+	// the collector's grace (compact.DefaultGrace, framectl compact
+	// --grace): younger, compaction keeps it too. 0: every chunk no
+	// manifest names is a warning, whatever its age.
+	ChunkGrace time.Duration
+	// Now is the clock ChunkGrace is measured on (default time.Now).
+	Now func() time.Time
 }
 
 func (o VerifyOptions) replayOptions() Options {
@@ -221,9 +242,13 @@ func Verify(ctx context.Context, b bucket.Bucket, a frames.Actor, opts VerifyOpt
 	if scratch == "" {
 		scratch = os.TempDir()
 	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
 	var last error
 	for attempt := 0; attempt <= ro.MaxReplans; attempt++ {
-		v := &verifier{b: b, a: a, opts: ro, progress: opts.Progress, scratch: scratch,
+		v := &verifier{b: b, a: a, opts: ro, progress: opts.Progress, scratch: scratch, chunkGrace: opts.ChunkGrace, now: now,
 			rep: Report{Actor: a}, reported: map[string]bool{}, verified: map[string]bool{},
 			batchHdr: map[string]frames.BatchHeader{}, snapHdr: map[string]frames.Snapshot{},
 			chain: map[frames.Seq][]lanes.Lane{}, manifests: map[string]*frames.Manifest{},
@@ -252,8 +277,13 @@ type verifier struct {
 	opts     Options
 	progress func(Progress)
 	scratch  string
-	inv      *Inventory
-	rep      Report
+	// chunkGrace is VerifyOptions.ChunkGrace; listedAt, now's reading
+	// before the listing.
+	chunkGrace time.Duration
+	now        func() time.Time
+	listedAt   time.Time
+	inv        *Inventory
+	rep        Report
 
 	mu       sync.Mutex
 	reported map[string]bool // keys with a damage problem already
@@ -288,6 +318,9 @@ func (v *verifier) damaged(key string) bool {
 }
 
 func (v *verifier) run(ctx context.Context) error {
+	// Before the listing, as a collector reads its clock: a chunk judged
+	// old here was old before anything the listing missed was uploaded.
+	v.listedAt = v.now()
 	inv, err := Take(ctx, v.b, v.a)
 	if err != nil {
 		return err

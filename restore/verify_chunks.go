@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/chunks"
@@ -25,7 +26,7 @@ type chunkUse struct {
 
 // checkChunks reads every chunk a manifest read so far names, once per
 // size it is named at, unless the replay loaded it already, and warns of
-// listed chunks no manifest names.
+// listed chunks no manifest names once they are older than the grace.
 func (v *verifier) checkChunks(ctx context.Context) error {
 	users := map[chunkUse][]string{} // the manifests naming each use
 	named := map[frames.ChunkHash]bool{}
@@ -42,8 +43,7 @@ func (v *verifier) checkChunks(ctx context.Context) error {
 	}
 	for _, c := range v.inv.Chunks {
 		if !named[c.Hash] {
-			v.add(Problem{Key: c.Key, Kind: KindStray, Severity: Warning,
-				Message: "no manifest names this chunk (uploaded for a manifest not written yet, or left by one deleted since; compaction deletes it once it is older than the grace)"})
+			v.unnamedChunk(c)
 		}
 	}
 	var todo []chunkUse
@@ -60,6 +60,25 @@ func (v *verifier) checkChunks(ctx context.Context) error {
 	return workers.Run(ctx, todo, min(v.opts.Parallelism, len(todo)), func(ctx context.Context, buf *[]byte, u chunkUse) error {
 		return v.checkChunk(ctx, u, users[u], buf)
 	})
+}
+
+// unnamedChunk reports a listed chunk no manifest names: a warning once it
+// is older than the grace, else only counted (verify.go says why).
+func (v *verifier) unnamedChunk(c Chunk) {
+	msg := "no manifest names this chunk (uploaded for a manifest not written yet, or left by one deleted since; compaction deletes it once it is older than the grace)"
+	if v.chunkGrace > 0 {
+		// A zero time is a backend that did not say: not known to be
+		// old, as the collector takes it.
+		if c.ModTime.IsZero() || c.ModTime.After(v.listedAt.Add(-v.chunkGrace)) {
+			v.mu.Lock()
+			v.rep.ChunksWithinGrace++
+			v.mu.Unlock()
+			return
+		}
+		msg = fmt.Sprintf("no manifest names this chunk, last written %s, more than the grace (%s) ago: no compaction pass has collected it since",
+			c.ModTime.UTC().Format(time.RFC3339), v.chunkGrace)
+	}
+	v.add(Problem{Key: c.Key, Kind: KindStray, Severity: Warning, Message: msg})
 }
 
 // checkChunk reads one chunk to its verified end at the size its

@@ -13,9 +13,9 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-const compactHelp = `
-Usage: framectl compact --bucket URL --namespace NS [--tenant T] [--actor HEX] [--retention DURATION [--shorten-retention]] [--force] [--live] [--grace DURATION] [--sweep-leases AGE] [--json]
-
+var compactUsage = usage{forms: []string{
+	"--bucket (--namespace [--tenant] | --namespace-id) [--actor] [--retention [--shorten-retention]] [--force] [--live] [--grace] [--scratch] [--sweep-leases] [--json [-v]]",
+}, hint: "framectl compact --bucket file:///path/to/bucket --namespace NS", help: `
 Runs one compaction pass over an actor, or over every actor of a namespace:
   - the size rule: once the log of the current session since its newest
     snapshot weighs as much as the database, a new snapshot is written from
@@ -53,7 +53,7 @@ Examples:
   framectl compact --bucket file:///var/lib/framectl/bucket --namespace chat
   framectl compact --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat --actor 726f6f6d2d31 --retention 168h
   framectl compact --bucket file:///var/lib/framectl/bucket --namespace chat --sweep-leases 24h
-`
+`}
 
 type compactResult struct {
 	Namespace    string       `json:"namespace"`
@@ -110,7 +110,7 @@ func newCompactResult(r compact.Result) compactResult {
 }
 
 func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("compact", compactHelp, "framectl compact --bucket file:///path/to/bucket --namespace NS", stdout, stderr)
+	c := newFlags("compact", compactUsage, stdout, stderr)
 	url := c.bucketFlag()
 	ns := c.namespaceFlags()
 	actor := c.fs.String("actor", "", "compact only this actor (its `HEX` key)")

@@ -15,15 +15,15 @@ import (
 
 	"github.com/framectl/framectl"
 	"github.com/framectl/framectl/bucket"
+	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/session"
 )
 
-const demoHelp = `
-Usage: framectl demo [--dir DIR] [--bucket URL] [--commits N] [--clients N] [--json]
-
+var demoUsage = usage{forms: []string{"[--dir] [--bucket] [--commits] [--clients] [--seed] [--json [-v]]"},
+	hint: "framectl demo --commits 2000", help: `
 Runs framectl's whole cycle on one machine, with nothing to set up:
   1. opens a SQLite database replicated through framectl's VFS to a bucket
      (a local directory bucket unless --bucket names another);
@@ -43,7 +43,7 @@ Examples:
   framectl demo
   framectl demo --dir /tmp/framectl-demo --commits 10000
   framectl demo --bucket 's3://test/demo?endpoint=127.0.0.1:7070&insecure=1' --json
-`
+`}
 
 // demoNamespace is the namespace the demo writes its actor to.
 const demoNamespace = "demo"
@@ -97,6 +97,8 @@ type demoVerify struct {
 	Seq      frames.Seq      `json:"seq"`
 	Duration time.Duration   `json:"durationNs"`
 	Problems []verifyProblem `json:"problems"`
+	// Chunks no manifest names, younger than the grace: no problem.
+	ChunksWithinGrace int `json:"chunksWithinGrace"`
 }
 
 func (v demoVerify) summary() string {
@@ -130,12 +132,12 @@ type demoReport struct {
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("demo", demoHelp, "framectl demo --commits 2000", stdout, stderr)
+	c := newFlags("demo", demoUsage, stdout, stderr)
 	dir := c.fs.String("dir", "", "keep the source database, bucket and restored copy in `DIR` (default: a new temporary directory)")
 	url := c.fs.String("bucket", "", "replicate to this bucket `URL` instead of DIR/bucket")
-	commits := c.fs.Int("commits", 3000, "commits to make, schema and seeding included")
-	clients := c.fs.Int("clients", 8, "concurrent clients, each waiting for Durable after every request")
-	seed := c.fs.Uint64("seed", 1, "seed of the workload's random choices")
+	commits := c.fs.Int("commits", 3000, "make `N` commits, schema and seeding included")
+	clients := c.fs.Int("clients", 8, "`N` concurrent clients, each waiting for Durable after every request")
+	seed := c.fs.Uint64("seed", 1, "seed the workload's random choices with `N`")
 	out := c.outputFlags()
 	code, ok := c.parseFlags(args)
 	if !ok {
@@ -270,14 +272,15 @@ func demoRestoreActor(ctx context.Context, b bucket.Bucket, a frames.Actor, out 
 	return dr, nil
 }
 
-// demoVerifyActor verifies every object of the actor.
+// demoVerifyActor verifies every object of the actor, as framectl verify
+// does by default.
 func demoVerifyActor(ctx context.Context, b bucket.Bucket, a frames.Actor) (demoVerify, error) {
-	r, err := restore.Verify(ctx, b, a, restore.VerifyOptions{})
+	r, err := restore.Verify(ctx, b, a, restore.VerifyOptions{ChunkGrace: compact.DefaultGrace})
 	if err != nil {
 		return demoVerify{}, err
 	}
 	v := demoVerify{OK: !r.Damaged(), Objects: r.Objects, Bytes: r.Bytes, Seq: r.Seq, Duration: r.Duration,
-		Problems: newVerifyReport(b.String(), a.Prefix(), []restore.Report{r}).Actors[0].Problems}
+		Problems: newVerifyReport(b.String(), a.Prefix(), []restore.Report{r}).Actors[0].Problems, ChunksWithinGrace: r.ChunksWithinGrace}
 	return v, nil
 }
 

@@ -12,17 +12,17 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-// cmdFlags is one command's flag set with what every command shares: the
-// help text, the hint printed with usage errors, and where output goes.
+// cmdFlags is one command's flag set with what every command shares: its
+// usage (synopsis, help text, the hint printed with usage errors) and
+// where output goes.
 //
 // Flags are parsed with ContinueOnError and the flag package's own messages
 // are discarded: help goes to stdout (it was asked for), usage errors to
 // stderr as one line followed by a hint of what to type.
 type cmdFlags struct {
-	fs     *flag.FlagSet
-	name   string
-	help   string // synopsis, description and examples
-	hint   string // one example command line
+	fs   *flag.FlagSet
+	name string
+	usage
 	stdout io.Writer
 	stderr io.Writer
 	out    *outputFlags // nil: the command prints no JSON
@@ -30,10 +30,19 @@ type cmdFlags struct {
 	emitted bool
 }
 
-func newFlags(name, help, hint string, stdout, stderr io.Writer) *cmdFlags {
+// usage is what a command's help says besides its flags' usage strings.
+type usage struct {
+	// forms are the ways to call the command, with flag names only: the
+	// synopsis is rendered from them and the flag set (synopsis.go).
+	forms []string
+	help  string // description and examples
+	hint  string // one example command line
+}
+
+func newFlags(name string, u usage, stdout, stderr io.Writer) *cmdFlags {
 	fs := flag.NewFlagSet("framectl "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	return &cmdFlags{fs: fs, name: name, help: help, hint: hint, stdout: stdout, stderr: stderr}
+	return &cmdFlags{fs: fs, name: name, usage: u, stdout: stdout, stderr: stderr}
 }
 
 // parse parses args, allowing flags after positional arguments
@@ -73,9 +82,16 @@ func (c *cmdFlags) parseFlags(args []string) (code int, ok bool) {
 	return code, ok
 }
 
-// printHelp prints the command's help and its flags.
+// printHelp prints the command's synopsis, its help and its flags.
 func (c *cmdFlags) printHelp(w io.Writer) {
-	fmt.Fprintln(w, strings.TrimSpace(c.help))
+	for i, l := range c.synopsis() {
+		lead := "Usage: "
+		if i > 0 {
+			lead = strings.Repeat(" ", len(lead))
+		}
+		fmt.Fprintln(w, lead+l)
+	}
+	fmt.Fprintln(w, "\n"+strings.TrimSpace(c.help))
 	fmt.Fprintln(w, "\nFlags:")
 	c.fs.SetOutput(w)
 	c.fs.PrintDefaults()
@@ -170,12 +186,12 @@ type namespaceFlags struct {
 
 func (c *cmdFlags) namespaceFlags() *namespaceFlags {
 	n := &namespaceFlags{}
-	c.fs.StringVar(&n.namespace, "namespace", "", "the namespace's unique `KEY` (hashed with --tenant into the path element)")
+	c.fs.StringVar(&n.namespace, "namespace", "", "the namespace's unique key `NS` (hashed with --tenant into the path element)")
 	c.fs.Func("tenant", "the namespace's `TENANT` (default empty)", func(s string) error {
 		n.tenant, n.tenantSet = s, true
 		return nil
 	})
-	c.fs.StringVar(&n.id, "namespace-id", "", "the namespace path element itself: 22 characters, as ls prints it")
+	c.fs.StringVar(&n.id, "namespace-id", "", "the namespace path element `ID` itself: 22 characters, as ls prints it")
 	return n
 }
 

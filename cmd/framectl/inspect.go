@@ -17,10 +17,8 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-const inspectHelp = `
-Usage: framectl inspect --bucket URL KEY [--pages] [--json]
-       framectl inspect FILE [--pages] [--json]
-
+var inspectUsage = usage{forms: []string{"--bucket KEY [--pages] [--json [-v]]", "FILE [--kind] [--pages] [--json [-v]]"},
+	hint: "framectl inspect --bucket file:///path/to/bucket do/NSID/ACTOR/log/EPOCH/SEQ", help: `
 Decodes one object and prints what it holds, reading it to the end so that
 its gzip trailer or zstd checksum, seal, lengths and checksums are verified:
   batch      the header (epoch, sequence numbers, frame count), then every
@@ -48,7 +46,7 @@ Examples:
   framectl inspect --bucket file:///tmp/b do/Sx1CEZLQgCtH3lmtBp0oqA/64656d6f/log/fe/3bb8
   framectl inspect --bucket file:///tmp/b do/Sx1CEZLQgCtH3lmtBp0oqA/64656d6f/own.json --json
   framectl inspect /tmp/b/do/Sx1CEZLQgCtH3lmtBp0oqA/64656d6f/snapshot/fe/ff --pages
-`
+`}
 
 // Object kinds inspect recognises.
 const (
@@ -153,7 +151,7 @@ type inspectLane struct {
 const maxLeaseBytes = fence.MaxRecordBytes
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("inspect", inspectHelp, "framectl inspect --bucket file:///path/to/bucket do/NSID/ACTOR/log/EPOCH/SEQ", stdout, stderr)
+	c := newFlags("inspect", inspectUsage, stdout, stderr)
 	url := c.bucketFlag()
 	pages := c.fs.Bool("pages", false, "also print page bytes, as hex")
 	forceKind := c.fs.String("kind", "", "a local file's `KIND` (batch, snapshot, chunk, own, node) when its path does not say")

@@ -16,9 +16,8 @@ import (
 	"github.com/framectl/framectl/internal/workers"
 )
 
-const lsHelp = `
-Usage: framectl ls --bucket URL [--namespace NS [--tenant T] | --namespace-id ID] [--actor HEX] [--headers] [--json]
-
+var lsUsage = usage{forms: []string{"--bucket [--namespace [--tenant] | --namespace-id] [--actor] [--headers] [--json [-v]]"},
+	hint: "framectl ls --bucket file:///path/to/bucket --namespace NS", help: `
 Lists what a bucket holds. For the whole bucket or a namespace: one line per
 actor (sessions, the range of sequence numbers of the newest session,
 snapshot and batch counts, bytes) and, for the whole bucket, the node leases.
@@ -40,7 +39,7 @@ Examples:
   framectl ls --bucket file:///var/lib/framectl/bucket
   framectl ls --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat
   framectl ls --bucket file:///tmp/b --namespace-id Sx1CEZLQgCtH3lmtBp0oqA --actor 64656d6f --headers
-`
+`}
 
 // lsObject is one batch or snapshot.
 type lsObject struct {
@@ -125,7 +124,7 @@ type lsReport struct {
 }
 
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("ls", lsHelp, "framectl ls --bucket file:///path/to/bucket --namespace NS", stdout, stderr)
+	c := newFlags("ls", lsUsage, stdout, stderr)
 	url := c.bucketFlag()
 	ns := c.namespaceFlags()
 	actor := c.fs.String("actor", "", "list one actor's objects: its `HEX` key")

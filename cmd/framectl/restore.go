@@ -13,10 +13,10 @@ import (
 	"github.com/framectl/framectl/restore"
 )
 
-const restoreHelp = `
-Usage: framectl restore --bucket URL --namespace NS [--tenant T] --actor HEX --out FILE [target] [--json]
-       framectl restore --bucket URL --namespace NS [--tenant T] --all --out DIR [target] [--json]
-
+var restoreUsage = usage{forms: []string{
+	"--bucket (--namespace [--tenant] | --namespace-id) --actor --out [--to-seq | --at] [--nearest] [--parallel] [--json [-v]]",
+	"--bucket (--namespace [--tenant] | --namespace-id) --all --out=DIR [--to-seq | --at] [--nearest] [--parallel] [--json [-v]]",
+}, hint: "framectl restore --bucket file:///path/to/bucket --namespace NS --actor HEX --out actor.db", help: `
 Restores one actor's SQLite database to FILE, or every actor of a namespace
 into DIR (one file per actor, named <actor hex>.db). The session is the one
 own.json names, else the newest with a snapshot; restore starts from its
@@ -55,7 +55,7 @@ Examples:
   framectl restore --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat --all --out ./restored/
   framectl restore --bucket file:///tmp/b --namespace-id Sx1CEZLQgCtH3lmtBp0oqA --actor 64656d6f --out old.db --at 2025-06-01T12:00:00Z
   framectl restore --bucket file:///tmp/b --namespace chat --actor 726f6f6d2d31 --out first.db --to-seq 1 --nearest
-`
+`}
 
 // restoreResult is one restored actor, for output.
 type restoreResult struct {
@@ -150,7 +150,7 @@ type restoreReport struct {
 }
 
 func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("restore", restoreHelp, "framectl restore --bucket file:///path/to/bucket --namespace NS --actor HEX --out actor.db", stdout, stderr)
+	c := newFlags("restore", restoreUsage, stdout, stderr)
 	url := c.bucketFlag()
 	ns := c.namespaceFlags()
 	actor := c.fs.String("actor", "", "restore this actor (its `HEX` key, as ls prints) to the file --out")
@@ -159,7 +159,7 @@ func runRestore(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	toSeq := c.fs.String("to-seq", "", "restore the state after the last frame ending at or before sequence number `N`")
 	at := c.fs.String("at", "", "restore the state after the last frame committed at or before `TIME` (RFC 3339)")
 	nearest := c.fs.Bool("nearest", false, "with --to-seq or --at: restore the nearest state when the target is outside what the session holds")
-	parallel := c.fs.Int("parallel", 0, "batches fetched ahead of the replay (default 4); with --all also actors at once")
+	parallel := c.fs.Int("parallel", 0, "`N` batches fetched ahead of the replay (default 4); with --all also actors at once")
 	out := c.outputFlags()
 	if code, ok := c.parseFlags(args); !ok {
 		return code

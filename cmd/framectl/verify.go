@@ -6,14 +6,14 @@ import (
 	"io"
 	"time"
 
+	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/restore"
 )
 
-const verifyHelp = `
-Usage: framectl verify --bucket URL [--namespace NS [--tenant T] | --namespace-id ID] [--actor HEX] [--json]
-
+var verifyUsage = usage{forms: []string{"--bucket [--namespace [--tenant] | --namespace-id] [--actor] [--grace] [--parallel] [--scratch] [--json [-v]]"},
+	hint: "framectl verify --bucket file:///path/to/bucket [--namespace NS [--actor HEX]]", help: `
 Checks everything the bucket holds for one actor, every actor of a
 namespace, or the whole bucket: every object of every session read to its
 verified end (gzip trailer, seal, lengths), the current session replayed
@@ -26,13 +26,20 @@ Every problem is printed with the object key and what is wrong. Damage
 printed but exit 0: states a working cluster leaves behind (a missing
 own.json, own.json released at an epoch with no objects after an open that
 failed, a holder whose node lease is gone, superseded sessions awaiting the
-tier pass) and keys framectl does not write.
+tier pass, chunks no manifest names that no compaction collected within
+--grace) and keys framectl does not write.
+
+A chunk no manifest names that is younger than --grace (default 1h, as
+compact's) is no problem and only counted (chunksWithinGrace in the JSON):
+a working writer always leaves some, uploaded for a manifest still in
+flight or named only by a manifest its last compaction pass replaced,
+which a later pass collects; no compaction deletes one younger either.
 
 Examples:
   framectl verify --bucket file:///var/lib/framectl/bucket
   framectl verify --bucket 's3://backups/prod?endpoint=minio:9000' --namespace chat --json
   framectl verify --bucket file:///tmp/b --namespace-id Sx1CEZLQgCtH3lmtBp0oqA --actor 64656d6f
-`
+`}
 
 type verifyProblem struct {
 	Key      string       `json:"key"`
@@ -55,6 +62,8 @@ type verifyActor struct {
 	DurationNs int64           `json:"durationNs"`
 	Damaged    bool            `json:"damaged"`
 	Problems   []verifyProblem `json:"problems"`
+	// Chunks no manifest names, younger than --grace: no problem.
+	ChunksWithinGrace int `json:"chunksWithinGrace"`
 }
 
 type verifyReport struct {
@@ -72,7 +81,7 @@ func newVerifyReport(bucketURL, prefix string, reports []restore.Report) verifyR
 	for _, r := range reports {
 		va := verifyActor{Namespace: r.Actor.Namespace, Actor: r.Actor.Actor, Own: r.Own, Epoch: r.Epoch, Seq: r.Seq,
 			Objects: r.Objects, Bytes: r.Bytes, DurationNs: r.Duration.Nanoseconds(), Damaged: r.Damaged(),
-			Problems: []verifyProblem{}}
+			Problems: []verifyProblem{}, ChunksWithinGrace: r.ChunksWithinGrace}
 		for _, p := range r.Problems {
 			va.Problems = append(va.Problems, verifyProblem{Key: p.Key, Kind: string(p.Kind), Severity: p.Severity.String(),
 				Epoch: p.Epoch, From: p.From, To: p.To, Message: p.Message})
@@ -89,11 +98,12 @@ func newVerifyReport(bucketURL, prefix string, reports []restore.Report) verifyR
 }
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := newFlags("verify", verifyHelp, "framectl verify --bucket file:///path/to/bucket [--namespace NS [--actor HEX]]", stdout, stderr)
+	c := newFlags("verify", verifyUsage, stdout, stderr)
 	url := c.bucketFlag()
 	ns := c.namespaceFlags()
 	actor := c.fs.String("actor", "", "verify only this actor (its `HEX` key)")
-	parallel := c.fs.Int("parallel", 0, "objects read at once, and actors verified at once (default 4)")
+	grace := c.fs.Duration("grace", compact.DefaultGrace, "warn of a chunk no manifest names once it is older than `DURATION` (compact's --grace; 0: whatever its age)")
+	parallel := c.fs.Int("parallel", 0, "`N` objects read at once, and actors verified at once (default 4)")
 	scratch := c.fs.String("scratch", "", "`DIR` to replay each actor's database in (default the system's temporary directory)")
 	out := c.outputFlags()
 	if code, ok := c.parseFlags(args); !ok {
@@ -105,6 +115,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return c.usageError("%v", err)
 	case *parallel < 0:
 		return c.usageError("--parallel %d: must be positive", *parallel)
+	case *grace < 0:
+		return c.usageError("--grace %s: must not be negative", *grace)
 	}
 	b, code, ok := c.openBucket(ctx, *url)
 	if !ok {
@@ -117,7 +129,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	p := newProgress(stderr, out.progress(), label, 0, false)
 	p.unit = "objects"
-	opts := restore.VerifyOptions{Parallelism: *parallel, Actors: *parallel, ScratchDir: *scratch, Progress: func(restore.Progress) { p.add(1) }}
+	opts := restore.VerifyOptions{Parallelism: *parallel, Actors: *parallel, ScratchDir: *scratch, ChunkGrace: *grace,
+		Progress: func(restore.Progress) { p.add(1) }}
 	var reports []restore.Report
 	switch {
 	case sc.actor.Actor != "":
@@ -186,6 +199,9 @@ func printVerify(w io.Writer, rep *verifyReport) {
 			}
 			fmt.Fprintf(w, "  %s %-9s %s: %s\n", sev, p.Kind, p.Key, p.Message)
 		}
+		if a.ChunksWithinGrace > 0 {
+			fmt.Fprintf(w, "  (%s)\n", chunksWithinGrace(a.ChunksWithinGrace))
+		}
 	}
 	verdict := "clean"
 	if !rep.Clean {
@@ -196,6 +212,15 @@ func printVerify(w io.Writer, rep *verifyReport) {
 		where = "in the bucket"
 	}
 	fmt.Fprintf(w, "%s: %d actors, %d objects %s: %s, %d warnings\n", rep.Bucket, countActors(rep), objects, where, verdict, rep.Warnings)
+}
+
+// chunksWithinGrace says what verify counted and did not report.
+func chunksWithinGrace(n int) string {
+	what := fmt.Sprintf("%d chunks", n)
+	if n == 1 {
+		what = "1 chunk"
+	}
+	return what + " no manifest names yet, within the grace: for a manifest in flight, or awaiting collection"
 }
 
 func countActors(rep *verifyReport) int {
