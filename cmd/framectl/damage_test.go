@@ -28,6 +28,7 @@ import (
 	"github.com/framectl/framectl/peer"
 	"github.com/framectl/framectl/quorum"
 	"github.com/framectl/framectl/restore"
+	"github.com/framectl/framectl/session"
 	"github.com/framectl/framectl/tails"
 )
 
@@ -36,7 +37,7 @@ import (
 // bucket's objects and the ones that read them (cmd/framectl, compaction
 // and verify decide on their errors), and those of the follower protocol,
 // whose decoders share frames' sentinels.
-var damagePackages = []string{"bucket", "frames", "lanes", "chunks", "fence", "restore", "compact", "tails", "follow", "peer", "quorum"}
+var damagePackages = []string{"bucket", "frames", "lanes", "chunks", "fence", "restore", "compact", "tails", "follow", "peer", "quorum", "session", "capture"}
 
 // damageErrors and soundErrors name every exported sentinel (Err*) and
 // error type (*Error) of damagePackages by "package.Name", beside errors
@@ -164,6 +165,12 @@ func soundErrors(t *testing.T) map[string]error {
 		"peer.ErrInvalid":                  peer.ErrInvalid,
 		"peer.ConnError of a timeout":      &peer.ConnError{Op: "receive", Err: os.ErrDeadlineExceeded},
 		"quorum.ErrClosed":                 quorum.ErrClosed,
+		"session.ErrFenced":                session.ErrFenced,
+		"session.ErrClosed":                session.ErrClosed,
+		"session.ErrBackpressure":          session.ErrBackpressure,
+		"session.ErrStopped":               session.ErrStopped,
+		"session.ErrSyncTimeout":           session.ErrSyncTimeout,
+		"session.ErrListingBehind":         session.ErrListingBehind,
 		"the CLI's own not found":          errNotFound,
 		"a restore --all that was stopped": errors.Join(context.Canceled, buckettest.ErrInjected),
 	}
