@@ -35,12 +35,12 @@
 // # The owner
 //
 // Owner.Append takes the next commit and sends it to every follower
-// (Append messages, pipelined; what is not acknowledged within Retransmit
-// is sent again from the last acknowledged point). A follower acknowledges
-// (Ack) the end of the log it holds. Owner.Acked is the highest seq held by
-// q followers of the set in epoch E, or held by the bucket
-// (Owner.BucketDurable), whichever is higher: that is what Durable may
-// return on. A follower that refuses as full or broken is failed: the owner
+// (Append messages, pipelined, or one in flight through GroupCommit; what
+// is not acknowledged within Retransmit is sent again from the last
+// acknowledged point). A follower acknowledges (Ack) the end of the log it
+// holds. Owner.Acked is the highest seq held by q followers of the set in
+// epoch E, or held by the bucket (Owner.BucketDurable), whichever is
+// higher: that is what Durable may return on. A follower that refuses as full or broken is failed: the owner
 // stops sending to it (Owner.Followers), to be replaced. Once a follower
 // says it was told of a newer epoch, the owner is superseded: it
 // acknowledges nothing more and Append fails with a *SupersededError. The
@@ -59,15 +59,15 @@
 // each follower: those the owner queues meanwhile are merged into one,
 // which goes when the answer (Ack or Refuse) comes, or once Retransmit
 // passed without one. The follower then fsyncs once per round trip (4,988
-// commits/s). It changes no rule above: the merged Append is one the owner
-// could have sent itself (the first one's Prev, every entry in order, the
-// last one's durable point), the owner counts what it queued as sent and
-// sends again what is not acknowledged, as it does for a lost message, and
-// a follower checks a merged Append as any other. An Append that does not
-// extend the one held (a retransmission from an earlier point) replaces
-// it, and a reset, which carries everything past the durable point, goes
-// at once and drops it. The simulation sends through it for half its
-// seeds.
+// commits/s). It changes none of the protocol's rules: the merged Append
+// is one the owner could have sent itself (the first one's Prev, every
+// entry in order, the last one's durable point), the owner counts what it
+// queued as sent and sends again what is not acknowledged, as it does for
+// a lost message, and a follower checks a merged Append as any other. An
+// Append that does not extend the one held (a retransmission from an
+// earlier point) replaces it, and a reset, which carries everything past
+// the durable point, goes at once and drops it. The simulation runs each
+// of its configurations again with the owners sending through it.
 //
 // # The follower
 //
