@@ -31,9 +31,9 @@ func TestSimulationCatchesFaults(t *testing.T) {
 			defer func() { *c.set = false }()
 			for _, cfg := range simConfigs {
 				for seed := range int64(faultSeeds) {
-					if err := newWorld(seed, cfg.n, cfg.q, false).run(simSteps); err != nil {
+					if err := newWorld(seed, cfg, false).run(simSteps); err != nil {
 						first, _, _ := strings.Cut(err.Error(), "\n")
-						t.Logf("caught at n=%d q=%d: %s", cfg.n, cfg.q, first)
+						t.Logf("caught at %s: %s", cfg, first)
 						return
 					}
 				}

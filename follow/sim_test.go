@@ -28,6 +28,9 @@ import (
 // transport's checks. Every message crosses the wire encoding. Each seed
 // draws its own mix of these (swarm: a fault absent, rare or frequent),
 // and half the time a lost store is the one whose log reaches furthest.
+// Each configuration runs again with the owners sending through
+// GroupCommit, as package quorum's do: one Append in flight per follower,
+// the rest merged behind it.
 //
 // After every step it checks:
 //   - a follower holds only chained entries, never more than its bound, and
@@ -53,27 +56,43 @@ import (
 
 const simSteps = 400
 
-var simConfigs = []struct{ n, q int }{{3, 2}, {5, 3}}
+// simConfig is a follower set's size and quorum, and whether its owners
+// send through GroupCommit. The ones without come first: they are the
+// schedules TestSimulationCatchesFaults was tuned on.
+type simConfig struct {
+	n, q        int
+	groupCommit bool
+}
+
+func (c simConfig) String() string {
+	s := fmt.Sprintf("n=%d,q=%d", c.n, c.q)
+	if c.groupCommit {
+		s += ",group_commit"
+	}
+	return s
+}
+
+var simConfigs = []simConfig{{3, 2, false}, {5, 3, false}, {3, 2, true}, {5, 3, true}}
 
 func TestSimulation(t *testing.T) {
 	seeds, one := simSeeds(t)
 	for _, c := range simConfigs {
-		t.Run(fmt.Sprintf("n=%d,q=%d", c.n, c.q), func(t *testing.T) {
+		t.Run(c.String(), func(t *testing.T) {
 			var total simStats
 			for _, seed := range seedList(seeds, one) {
-				w := newWorld(seed, c.n, c.q, one >= 0)
+				w := newWorld(seed, c, one >= 0)
 				err := w.run(simSteps)
 				if one >= 0 {
 					t.Log(strings.Join(w.trace, "\n"))
 				}
 				if err != nil {
-					t.Fatalf("%v\nreplay: FOLLOW_SIM_SEED=%d go test ./follow -run 'TestSimulation/n=%d,q=%d' -v", err, seed, c.n, c.q)
+					t.Fatalf("%v\nreplay: FOLLOW_SIM_SEED=%d go test ./follow -run 'TestSimulation/%s$' -v", err, seed, c)
 				}
 				total.add(w.stats)
 			}
 			t.Logf("%d seeds: %s", len(seedList(seeds, one)), total)
 			if seeds >= 200 && one < 0 {
-				total.exercised(t)
+				total.exercised(t, c)
 			}
 		})
 	}
@@ -118,6 +137,7 @@ func seedList(seeds int, one int64) []int64 {
 type simStats struct {
 	commits, acked, takeovers, recovered, tooFew, superseded, zombieRefused int
 	lost, replaced, full, corrupted, dropped, duplicated, resets            int
+	held                                                                    int // Appends GroupCommit held back (merged, replaced or dropped)
 }
 
 func (s *simStats) add(o simStats) {
@@ -135,12 +155,16 @@ func (s *simStats) add(o simStats) {
 	s.dropped += o.dropped
 	s.duplicated += o.duplicated
 	s.resets += o.resets
+	s.held += o.held
 }
 
 // exercised fails if some fault never happened, or some outcome never came
 // of the schedules: a simulation that stopped reaching it checks nothing
 // about it.
-func (s simStats) exercised(t *testing.T) {
+func (s simStats) exercised(t *testing.T, c simConfig) {
+	if c.groupCommit && s.held == 0 {
+		t.Errorf("no Append held by GroupCommit in any schedule")
+	}
 	for name, n := range map[string]int{
 		"acknowledgement": s.acked, "takeover that recovered a tail": s.recovered, "takeover with too few answers": s.tooFew,
 		"superseded takeover": s.superseded, "refusal to a zombie": s.zombieRefused, "lost store": s.lost,
@@ -155,8 +179,10 @@ func (s simStats) exercised(t *testing.T) {
 
 func (s simStats) String() string {
 	return fmt.Sprintf("commits %d, acknowledged %d, takeovers %d (recovered a tail %d, too few answers %d, superseded %d), "+
-		"refusals to zombies %d, stores lost %d, replacements %d, full refusals %d, corrupted deliveries %d, drops %d, duplicates %d, resets %d",
-		s.commits, s.acked, s.takeovers, s.recovered, s.tooFew, s.superseded, s.zombieRefused, s.lost, s.replaced, s.full, s.corrupted, s.dropped, s.duplicated, s.resets)
+		"refusals to zombies %d, stores lost %d, replacements %d, full refusals %d, corrupted deliveries %d, drops %d, duplicates %d, resets %d, "+
+		"Appends held by GroupCommit %d",
+		s.commits, s.acked, s.takeovers, s.recovered, s.tooFew, s.superseded, s.zombieRefused, s.lost, s.replaced, s.full, s.corrupted, s.dropped, s.duplicated, s.resets,
+		s.held)
 }
 
 // simNode is a follower and its store.
@@ -175,6 +201,7 @@ type simNode struct {
 type simOwner struct {
 	epoch   frames.Epoch
 	o       *Owner
+	gc      *GroupCommit // nil: the owner's Appends go as it queues them
 	t       *Takeover
 	hist    []Entry
 	set     []FollowerID
@@ -185,6 +212,16 @@ type simOwner struct {
 }
 
 func (s *simOwner) addr() FollowerID { return FollowerID("o" + s.epoch.String()) }
+
+// forget drops GroupCommit's windows of the followers of gone not in kept,
+// whom the owner no longer sends to.
+func (s *simOwner) forget(gone, kept []FollowerID) {
+	for _, id := range gone {
+		if s.gc != nil && !slices.Contains(kept, id) {
+			s.gc.Forget(id)
+		}
+	}
+}
 
 type simMsg struct {
 	from, to FollowerID
@@ -226,19 +263,21 @@ type world struct {
 	slow      bool // some followers are slow
 	// isolateNew: a new takeover starts cut from up to q-1 followers,
 	// which go on with the old owner as long as the cut lasts.
-	isolateNew bool
-	settling   bool // faults are over
-	full       bool // keep the whole trace
-	trace      []string
-	err        error
+	isolateNew  bool
+	groupCommit bool // owners send through GroupCommit
+	settling    bool // faults are over
+	full        bool // keep the whole trace
+	trace       []string
+	err         error
 }
 
-func newWorld(seed int64, n, q int, fullTrace bool) *world {
+func newWorld(seed int64, c simConfig, fullTrace bool) *world {
+	n, q := c.n, c.q
 	w := &world{
 		seed: seed, rng: rand.New(rand.NewPCG(uint64(seed), 0x666f6c6c6f77)), n: n, q: q,
 		lim: Limits{MaxTailBytes: 2400}, now: time.Unix(1_700_000_000, 0),
 		nodes: map[FollowerID]*simNode{}, cut: map[[2]FollowerID]bool{}, acked: map[frames.Seq]simAck{}, recovered: map[frames.Epoch][]Entry{},
-		sealed: map[FollowerID]map[frames.Epoch]frames.Seq{}, full: fullTrace,
+		sealed: map[FollowerID]map[frames.Epoch]frames.Seq{}, full: fullTrace, groupCommit: c.groupCommit,
 	}
 	w.swarm()
 	for range n {
@@ -269,7 +308,11 @@ func (w *world) logf(format string, args ...any) {
 
 func (w *world) failf(format string, args ...any) {
 	if w.err == nil {
-		w.err = fmt.Errorf("seed %d (n=%d q=%d) step %d: %s\nlast events:\n%s", w.seed, w.n, w.q, w.step, fmt.Sprintf(format, args...), strings.Join(w.trace, "\n"))
+		gc := ""
+		if w.groupCommit {
+			gc = ", group commit"
+		}
+		w.err = fmt.Errorf("seed %d (n=%d q=%d%s) step %d: %s\nlast events:\n%s", w.seed, w.n, w.q, gc, w.step, fmt.Sprintf(format, args...), strings.Join(w.trace, "\n"))
 	}
 }
 
@@ -461,11 +504,21 @@ func (w *world) send(from, to FollowerID, m Message) {
 
 func (w *world) flush(s *simOwner) {
 	var out []Envelope
-	if s.t != nil {
+	switch {
+	case s.t != nil:
 		out = s.t.Outbox()
-	} else {
+	case s.gc != nil:
+		out = s.o.Outbox()
+		n := len(out)
+		out = s.gc.Route(out, w.now)
+		w.stats.held += n - len(out)
+	default:
 		out = s.o.Outbox()
 	}
+	w.sendAll(s, out)
+}
+
+func (w *world) sendAll(s *simOwner, out []Envelope) {
 	for _, env := range out {
 		w.send(s.addr(), env.To, env.Msg)
 	}
@@ -551,6 +604,9 @@ func (w *world) handle(from, to FollowerID, m Message) {
 			w.flush(s)
 			w.takeoverDone(s)
 		} else {
+			if s.gc != nil {
+				w.sendAll(s, s.gc.Receive(from, m, w.now)) // what was held goes first
+			}
 			s.o.Receive(from, m)
 			w.flush(s)
 		}
@@ -566,6 +622,9 @@ func (w *world) tick(d time.Duration) {
 			w.flush(s)
 			w.takeoverDone(s)
 		} else {
+			if s.gc != nil {
+				w.sendAll(s, s.gc.Tick(w.now))
+			}
 			s.o.Tick(w.now)
 			w.flush(s)
 		}
@@ -752,6 +811,9 @@ func (w *world) takeoverDone(s *simOwner) {
 		return
 	}
 	s.o, s.t, s.hist, s.acked = o, nil, hist, o.Acked()
+	if w.groupCommit {
+		s.gc = NewGroupCommit(100 * time.Millisecond)
+	}
 	w.flush(s)
 }
 
@@ -811,6 +873,7 @@ func (w *world) replace(s *simOwner) {
 				if err := s.o.Cancel(); err != nil {
 					w.failf("%s: Cancel: %v", s.addr(), err)
 				}
+				s.forget(next, s.set)
 				w.logf("%s cancels the change to %v: %s failed (%v)", s.addr(), next, st.ID, st.Failed)
 				return
 			}
@@ -820,6 +883,7 @@ func (w *world) replace(s *simOwner) {
 				w.failf("%s: Recorded: %v", s.addr(), err)
 				return
 			}
+			s.forget(s.set, next)
 			w.own.set, s.set = next, next
 			w.stats.replaced++
 			w.logf("%s records set %v", s.addr(), next)

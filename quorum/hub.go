@@ -23,8 +23,9 @@ type Transport interface {
 	Send(to follow.FollowerID, actor string, m follow.Message) error
 }
 
-// Directory is what a hub knows of the cluster: package host's, from the
-// nodes' leases (fence) and own.json.
+// Directory is what a hub knows of the cluster: which followers are live,
+// how to reach them, and how to record a set in own.json. Leases
+// (leases.go) is the one over fence's node leases.
 type Directory interface {
 	// Candidates returns the live nodes, other than this one, that may
 	// follow an actor this node owns, most preferred first.

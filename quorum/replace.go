@@ -188,7 +188,7 @@ func (s *Session) record(ctx context.Context, o *follow.Owner, own fence.Ownersh
 	}
 	for _, id := range old {
 		if !slices.Contains(next, id) {
-			delete(s.windows, id)
+			s.gc.Forget(id)
 		}
 	}
 	s.h.stats.replaced.Add(int64(countNew(old, next)))
@@ -221,7 +221,7 @@ func (s *Session) watchJoining(o *follow.Owner, status []follow.FollowerStatus, 
 	}
 	for _, id := range stuck {
 		s.repl.avoid[id] = now.Add(s.h.cfg.ReplaceWait)
-		delete(s.windows, id)
+		s.gc.Forget(id)
 	}
 	s.h.log.Warn("gave up replacing followers", logattr.Actor, s.actor, "newcomers", stuck)
 }
@@ -267,7 +267,7 @@ func (s *Session) replaceBad(ctx context.Context, o *follow.Owner, status []foll
 		return
 	}
 	s.repl.began = now
-	out := s.route(o.Outbox(), now)
+	out := s.gc.Route(o.Outbox(), now)
 	s.noteLocked()
 	s.mu.Unlock()
 	s.h.log.Info("replacing followers", logattr.Actor, s.actor, "from", set, "to", next)

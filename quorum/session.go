@@ -31,9 +31,9 @@ type Session struct {
 	changed chan struct{} // closed and replaced when Acked or Err may have changed
 	err     error         // superseded
 	closed  bool
-	windows map[follow.FollowerID]*window // one Append in flight per follower (window.go)
-	own     fence.Ownership               // the claim as own.json holds it now (replace.go rewrites it)
-	repl    replacing                     // changes of the set (replace.go)
+	gc      *follow.GroupCommit // one Append in flight per follower: the owner's messages go through it
+	own     fence.Ownership     // the claim as own.json holds it now (replace.go rewrites it)
+	repl    replacing           // changes of the set (replace.go)
 	// unreachable: the followers no live node served at the last look
 	// (replace.go), which Acked does not count on.
 	unreachable map[follow.FollowerID]bool
@@ -52,7 +52,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch frames.
 	s.mu.Lock()
 	s.closed, s.owner, s.err, s.tk, s.tkDone, s.n, s.q, s.own = false, nil, nil, nil, nil, 0, 0, fence.Ownership{}
 	s.unreachable, s.repl = nil, replacing{avoid: map[follow.FollowerID]time.Time{}}
-	s.windows = map[follow.FollowerID]*window{}
+	s.gc = follow.NewGroupCommit(s.h.cfg.Retransmit)
 	s.mu.Unlock()
 	if len(prev.Followers) == 0 {
 		return nil, nil
@@ -135,10 +135,10 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 	}
 	s.mu.Lock()
 	s.owner, s.n, s.q, s.own = o, len(set), q, own
-	if s.windows == nil {
-		s.windows = map[follow.FollowerID]*window{}
+	if s.gc == nil {
+		s.gc = follow.NewGroupCommit(s.h.cfg.Retransmit)
 	}
-	out := s.route(o.Outbox(), time.Now())
+	out := s.gc.Route(o.Outbox(), time.Now())
 	s.mu.Unlock()
 	if err := s.h.register(s); err != nil {
 		return own, err
@@ -159,7 +159,7 @@ func (s *Session) Append(e follow.Entry) error {
 		return nil // no followers: the bucket acknowledges
 	}
 	err := s.owner.Append(e)
-	out := s.route(s.owner.Outbox(), time.Now())
+	out := s.gc.Route(s.owner.Outbox(), time.Now())
 	s.noteLocked()
 	s.mu.Unlock()
 	s.h.sendAll(s.actor, out)
@@ -176,7 +176,7 @@ func (s *Session) BucketDurable(p follow.Point) {
 	if err := s.owner.BucketDurable(p); err != nil && !errors.Is(err, follow.ErrSuperseded) {
 		s.h.log.Error("bucket durable point not in the owner's log", logattr.Actor, s.actor, logattr.Seq, p.Seq, logattr.Err, err)
 	}
-	out := s.route(s.owner.Outbox(), time.Now())
+	out := s.gc.Route(s.owner.Outbox(), time.Now())
 	s.noteLocked()
 	s.mu.Unlock()
 	s.h.sendAll(s.actor, out)
@@ -262,12 +262,9 @@ func (s *Session) receive(from follow.FollowerID, m follow.Message) {
 		s.takeoverDoneLocked()
 	case s.owner != nil && !s.closed:
 		now := time.Now()
-		switch m.(type) {
-		case *follow.Ack, *follow.Refuse:
-			out = s.answered(from, now) // what was held goes first
-		}
+		out = s.gc.Receive(from, m, now) // what was held goes first
 		s.owner.Receive(from, m)
-		out = append(out, s.route(s.owner.Outbox(), now)...)
+		out = append(out, s.gc.Route(s.owner.Outbox(), now)...)
 		s.noteLocked()
 	}
 	s.mu.Unlock()
@@ -283,13 +280,9 @@ func (s *Session) tick(now time.Time) {
 		out = s.tk.Outbox()
 		s.takeoverDoneLocked()
 	case s.owner != nil && !s.closed:
-		retransmit := s.h.cfg.Retransmit
-		if retransmit <= 0 {
-			retransmit = follow.DefaultRetransmit
-		}
-		out = s.expire(now, retransmit)
+		out = s.gc.Tick(now)
 		s.owner.Tick(now)
-		out = append(out, s.route(s.owner.Outbox(), now)...)
+		out = append(out, s.gc.Route(s.owner.Outbox(), now)...)
 		s.noteLocked()
 	}
 	s.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/workers"
+	"github.com/framectl/framectl/restore"
 )
 
 var lsUsage = usage{forms: []string{"--bucket [--namespace [--tenant] | --namespace-id] [--actor] [--headers] [--json [-v]]"},
@@ -307,36 +308,41 @@ func readLineages(ctx context.Context, b bucket.Bucket, a *lsActor) error {
 	})
 }
 
+// readLineage fills in where s started, as restore.SessionLineage reads
+// it: the lineage a restore follows, from the session's oldest snapshot
+// that is a manifest. A snapshot deleted since the listing (compaction) is
+// taken out of the list and the rest read again, a manifest that does not
+// decode is damage shown on the session, and a bucket that does not
+// answer fails ls.
 func readLineage(ctx context.Context, b bucket.Bucket, s *lsSession) error {
+	rs := &restore.Session{Epoch: s.Epoch}
 	for _, o := range s.Objects { // in sequence order: the oldest first
-		if o.Kind != "snapshot" {
-			continue
+		if o.Kind == "snapshot" {
+			rs.Snapshots = append(rs.Snapshots, restore.Object{Key: o.Key, Kind: frames.KeySnapshot, Epoch: o.Epoch, Seq: o.Seq, Size: o.Size, ModTime: o.ModTime})
 		}
-		r, _, err := b.Get(ctx, o.Key)
-		if errors.Is(err, bucket.ErrNotFound) {
-			continue // deleted since the listing (compaction)
-		}
-		if err != nil {
-			return fmt.Errorf("reading %s: %w", o.Key, err)
-		}
-		_, m, err := frames.OpenSnapshot(r, o.Key, frames.Limits{})
-		r.Close()
+	}
+	for len(rs.Snapshots) > 0 {
+		lin, _, known, err := restore.SessionLineage(ctx, b, rs, frames.Limits{})
+		var be *bucket.Error
 		switch {
-		case errors.Is(err, frames.ErrDamage):
-			if s.LineageError == "" {
-				s.Lineage, s.LineageError = "damaged", errString(err)
+		case errors.Is(err, bucket.ErrNotFound) && errors.As(err, &be):
+			i := slices.IndexFunc(rs.Snapshots, func(o restore.Object) bool { return o.Key == be.Key })
+			if i < 0 {
+				return fmt.Errorf("reading the lineage of session %d: %w", s.Epoch, err)
 			}
+			rs.Snapshots = slices.Delete(rs.Snapshots, i, i+1)
 			continue
+		case errors.Is(err, frames.ErrDamage):
+			s.Lineage, s.LineageError = "damaged", errString(err)
 		case err != nil:
-			return fmt.Errorf("reading %s: %w", o.Key, err)
-		case m == nil:
+			return fmt.Errorf("reading the lineage of session %d: %w", s.Epoch, err)
+		case !known:
 			s.Lineage = "unrecorded"
-		case m.Predecessor.Epoch == 0:
+		case lin.Epoch == 0:
 			s.Lineage = "new"
 		default:
-			s.Lineage, s.Predecessor = "continues", &lsLineage{Epoch: m.Predecessor.Epoch, Seq: m.Predecessor.Seq}
+			s.Lineage, s.Predecessor = "continues", &lsLineage{Epoch: lin.Epoch, Seq: lin.Seq}
 		}
-		s.LineageError = ""
 		return nil
 	}
 	return nil

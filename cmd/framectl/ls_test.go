@@ -171,3 +171,61 @@ func TestLsLineage(t *testing.T) {
 		})
 	}
 }
+
+// Where a session's lineage cannot be read, ls says why and goes on: a
+// session of full snapshots (written before manifests) never recorded it,
+// a manifest that does not decode is damage named on its session, and a
+// session whose snapshot is gone has none to read it from.
+func TestLsLineageUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, f *fixture, key string)
+		want   string // lsSession.Lineage
+		text   string
+	}{
+		{"full snapshot", func(t *testing.T, f *fixture, key string) { toFullSnapshot(t, f.b, f.actor, key) },
+			"unrecorded", "lineage not recorded (full snapshots)"},
+		{"unreadable manifest", func(t *testing.T, f *fixture, key string) {
+			_, err := f.b.Put(t.Context(), key, strings.NewReader("not a snapshot"), 14, bucket.Condition{})
+			require.NoError(t, err)
+		}, "damaged", "lineage unreadable: "},
+		{"no snapshot", func(t *testing.T, f *fixture, key string) { require.NoError(t, f.b.Delete(t.Context(), key)) },
+			"", "no snapshot: lineage unknown"},
+	} {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			f := replicate(t, buckettest.Dir(t), 3)
+			key := f.snapshot(t)
+			tc.damage(t, f, key)
+
+			r := runCLI(t, append([]string{"ls", "--json"}, f.actorFlags()...)...).want(t, exitOK)
+			var rep lsReport
+			require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+			require.Len(t, rep.Actors[0].Sessions, 1)
+			s := rep.Actors[0].Sessions[0]
+			require.Equal(t, tc.want, s.Lineage)
+			require.Nil(t, s.Predecessor)
+			if tc.want == "damaged" {
+				require.Contains(t, s.LineageError, key, "the damage names the manifest")
+			} else {
+				require.Empty(t, s.LineageError)
+			}
+
+			r = runCLI(t, append([]string{"ls"}, f.actorFlags()...)...).want(t, exitOK)
+			contains(t, "ls --actor", r.stdout, "session 1: ", tc.text)
+		})
+	}
+}
+
+// A snapshot listed but deleted before its lineage is read (a compaction
+// ran meanwhile) is passed over for the next.
+func TestLsLineagePassesOverVanishedSnapshot(t *testing.T) {
+	f := replicate(t, buckettest.Dir(t), 3)
+	gone := f.actor.SnapshotKey(1, 999)
+	s := &lsSession{Epoch: 1, Objects: []lsObject{
+		{Kind: "snapshot", Key: gone, Epoch: 1},
+		{Kind: "snapshot", Key: f.snapshot(t), Epoch: 1},
+	}}
+	require.NoError(t, readLineage(t.Context(), f.b, s))
+	require.Equal(t, "new", s.Lineage)
+	require.Empty(t, s.LineageError)
+}
