@@ -26,21 +26,21 @@ func TestAlarmScanReadsLiveHoldersOncePerScan(t *testing.T) {
 			raw := be.New(t)
 			const entries, scans = 20, 10
 			overdueAtLiveHolder(t, raw, entries)
-			cb := newCountingBucket(raw)
+			cb := buckettest.NewCounting(raw)
 			// The default lease: Lease+Grace (15 s) outlasts the scans
 			// below many times over, so no own.json is due again.
 			rec := &alarmRecorder{}
 			h := alarmHost(t, cb, rec, Config{Lease: fence.DefaultLease, Grace: fence.DefaultGrace, AlarmScanEvery: -1})
 			holders := newScanHolders()
-			before := cb.counts()
+			before := cb.Counts()
 			for range scans {
 				require.NoError(t, h.scanAlarms(ctx, "ns", holders))
 			}
-			got := cb.counts().since(before)
+			got := cb.Counts().Since(before)
 			t.Logf("%d scans of %d entries: %s", scans, entries, got)
-			assert.Equal(t, int64(entries), got.get("get", "own"), "own.json reads")
-			assert.Equal(t, int64(scans), got.get("get", "node"), "lease reads")
-			assert.Equal(t, int64(scans), got.get("list", "alarm"), "listings")
+			assert.Equal(t, int64(entries), got.Get("get", "own"), "own.json reads")
+			assert.Equal(t, int64(scans), got.Get("get", "node"), "lease reads")
+			assert.Equal(t, int64(scans), got.Get("list", "alarm"), "listings")
 			assert.Empty(t, h.Actors(), "actors claimed from a live holder")
 			assert.Empty(t, rec.list(), "alarms run")
 			assert.Len(t, holders.of("ns").left, entries, "holders remembered")
@@ -67,13 +67,13 @@ func TestAlarmScanListsABacklogInLargePages(t *testing.T) {
 			raw := be.New(t)
 			const entries = 250
 			overdueAtLiveHolder(t, raw, entries)
-			cb := newCountingBucket(raw)
+			cb := buckettest.NewCounting(raw)
 			h := alarmHost(t, cb, &alarmRecorder{}, Config{Lease: fence.DefaultLease, Grace: fence.DefaultGrace, AlarmScanEvery: -1})
 			holders := newScanHolders()
-			before := cb.counts()
+			before := cb.Counts()
 			require.NoError(t, h.scanAlarms(ctx, "ns", holders))
-			got := cb.counts().since(before)
-			assert.Equal(t, int64(2), got.get("list", "alarm"), "listings of one scan: %s", got)
+			got := cb.Counts().Since(before)
+			assert.Equal(t, int64(2), got.Get("list", "alarm"), "listings of one scan: %s", got)
 			assert.Len(t, holders.of("ns").left, entries, "entries left to their holder")
 		})
 	}
@@ -92,30 +92,30 @@ func TestAlarmScanCostIndependentOfBacklog(t *testing.T) {
 				ctx := t.Context()
 				raw := be.New(t)
 				overdueAtLiveHolderWith(t, raw, entries, fence.Options{Lease: alarmLease, Grace: alarmGrace})
-				cb := newCountingBucket(raw)
+				cb := buckettest.NewCounting(raw)
 				rec := &alarmRecorder{}
 				h := alarmHost(t, cb, rec, Config{AlarmScanEvery: -1})
 				holders := newScanHolders()
-				scan := func() reqCounts {
+				scan := func() buckettest.Counts {
 					t.Helper()
-					before := cb.counts()
+					before := cb.Counts()
 					require.NoError(t, h.scanAlarms(ctx, "ns", holders))
-					got := cb.counts().since(before)
+					got := cb.Counts().Since(before)
 					// The host's own lease renewal runs beside the scan
 					// and may land inside it; a scan never writes a lease.
-					delete(got, reqKind{"put", "node"})
+					delete(got, buckettest.Req{Op: "put", Kind: "node"})
 					return got
 				}
 				first := scan()
-				assert.Equal(t, int64(entries), first.get("get", "own"), "own.json reads of the first scan: %s", first)
+				assert.Equal(t, int64(entries), first.Get("get", "own"), "own.json reads of the first scan: %s", first)
 				for i := range 3 {
 					got := scan()
-					assert.Equal(t, reqCounts{{"list", "alarm"}: 1, {"get", "node"}: 1}, got, "requests of scan %d", i+2)
+					assert.Equal(t, buckettest.Counts{{Op: "list", Kind: "alarm"}: 1, {Op: "get", Kind: "node"}: 1}, got, "requests of scan %d", i+2)
 				}
 				time.Sleep(alarmLease + alarmGrace + 100*time.Millisecond)
 				got := scan()
-				assert.LessOrEqual(t, got.get("get", "own"), int64(alarmRechecksPerScan), "own.json reads once Lease+Grace passed: %s", got)
-				assert.Equal(t, int64(1), got.get("list", "alarm"), "listings once Lease+Grace passed: %s", got)
+				assert.LessOrEqual(t, got.Get("get", "own"), int64(alarmRechecksPerScan), "own.json reads once Lease+Grace passed: %s", got)
+				assert.Equal(t, int64(1), got.Get("list", "alarm"), "listings once Lease+Grace passed: %s", got)
 				assert.Len(t, holders.of("ns").left, entries, "entries left to their holder")
 				assert.Empty(t, h.Actors(), "actors claimed from a live holder")
 				assert.Empty(t, rec.list(), "alarms run")

@@ -3,11 +3,13 @@
 // temporary directories; each call returns a fresh, empty bucket), Faulty,
 // which injects errors, lost responses, latency and stale listings into
 // one, Outage, which fails every call while the test keeps it down, Gate,
-// which holds chosen uploads until the test lets them go, and Clock, which
+// which holds chosen uploads until the test lets them go, Counting, which
+// counts the requests by operation and kind of key, and Clock, which
 // moves only when a test says so.
 //
 // It is for tests only (nothing outside a _test.go file imports it), and it
-// must never fake a bucket: Faulty, Outage and Gate wrap a real one.
+// must never fake a bucket: Faulty, Outage, Gate and Counting wrap a real
+// one.
 package buckettest
 
 import (
