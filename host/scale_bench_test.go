@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
@@ -252,7 +253,7 @@ func scaleHost(b *testing.B, cb *buckettest.Counting, raw bucket.Bucket, mode sc
 		Lease:  fence.DefaultLease, Grace: fence.DefaultGrace,
 		Idle:     time.Hour,
 		SweepAge: -1,
-		Alarms: map[string]AlarmFunc{scaleNS: func(context.Context, *Actor, AlarmRun) error {
+		Alarms: map[string]AlarmFunc{scaleNS: func(context.Context, *Actor, alarm.Run) error {
 			return nil
 		}},
 	}
