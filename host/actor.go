@@ -2,14 +2,13 @@ package host
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl"
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/logattr"
@@ -56,13 +55,9 @@ type Actor struct {
 	// someone. Written by the open goroutine, read by it under Host.mu.
 	claimBeforeStop bool
 
-	// The alarm index entries this session wrote or superseded and has
-	// not deleted (alarm_index.go), under amu.
-	amu        sync.Mutex
-	alarmKeys  map[string]alarmNote
-	alarmNotes uint64  // notes taken, to order them
-	alarmDirty bool    // an alarm write since the last settle
-	alarmPool  *sql.DB // the host's own connection, for settles
+	// alarm is the session's alarm (package alarm), which the host tells
+	// where the actor is in its lifecycle. Set by newActorLocked.
+	alarm *alarm.Session
 
 	// Guarded by Host.mu.
 	state      State
@@ -74,16 +69,6 @@ type Actor struct {
 	lastErr    error     // the last claim attempt's error, while retrying
 	closeErr   error     // set before gone is closed
 	refused    bool      // claimed as the drain began: never handed out (drop is set too)
-	settling   bool      // a settle of the alarm index holds a use
-	// The alarm's run (alarm_fire.go): one at a time, holding a use; the
-	// retry of one that failed; a look asked for while not open yet.
-	alarmBusy    bool
-	alarmRetry   alarmRetry
-	alarmPending time.Time
-	// alarmAwait: a look found a set due but not committed; look again
-	// once the database has more than alarmCommits commits.
-	alarmAwait   bool
-	alarmCommits int64
 }
 
 // Namespace returns the actor's namespace.
@@ -223,6 +208,7 @@ func (h *Host) newActorLocked(key actorKey, prev *Actor, retryUntil time.Time) *
 	if prev != nil {
 		a.stale, a.peers = prev.db, prev.peers
 	}
+	a.alarm = h.alarms.NewSession(alarm.Key{Namespace: key.ns, ID: key.id}, actorForAlarm{a})
 	h.actors[key] = a
 	h.bg.Add(1)
 	go h.open(a)
@@ -242,7 +228,7 @@ func (a *Actor) unusable() error {
 // release gives back a Handle, or an Acquire's wait for an open.
 func (h *Host) release(a *Actor) { h.releaseUse(a, true) }
 
-// releaseUse gives back a use; one of the host's own (a settle, a look at
+// releaseUse gives back a use; one of the alarms' (a settle, a look at
 // the alarm that ran nothing) is not a use of the actor's, and does not
 // keep it from hibernating.
 func (h *Host) releaseUse(a *Actor, touch bool) {
@@ -252,10 +238,10 @@ func (h *Host) releaseUse(a *Actor, touch bool) {
 	if touch {
 		a.lastUsed = h.clock.Now()
 	}
-	h.awaitedCommitLocked(a)
 	// Whoever wrote the alarm has released it, most likely after Durable:
-	// delete what that made stale, holding a use meanwhile.
-	if h.settleSoonLocked(a) {
+	// its Session deletes what that made stale, holding a use meanwhile.
+	if a.alarm.Released() {
+		a.refs++
 		return
 	}
 	if a.refs > 0 || a.state != Open {
@@ -281,6 +267,7 @@ func (h *Host) dropLocked(a *Actor, why error) {
 		return
 	}
 	a.drop = true
+	a.alarm.Closing()
 	h.stats.dropped(why)
 	nodeErr := a.node.Err()
 	a.reopen = !h.cfg.StopOnNodeLoss && nodeErr != nil && !errors.Is(nodeErr, fence.ErrClosed)
@@ -297,6 +284,7 @@ func (h *Host) closeLocked(a *Actor, why string) {
 		return
 	}
 	a.state = Closing
+	a.alarm.Closing()
 	h.bg.Add(1)
 	go h.close(a, why)
 }
@@ -319,14 +307,9 @@ func (h *Host) close(a *Actor, why string) {
 	if !reopen && a.db.Stats().Stopped == nil {
 		// Nothing writes the alarm any more: entries of sets that never
 		// committed are stale too.
-		if err := h.settleAlarms(ctx, a, true); err != nil {
-			h.log.Warn("stale alarm index entries left", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, err)
-		}
-		if why == whyIdle {
-			wakeAt = h.alarmToWake(ctx, a)
-		}
+		wakeAt = a.alarm.Finish(ctx, why == whyIdle)
 	}
-	a.closeAlarmConn()
+	a.alarm.Disconnect()
 	var err error
 	if !reopen {
 		err = a.db.Close(ctx)
@@ -342,9 +325,7 @@ func (h *Host) close(a *Actor, why string) {
 	h.stats.closed.retire(a.db.Stats())
 	a.closeErr = err
 	a.state = 0
-	if !wakeAt.IsZero() {
-		h.keepWakeupLocked(a.key, wakeAt)
-	}
+	a.alarm.Gone(wakeAt)
 	var orphan *framectl.DB
 	switch {
 	case reopen && h.stopErr == nil:

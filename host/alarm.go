@@ -2,83 +2,70 @@ package host
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
+	"github.com/framectl/framectl/alarm"
+	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 )
 
-// Errors of the alarm operations.
-var (
-	// ErrBadAlarmTime: an alarm's time is zero or before 1970 (the index
-	// orders Unix milliseconds, which are never negative).
-	ErrBadAlarmTime = errors.New("host: bad alarm time")
-	// ErrWrongDatabase: the connection or transaction given to an alarm
-	// operation is not on the actor's database.
-	ErrWrongDatabase = errors.New("host: not the actor's database")
-	// ErrBadAlarmRow: the alarm table holds what the host never writes.
-	ErrBadAlarmRow = errors.New("host: bad alarm row")
-	// ErrAlarmContended: a set or delete outside a transaction lost the
-	// race with other alarm writes of the actor several times in a row.
-	ErrAlarmContended = errors.New("host: alarm changed concurrently")
+// The actors' alarms are package alarm's (go doc ./alarm): the host
+// implements its Host (hostForAlarms) and, for each actor, its Actor
+// (actorForAlarm), and tells each actor's alarm.Session where the actor
+// is in its lifecycle.
+
+// AlarmFunc runs an actor's alarm, on the node that holds the actor, once
+// it is due. It returns nil when the alarm's work is done: the host then
+// clears the alarm, unless it was set again meanwhile (by the handler
+// itself, or a request), and the alarm's index entry is deleted once the
+// clear is durable. An error runs it again later (retries with backoff);
+// so does a run cut short by the node's death: delivery is at least once.
+// Its ctx ends at Config.AlarmTimeout, when the host closes, or when the
+// node is lost.
+type AlarmFunc func(ctx context.Context, a *Actor, run alarm.Run) error
+
+// Names of package alarm's, kept for one release.
+type (
+	// Deprecated: use alarm.Alarm.
+	Alarm = alarm.Alarm
+	// Deprecated: use alarm.Run.
+	AlarmRun = alarm.Run
+	// Deprecated: use alarm.Querier.
+	Querier = alarm.Querier
+	// Deprecated: use alarm.Entry.
+	AlarmEntry = alarm.Entry
+	// Deprecated: use alarm.Page.
+	AlarmPage = alarm.Page
+	// Deprecated: use alarm.Stats.
+	AlarmStats = alarm.Stats
 )
 
-// Querier is what the alarm operations need of the caller's connection:
-// *sql.Tx (the alarm commits with the caller's other writes), *sql.Conn or
-// *sql.DB (it commits on its own), on the actor's database (Actor.DB's
-// DSN).
-type Querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// Defaults of package alarm's, kept for one release.
+const (
+	// Deprecated: use alarm.DefaultScanEvery.
+	DefaultAlarmScanEvery = alarm.DefaultScanEvery
+	// Deprecated: use alarm.DefaultTimeout.
+	DefaultAlarmTimeout = alarm.DefaultTimeout
+)
 
-// Alarm is an actor's alarm: when it is due (millisecond precision), and
-// its generation, which every set, delete and clear of the actor's alarm
-// increments, so that an alarm set again for the same time is a new one.
-type Alarm struct {
-	Due time.Time
-	Gen uint64
-}
+// Errors of package alarm's, kept for one release.
+var (
+	// Deprecated: use alarm.ErrBadTime.
+	ErrBadAlarmTime = alarm.ErrBadTime
+	// Deprecated: use alarm.ErrWrongDatabase.
+	ErrWrongDatabase = alarm.ErrWrongDatabase
+	// Deprecated: use alarm.ErrBadRow.
+	ErrBadAlarmRow = alarm.ErrBadRow
+	// Deprecated: use alarm.ErrContended.
+	ErrAlarmContended = alarm.ErrContended
+)
 
-// alarmTable is the host's table in the actor's database. It holds one
-// row, id 1, once the actor set an alarm; due NULL is no alarm (the row
-// stays, keeping the generation).
-const alarmTable = "framectl_alarm"
-
-const alarmSchema = `CREATE TABLE IF NOT EXISTS ` + alarmTable + `(
-	id  INTEGER PRIMARY KEY CHECK (id = 1),
-	due INTEGER CHECK (due IS NULL OR due >= 0), -- Unix milliseconds
-	gen INTEGER NOT NULL CHECK (gen >= 1)
-) STRICT`
-
-// alarmRow is what the alarm table holds: gen 0 when it has no row (or
-// does not exist), set false when due is NULL.
-type alarmRow struct {
-	due uint64
-	gen uint64
-	set bool
-}
-
-func (r alarmRow) alarm() Alarm { return Alarm{Due: time.UnixMilli(int64(r.due)), Gen: r.gen} }
-
-// maxAlarmAttempts bounds the compare-and-swap retries of a set or delete
-// outside a transaction. Inside one it never retries: the transaction's
-// reads and its write see one state.
-const maxAlarmAttempts = 8
-
-// Alarm returns the actor's alarm as q sees it, and false if it has none.
-func (a *Actor) Alarm(ctx context.Context, q Querier) (Alarm, bool, error) {
-	if err := a.checkDatabase(ctx, q); err != nil {
-		return Alarm{}, false, err
-	}
-	r, err := a.readAlarm(ctx, q)
-	if err != nil || !r.set {
-		return Alarm{}, false, err
-	}
-	return r.alarm(), true, nil
+// Alarm returns the actor's alarm as q sees it, and false if it has none
+// (alarm.Session.Get).
+func (a *Actor) Alarm(ctx context.Context, q alarm.Querier) (alarm.Alarm, bool, error) {
+	return a.alarm.Get(ctx, q)
 }
 
 // SetAlarm sets the actor's alarm to due, replacing any alarm it has.
@@ -89,160 +76,104 @@ func (a *Actor) Alarm(ctx context.Context, q Querier) (Alarm, bool, error) {
 // be acknowledged; a transaction that rolls back leaves an entry behind
 // that the host deletes later. SetAlarm waits for that write, so call it
 // before the transaction's other writes take SQLite's write lock if the
-// actor's other writers must not wait for the bucket.
-func (a *Actor) SetAlarm(ctx context.Context, tx Querier, due time.Time) (Alarm, error) {
-	ms := due.UnixMilli()
-	if due.IsZero() || ms < 0 {
-		return Alarm{}, fmt.Errorf("%w: %v", ErrBadAlarmTime, due)
-	}
-	if err := a.checkDatabase(ctx, tx); err != nil {
-		return Alarm{}, err
-	}
-	for range maxAlarmAttempts {
-		old, err := a.readAlarm(ctx, tx)
-		if err != nil {
-			return Alarm{}, err
-		}
-		next := alarmRow{due: uint64(ms), gen: old.gen + 1, set: true}
-		// The entry first: nothing this call writes can commit before it.
-		if err := a.putAlarmEntry(ctx, next); err != nil {
-			return Alarm{}, err
-		}
-		a.noteAlarmEntries(old, next)
-		if old.gen == 0 {
-			if _, err := tx.ExecContext(ctx, alarmSchema); err != nil {
-				return Alarm{}, a.alarmErr("creating "+alarmTable, err)
-			}
-		}
-		ok, err := a.swapAlarm(ctx, tx, old, next)
-		if err != nil {
-			return Alarm{}, err
-		}
-		if ok {
-			// A look at its time: in a transaction that has not committed
-			// by then, the look finds the old alarm, and the settle after
-			// the writer's release looks again.
-			a.h.scheduleActor(a, next.alarm().Due)
-			return next.alarm(), nil
-		}
-	}
-	return Alarm{}, fmt.Errorf("%w: %s", ErrAlarmContended, a)
+// actor's other writers must not wait for the bucket (alarm.Session.Set).
+func (a *Actor) SetAlarm(ctx context.Context, tx alarm.Querier, due time.Time) (alarm.Alarm, error) {
+	return a.alarm.Set(ctx, tx, due)
 }
 
 // DeleteAlarm deletes the actor's alarm, if it has one. Given a
 // transaction, the deletion commits with it. The alarm's index entry is
-// deleted once the deletion is durable.
-func (a *Actor) DeleteAlarm(ctx context.Context, tx Querier) error {
-	if err := a.checkDatabase(ctx, tx); err != nil {
-		return err
-	}
-	for range maxAlarmAttempts {
-		old, err := a.readAlarm(ctx, tx)
-		if err != nil || !old.set {
-			return err
-		}
-		next := alarmRow{gen: old.gen + 1}
-		a.noteAlarmEntries(old, next)
-		ok, err := a.swapAlarm(ctx, tx, old, next)
-		if err != nil || ok {
-			return err
-		}
-	}
-	return fmt.Errorf("%w: %s", ErrAlarmContended, a)
+// deleted once the deletion is durable (alarm.Session.Delete).
+func (a *Actor) DeleteAlarm(ctx context.Context, tx alarm.Querier) error {
+	return a.alarm.Delete(ctx, tx)
 }
 
 // ClearAlarm deletes the actor's alarm only if it is still ran (the same
 // time and generation), and reports whether it did: an alarm set again
 // since ran was read, even for the same time, survives. It is how an
-// alarm that ran is cleared without losing one its handler set.
-func (a *Actor) ClearAlarm(ctx context.Context, tx Querier, ran Alarm) (bool, error) {
-	if err := a.checkDatabase(ctx, tx); err != nil {
-		return false, err
-	}
-	old, err := a.readAlarm(ctx, tx)
-	if err != nil || !old.set || old.gen != ran.Gen || int64(old.due) != ran.Due.UnixMilli() {
-		return false, err
-	}
-	next := alarmRow{gen: old.gen + 1}
-	a.noteAlarmEntries(old, next)
-	return a.swapAlarm(ctx, tx, old, next)
+// alarm that ran is cleared without losing one its handler set
+// (alarm.Session.Clear).
+func (a *Actor) ClearAlarm(ctx context.Context, tx alarm.Querier, ran alarm.Alarm) (bool, error) {
+	return a.alarm.Clear(ctx, tx, ran)
 }
 
-// readAlarm reads the alarm table: gen 0 if it has no row or does not
-// exist. Its values are checked, since anything with a connection can
-// write the actor's database.
-func (a *Actor) readAlarm(ctx context.Context, q Querier) (alarmRow, error) {
-	var tables int
-	if err := q.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?`, alarmTable).Scan(&tables); err != nil {
-		return alarmRow{}, a.alarmErr("reading the schema", err)
-	}
-	if tables == 0 {
-		return alarmRow{}, nil
-	}
-	var (
-		due sql.NullInt64
-		gen int64
-	)
-	err := q.QueryRowContext(ctx, `SELECT due, gen FROM `+alarmTable+` WHERE id = 1`).Scan(&due, &gen)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return alarmRow{}, nil
-	case err != nil:
-		return alarmRow{}, a.alarmErr("reading "+alarmTable, err)
-	case gen < 1 || due.Valid && due.Int64 < 0:
-		return alarmRow{}, fmt.Errorf("%w: %s in %s: due %v, gen %d", ErrBadAlarmRow, alarmTable, a, due, gen)
-	}
-	return alarmRow{due: uint64(due.Int64), gen: uint64(gen), set: due.Valid}, nil
+// ListAlarms lists the alarm index of a namespace in due order, from the
+// first key after startAfter: "" for the start, a previous page's Last,
+// or frames.AlarmDueAfter(id, ms) with the namespace's frames.NamespaceID
+// for the entries due at or after a time. limit 0 is the bucket's page
+// size (alarm.Service.List).
+func (h *Host) ListAlarms(ctx context.Context, namespace, startAfter string, limit int) (alarm.Page, error) {
+	return h.alarms.List(ctx, namespace, startAfter, limit)
 }
 
-// swapAlarm writes next if the table still holds old's generation (and no
-// row when old has none), and reports whether it did. Every write of the
-// row goes through it, so that the generations a database commits are
-// 1, 2, 3, ... with no two commits of one: the index's staleness rule
-// (alarmEntryStale) depends on it.
-func (a *Actor) swapAlarm(ctx context.Context, q Querier, old, next alarmRow) (bool, error) {
-	due := sql.NullInt64{Int64: int64(next.due), Valid: next.set}
-	var (
-		res sql.Result
-		err error
-	)
-	if old.gen == 0 {
-		res, err = q.ExecContext(ctx, `INSERT INTO `+alarmTable+`(id, due, gen) VALUES(1, ?, ?) ON CONFLICT(id) DO NOTHING`, due, int64(next.gen))
-	} else {
-		res, err = q.ExecContext(ctx, `UPDATE `+alarmTable+` SET due = ?, gen = ? WHERE id = 1 AND gen = ?`, due, int64(next.gen), int64(old.gen))
+// alarmConfig is the configuration of the host's alarms.
+func (h *Host) alarmConfig() alarm.Config {
+	cfg := h.cfg
+	namespaces := make([]string, 0, len(cfg.Alarms))
+	for ns := range cfg.Alarms {
+		namespaces = append(namespaces, ns)
+	}
+	return alarm.Config{
+		Bucket: cfg.Bucket, Tenant: cfg.VFS.Tenant, Namespaces: namespaces,
+		ScanEvery: cfg.AlarmScanEvery, Timeout: cfg.AlarmTimeout, Backoff: cfg.alarmBackoff,
+		Lease: cfg.Lease, Grace: cfg.Grace, Clock: cfg.Clock,
+		Logger: h.log, // the host's own lines, as they were
+	}
+}
+
+// hostForAlarms is the Host as package alarm sees it.
+type hostForAlarms struct{ h *Host }
+
+var _ alarm.Host = hostForAlarms{}
+
+func (x hostForAlarms) Acquire(ctx context.Context, key alarm.Key) (*alarm.Session, func(), error) {
+	hd, err := x.h.Acquire(ctx, key.Namespace, []byte(key.ID))
+	if errors.Is(err, ErrDraining) && !errors.Is(err, fence.ErrNotClaiming) {
+		// Refused as the drain began: not claiming either.
+		err = fmt.Errorf("%w (%w)", err, fence.ErrNotClaiming)
 	}
 	if err != nil {
-		return false, a.alarmErr("writing "+alarmTable, err)
+		return nil, nil, err
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, a.alarmErr("writing "+alarmTable, err)
-	}
-	return n == 1, nil
+	return hd.alarm, hd.Release, nil
 }
 
-// checkDatabase makes sure q is on this actor's database: an alarm
-// written into another actor's database would be indexed under this one.
-func (a *Actor) checkDatabase(ctx context.Context, q Querier) error {
-	var file string
-	if err := q.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
-		return a.alarmErr("reading the database's file", err)
-	}
-	mine, err := os.Stat(a.db.Path())
-	if err != nil {
-		return fmt.Errorf("host: %s: %w", a, err)
-	}
-	if theirs, err := os.Stat(file); err != nil || !os.SameFile(mine, theirs) {
-		return fmt.Errorf("%w: %s is %s, the connection's is %q", ErrWrongDatabase, a, a.db.Path(), file)
-	}
-	return nil
+func (x hostForAlarms) Node() *fence.Node { return x.h.Node() }
+
+func (x hostForAlarms) Draining() bool {
+	x.h.mu.Lock()
+	defer x.h.mu.Unlock()
+	return x.h.draining
 }
 
-func (a *Actor) alarmErr(what string, err error) error {
-	return fmt.Errorf("host: %s: %s: %w", a, what, err)
+// actorForAlarm is an Actor as its alarm.Session sees it. Its database and
+// node are read once the open set them (Session.Index is the first use).
+type actorForAlarm struct{ a *Actor }
+
+var _ alarm.Actor = actorForAlarm{}
+
+func (x actorForAlarm) Path() string                      { return x.a.db.Path() }
+func (x actorForAlarm) DSN() string                       { return x.a.db.DSN() }
+func (x actorForAlarm) Durable(ctx context.Context) error { return x.a.db.Durable(ctx) }
+func (x actorForAlarm) Commits() int64                    { return x.a.db.Stats().Commits }
+func (x actorForAlarm) Epoch() frames.Epoch               { return x.a.db.Epoch() }
+func (x actorForAlarm) Lost() <-chan struct{}             { return x.a.node.Done() }
+func (x actorForAlarm) Unusable() error                   { return x.a.unusable() }
+func (x actorForAlarm) Use() bool                         { return x.a.h.useForAlarm(x.a) }
+func (x actorForAlarm) Release(touched bool)              { x.a.h.releaseUse(x.a, touched) }
+
+func (x actorForAlarm) Run(ctx context.Context, run alarm.Run) error {
+	return x.a.h.cfg.Alarms[x.a.key.ns](ctx, x.a, run)
 }
 
-// alarmKey returns the index key of an alarm row that is set.
-func (a *Actor) alarmKey(r alarmRow) string {
-	return frames.Actor{Namespace: a.h.namespaceID(a.key.ns), Actor: frames.ActorKey([]byte(a.key.id))}.AlarmKey(r.due, r.gen)
+// useForAlarm takes a use of an actor for its alarm (a run, a settle) if
+// the host serves it: open, not dropped, the host not stopped.
+func (h *Host) useForAlarm(a *Actor) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a.state != Open || a.drop || h.stopErr != nil {
+		return false
+	}
+	a.refs++
+	return true
 }

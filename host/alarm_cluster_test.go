@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
@@ -88,7 +89,7 @@ func runAlarmChild(name string) error {
 		}
 	}
 	var h *Host
-	handler := func(ctx context.Context, a *Actor, run AlarmRun) error {
+	handler := func(ctx context.Context, a *Actor, run alarm.Run) error {
 		id := string(a.ID())
 		printf("run %s %d %d %d %s %d %d", id, run.Due.UnixMilli(), run.Gen, run.Retry, h.Node().ID(), a.Epoch(), time.Now().UnixMilli())
 		var err error
@@ -159,7 +160,7 @@ func alarmRoutes(h *Host) http.Handler {
 					http.Error(w, perr.Error(), http.StatusBadRequest)
 					return
 				}
-				var set Alarm
+				var set alarm.Alarm
 				if set, err = a.SetAlarm(ctx, pool(a), time.UnixMilli(ms)); err == nil {
 					out = fmt.Sprintf("%d %d", set.Due.UnixMilli(), set.Gen)
 				}
@@ -500,8 +501,8 @@ func TestAlarmRetriedWithBackoff(t *testing.T) {
 			}
 			gap1, gap2 := runs[1].at.Sub(ends[0].at), runs[2].at.Sub(ends[1].at)
 			t.Logf("waits before the retries: %v, %v", gap1, gap2)
-			assert.GreaterOrEqual(t, gap1, alarmBackoff, "wait before the first retry")
-			assert.GreaterOrEqual(t, gap2, 2*alarmBackoff, "wait before the second retry")
+			assert.GreaterOrEqual(t, gap1, alarm.DefaultBackoff, "wait before the first retry")
+			assert.GreaterOrEqual(t, gap2, 2*alarm.DefaultBackoff, "wait before the second retry")
 			assert.Greater(t, gap2, gap1, "the waits grew")
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
@@ -19,7 +20,7 @@ import (
 // alarmRecord is one run of the tests' alarm handler.
 type alarmRecord struct {
 	actor      string
-	run        AlarmRun
+	run        alarm.Run
 	start, end time.Time
 	err        error
 }
@@ -29,10 +30,10 @@ type alarmRecord struct {
 type alarmRecorder struct {
 	mu      sync.Mutex
 	runs    []alarmRecord
-	outcome func(ctx context.Context, a *Actor, run AlarmRun) error
+	outcome func(ctx context.Context, a *Actor, run alarm.Run) error
 }
 
-func (r *alarmRecorder) handler(ctx context.Context, a *Actor, run AlarmRun) error {
+func (r *alarmRecorder) handler(ctx context.Context, a *Actor, run alarm.Run) error {
 	rec := alarmRecord{actor: string(a.ID()), run: run, start: time.Now()}
 	var err error
 	if r.outcome != nil {
@@ -58,6 +59,19 @@ func (r *alarmRecorder) waitRuns(t *testing.T, n int) []alarmRecord {
 		t.Fatalf("%d alarm runs, want %d: %+v", len(r.list()), n, r.list())
 	}
 	return r.list()
+}
+
+// Package alarm's figures these tests depend on (its doc gives them).
+const (
+	maxAlarmRetries = 6                // retries of a failing handler
+	alarmSlack      = time.Second      // how overdue an entry is before a scan acts on it
+	alarmRelist     = 10 * time.Second // how far back an incremental scan lists
+)
+
+// sameAlarm reports whether x and y are one alarm: the same generation,
+// due at the same millisecond.
+func sameAlarm(x, y alarm.Alarm) bool {
+	return x.Gen == y.Gen && x.Due.UnixMilli() == y.Due.UnixMilli()
 }
 
 // alarmScanEvery is the in-process tests' scan interval.
@@ -133,7 +147,7 @@ func TestAlarmSetByItsHandlerSurvives(t *testing.T) {
 	ctx := t.Context()
 	b := buckettest.Dir(t)
 	next := time.Now().Add(time.Hour)
-	rec := &alarmRecorder{outcome: func(ctx context.Context, a *Actor, run AlarmRun) error {
+	rec := &alarmRecorder{outcome: func(ctx context.Context, a *Actor, run alarm.Run) error {
 		_, err := a.SetAlarm(ctx, a.Value().(*sql.DB), next)
 		return err
 	}}
@@ -151,7 +165,7 @@ func TestAlarmSetByItsHandlerSurvives(t *testing.T) {
 	got, ok, err := a.Alarm(ctx, pool(a))
 	require.NoError(t, err)
 	require.True(t, ok, "the alarm set by the handler was cleared")
-	assert.True(t, sameAlarm(Alarm{Due: next, Gen: 2}, got), "alarm after the run: %+v", got)
+	assert.True(t, sameAlarm(alarm.Alarm{Due: next, Gen: 2}, got), "alarm after the run: %+v", got)
 }
 
 // A handler that always fails runs 1 + maxAlarmRetries times, each retry
@@ -161,7 +175,7 @@ func TestAlarmRetriesThenGivesUp(t *testing.T) {
 	ctx := t.Context()
 	b := buckettest.Dir(t)
 	errAlways := errors.New("failing on purpose")
-	rec := &alarmRecorder{outcome: func(context.Context, *Actor, AlarmRun) error { return errAlways }}
+	rec := &alarmRecorder{outcome: func(context.Context, *Actor, alarm.Run) error { return errAlways }}
 	const backoff = 20 * time.Millisecond
 	h := alarmHost(t, b, rec, Config{alarmBackoff: backoff})
 	a, err := h.Acquire(ctx, "ns", []byte("a"))
@@ -190,7 +204,7 @@ func TestAlarmRetriesThenGivesUp(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, ok, "an alarm given up is still set")
 	al := h.Stats().Alarms
-	assert.Equal(t, AlarmStats{Pending: al.Pending, Runs: 1 + maxAlarmRetries, Failures: 1 + maxAlarmRetries, Dropped: 1, FirstRuns: 1, Lateness: al.Lateness, Late: al.Late}, al)
+	assert.Equal(t, alarm.Stats{Pending: al.Pending, Runs: 1 + maxAlarmRetries, Failures: 1 + maxAlarmRetries, Dropped: 1, FirstRuns: 1, Lateness: al.Lateness, Late: al.Late}, al)
 }
 
 // An actor's alarm whose index entry is missing (a restore, a node that
@@ -334,7 +348,7 @@ func TestAlarmEntryKeptUntilTheClearIsDurable(t *testing.T) {
 		return err == nil && k.Kind == frames.KeyLog
 	})
 	setDurable := make(chan struct{})
-	rec := &alarmRecorder{outcome: func(context.Context, *Actor, AlarmRun) error {
+	rec := &alarmRecorder{outcome: func(context.Context, *Actor, alarm.Run) error {
 		<-setDurable
 		gate.Hold() // the clear's commit is not uploaded
 		return nil
@@ -378,4 +392,40 @@ func TestAlarmScanBacksOffFailingClaims(t *testing.T) {
 	opens := hooks.opened.Load()
 	assert.GreaterOrEqual(t, opens, int64(1), "the scan never claimed the actor")
 	assert.LessOrEqual(t, opens, int64(6), "opens of a broken actor in %v of scans every %v", watch, alarmScanEvery)
+}
+
+// A live holder without a handler for the namespace releases (hibernates)
+// an actor whose alarm is overdue, and keeps no wake-up for it: a host
+// with the handler, whose scans left the entry to that holder while it
+// held the actor, reads own.json again within Lease+Grace, claims the
+// actor and runs its alarm. (Package alarm's
+// TestScanClaimsActorReleasedByLiveHolder counts what each scan does.)
+func TestAlarmScanClaimsActorReleasedByLiveHolder(t *testing.T) {
+	ctx := t.Context()
+	b := buckettest.Dir(t)
+	holder := newHost(t, b, Config{Hooks: (&notesHooks{}).hooks(), Lease: alarmLease, Grace: alarmGrace})
+	a, err := holder.Acquire(ctx, "ns", []byte("x"))
+	require.NoError(t, err)
+	set, err := a.SetAlarm(ctx, pool(a), time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, a.DB().Durable(ctx))
+	a.Release()
+
+	rec := &alarmRecorder{}
+	h := alarmHost(t, b, rec, Config{})
+	time.Sleep(alarmSlack + 10*alarmScanEvery) // scans that leave the entry to the live holder
+	assert.Empty(t, h.Actors(), "actors claimed from a live holder")
+	assert.Empty(t, rec.list(), "alarms run while a live holder holds the actor")
+
+	// Idle is negative: as if it had passed, once the settle of the
+	// release (which holds a use) is done.
+	require.True(t, waitFor(func() bool {
+		holder.hibernate(time.Now())
+		return len(holder.Actors()) == 0
+	}), "the holder did not release the actor")
+	require.True(t, ownRecord(t, b, "ns", "x").Released())
+	runs := rec.waitRuns(t, 1)
+	assert.Equal(t, "x", runs[0].actor)
+	assert.True(t, sameAlarm(set, runs[0].run.Alarm), "ran %+v, set %+v", runs[0].run.Alarm, set)
+	assert.Equal(t, h.Node().ID(), ownRecord(t, b, "ns", "x").Node, "own.json after the run")
 }

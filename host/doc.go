@@ -7,26 +7,22 @@
 // lease (a new node, framectl.DB.Reopen for the actors it held), a schedule of
 // stale-lease sweeps (fence.SweepLeases), and an HTTP handler that serves
 // a request where the actor is held here and forwards it, once, to the live
-// node that holds it otherwise; each actor's alarm, stored in the
-// actor's database, indexed by due time in the bucket, run by the node
-// that holds the actor, and taken over by any node once nobody alive
-// holds it; and the node's drain, which hands its actors over to its
-// peers.
+// node that holds it otherwise; the actors' alarms, through package alarm,
+// which owns them; and the node's drain, which hands its actors over to
+// its peers.
 //
 // It must never: hand out an actor whose database is not open for this
 // node's current epoch, open one actor twice in a process, hibernate an
 // actor a caller still holds, forward a request to itself or to a node
 // whose lease it does not see live, forward a request that was forwarded
 // already, let a slow client hold an actor open past the handler's
-// deadlines, let an alarm commit before its index entry is in the bucket,
-// delete an index entry before the write that made it stale is durable,
-// clear an alarm before its handler returned nil, clear one other than
-// the one that ran, run an alarm of an actor another live node holds,
-// claim an actor from anyone once it drains, hand out an actor claimed as
-// its drain began, or release an actor before what its drain hook wrote
-// is durable. It never acknowledges anything itself: what the runtime
-// answers is held by framectl.DB.Durable (the output gate), and it never
-// interprets what an actor's database holds beyond its own alarm table.
+// deadlines, let the alarms (package alarm) use an actor it does not
+// serve, claim an actor from anyone once it drains, hand out an actor
+// claimed as its drain began, or release an actor before what its drain
+// hook wrote is durable. It never acknowledges anything itself: what the
+// runtime answers is held by framectl.DB.Durable (the output gate), and it
+// never interprets what an actor's database holds (package alarm's table
+// is package alarm's).
 //
 // # Lifecycle of an actor
 //
@@ -98,148 +94,26 @@
 //     answer (it may have run there).
 //   - Forwarding is one hop: a forwarded request that reaches a node that
 //     does not hold the actor either is answered 503 with Retry-After.
-//   - Alarms (below) are Durable Objects' in what a handler sees (one per
-//     actor, at least once, retried 2, 4, 8, 16, 32, 64 s after a failure,
-//     then dropped, a retry count), with these differences: time has
-//     millisecond precision; the handler runs beside requests (no input
-//     gate); the retry count is the running host's, and starts from 0
-//     when the actor moves to another node; an alarm set inside a
-//     transaction that commits after its time runs after that commit (at
-//     the latest a scan later); after its holder dies an alarm runs
-//     late, by about the holder's lease plus grace (see "Alarms: firing");
-//     and a namespace's alarms fire only on nodes that registered a
-//     handler for it (Config.Alarms).
+//   - Alarms are Durable Objects' in what a handler sees, with the
+//     differences package alarm's doc lists ("Differences from Durable
+//     Objects"); a namespace's alarms fire only on nodes that registered
+//     a handler for it (Config.Alarms).
 //   - Drain hooks (below) run when a node drains, so that what a
 //     runtime keeps in memory is written before the actor moves. They do
 //     not run when a node dies: in-memory state is still lost then, as a
 //     Durable Object's is when it is evicted.
 //
-// # Alarms: storage
+// # Alarms
 //
-// Each actor has at most one alarm, as a Durable Object has: [Actor.SetAlarm],
-// [Actor.Alarm], [Actor.DeleteAlarm] and [Actor.ClearAlarm] run on the
-// caller's connection or transaction ([Querier]), so an alarm commits with
-// the actor's other writes, or not at all. It is stored in the actor's own
-// database, in a table the host owns and creates on the first SetAlarm:
-//
-//	CREATE TABLE framectl_alarm(
-//		id  INTEGER PRIMARY KEY CHECK (id = 1),
-//		due INTEGER CHECK (due IS NULL OR due >= 0), -- Unix milliseconds; NULL: none
-//		gen INTEGER NOT NULL CHECK (gen >= 1)        -- +1 on every set, delete, clear
-//	) STRICT
-//
-// so that whatever restores the database (the next owner, a restore to a
-// point in time) restores its alarm with it. Every write of the row is a
-// compare-and-swap on gen: the generations a database commits are 1, 2,
-// 3, ..., never two commits of one.
-//
-// The bucket keeps an index of pending alarms per namespace,
-// alarms/<namespace>/<due>/<actor>.<gen> (go doc ./frames, "Object keys"),
-// in due order, which [Host.ListAlarms] lists from a start-after key. Its
-// entries are hints about the actor's database, which is the truth:
-//
-//   - SetAlarm writes the new alarm's entry before it writes the row, so
-//     before the transaction can commit: an alarm that can become durable
-//     is always indexed.
-//   - An entry becomes stale once a commit superseding it is durable: an
-//     older generation, or the current generation for another time (a set
-//     that rolled back). The host deletes the stale entries a session
-//     wrote or superseded after the writer released its Handle (having
-//     waited for Durable itself), and, as the actor closes, also the
-//     entries of sets that never committed.
-//   - A stale entry left behind (a node that died, a delete that failed) is
-//     harmless: whoever acts on an entry reads the actor's alarm first.
-//
-// The alarm of a ClearAlarm is cleared only if it is still the one that
-// ran (time and generation): one its handler set meanwhile, even for the
-// same time, survives.
-//
-// # Alarms: firing
-//
-// Config.Alarms maps each namespace whose alarms a host fires to the
-// runtime's [AlarmFunc]. The host keeps one schedule (a heap of times, one
-// goroutine) of when to look at each actor's alarm; a look reads the alarm
-// from the actor's database, so a time in the schedule is only a hint.
-//
-//   - The holder runs the alarm at its time, holding a use of the actor
-//     (it does not hibernate meanwhile). On success it clears the alarm
-//     with ClearAlarm, so one the handler or a request set meanwhile
-//     survives and runs at its own time, and waits until the clear is
-//     durable; the index entry is deleted after that. A handler that
-//     fails is run again 2 s after, then 4, 8, 16, 32 and 64 s after the
-//     run before ([AlarmRun].Retry counts them); when the sixth retry
-//     fails, the alarm is cleared and an error logged, as Durable
-//     Objects drop it. An actor waiting for a retry is not hibernated.
-//   - An actor hibernated with an alarm pending is acquired again by the
-//     host that released it, at the alarm's time (a wake-up), and runs it
-//     there unless another node holds it by then.
-//   - Each open writes the index entry of the alarm the database holds
-//     (a restored database, or one whose last holder died, may have none)
-//     before the actor serves, and schedules it. Stale entries of earlier
-//     sessions are deleted when they come due, not at the open: finding
-//     them would list the namespace's whole index, which is ordered by
-//     time, not by actor.
-//   - Every Config.AlarmScanEvery (2 s by default) each host looks at the
-//     overdue entries of each namespace in Config.Alarms. An entry
-//     overdue by a second is acted on by whoever holds its actor: a host
-//     holding it notes the entry (deleted once the database's durable
-//     alarm makes it stale) and looks at the alarm; a live holder
-//     elsewhere is left to do the same; an actor that nobody alive holds
-//     (released, or held by a node whose lease this host's observer has
-//     seen unchanged for lease + grace) is claimed here through Acquire,
-//     and its open runs the alarm (or finds the entry stale). An actor
-//     whose claim or open fails is left alone twice as long after each
-//     failure (from the scan interval up to 5 minutes), so a broken one is
-//     not opened anew on every scan.
-//
-// Delivery is at least once: an alarm is cleared only after its handler
-// returned nil, and the clear is a commit like any other; a node that
-// dies (or loses its lease) before the clear is durable leaves the alarm
-// set, indexed, for the actor's next holder. So an alarm whose holder
-// died runs on another node once the observer there has seen the dead
-// holder's lease unchanged for lease + grace, counted from the first scan
-// that found the alarm overdue: about a second, plus lease + grace, plus
-// up to two scan intervals after its time (17 to 19 s measured with the
-// default 10 s + 5 s; BENCHMARKS.md).
-//
-// # Alarms: what a scan costs
-//
-// A scan's requests do not grow with the overdue entries that live
-// holders elsewhere keep (a handler that runs long or retries, a holder
-// without the namespace's handler): a live holder runs its own actors'
-// alarms, and a host need act on one only once its holder is dead. So
-// the scans of a namespace remember each entry they left to a live holder
-// elsewhere, with that holder, and the entries they must look at again
-// (an actor being claimed, one whose claim failed, a holder not yet
-// judged dead), and a scan is one of two kinds:
-//
-//   - A full scan lists the index from its start, in due order: one
-//     listing of 100 entries, then of a thousand while they are overdue,
-//     and the actor's own.json of each entry it remembers nothing of.
-//     Entries it does not list are forgotten (deleted, or no longer
-//     overdue).
-//   - An incremental scan lists only the entries due since 10 s before
-//     the previous scan's cutoff (one listing, while few come due), and
-//     looks again at the entries to look at again.
-//
-// Either kind reads the lease of each holder it remembers once, whatever
-// the number of its entries. The scan is a full one when one of them is
-// no longer alive (it died, drained or closed: its entries are looked at
-// anew, through own.json, and the actor is claimed once nobody alive
-// holds it), the first time, after a wake-up of a hibernated
-// actor failed, and every 5 minutes. A scan also rereads the own.json of
-// at most 4 entries left to a live holder, each at most once per lease +
-// grace, longest unread first, to catch an actor that a live holder
-// released without running its overdue alarm (a holder without the
-// namespace's handler that hibernated it): that actor is claimed, by the
-// scan after the one that found it released, once its turn comes: with n
-// such entries, after up to about n/4 scans or lease + grace, whichever
-// is longer. An entry written due more than 10 s before a scan that
-// already ran (a set for a time long past, an open that indexes an old
-// alarm) is found by the next full scan if its holder dies, or releases
-// the actor, before it runs: up to 5 minutes later than otherwise.
-// Memory is bounded: past 65,536 remembered entries a namespace is
-// scanned in full every time.
+// Each actor's alarm is package alarm's (go doc ./alarm: its storage in
+// the actor's database, its index in the bucket, when it fires, what a
+// scan costs, and what it must never do). The host serves it: the
+// runtime's operations are [Actor.SetAlarm], [Actor.Alarm],
+// [Actor.DeleteAlarm] and [Actor.ClearAlarm], its handlers
+// [Config.Alarms] ([AlarmFunc]), and [Host.ListAlarms] lists a
+// namespace's index; the host implements alarm.Host, and tells each
+// actor's alarm.Session where the actor is in its lifecycle (opened,
+// released, closing, gone).
 //
 // # Drain
 //

@@ -12,6 +12,7 @@ import (
 
 	_ "github.com/ncruces/go-sqlite3/driver" // registers "sqlite3" for database/sql
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/host"
 )
@@ -133,7 +134,7 @@ func ExampleAlarmFunc() {
 		panic(err)
 	}
 	ran := make(chan int64, 3)
-	tick := func(ctx context.Context, a *host.Actor, run host.AlarmRun) error {
+	tick := func(ctx context.Context, a *host.Actor, run alarm.Run) error {
 		pool := a.Value().(*sql.DB)
 		var n int64
 		if err := pool.QueryRowContext(ctx, `INSERT INTO ticks VALUES (NULL) RETURNING rowid`).Scan(&n); err != nil {

@@ -35,7 +35,7 @@ func (h *Host) hibernate(now time.Time) {
 	for _, a := range h.actors {
 		// An alarm waiting for its retry keeps the actor: its retry count
 		// would start over on the next open.
-		if a.state == Open && a.refs == 0 && a.alarmRetry.n == 0 && now.Sub(a.lastUsed) >= h.cfg.Idle {
+		if a.state == Open && a.refs == 0 && !a.alarm.Retrying() && now.Sub(a.lastUsed) >= h.cfg.Idle {
 			h.closeLocked(a, whyIdle)
 		}
 	}

@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
@@ -48,9 +48,6 @@ const (
 	DefaultMaxOpens   = 4
 	DefaultSweepAge   = time.Hour
 	DefaultSweepEvery = 10 * time.Minute
-
-	DefaultAlarmScanEvery = 2 * time.Second
-	DefaultAlarmTimeout   = 15 * time.Minute
 
 	DefaultDrainDeadline = 6 * time.Second
 	// MaxDrainDeadline: longer deadlines are cut to this. Every actor of
@@ -105,18 +102,18 @@ type Config struct {
 	// Hooks run at points of each actor's lifecycle.
 	Hooks Hooks
 	// Alarms maps each namespace whose alarms this host fires to the
-	// runtime's handler (see "Alarms: firing" in the package doc). Give
-	// every node the same map: the node that holds an actor fires its
-	// alarm, and a node without the namespace's handler never does.
+	// runtime's handler (see "Firing" in package alarm's doc). Give every
+	// node the same map: the node that holds an actor fires its alarm,
+	// and a node without the namespace's handler never does.
 	Alarms map[string]AlarmFunc
 	// AlarmScanEvery is the interval between scans of the alarm index of
-	// each namespace in Alarms (default DefaultAlarmScanEvery), each one
+	// each namespace in Alarms (default alarm.DefaultScanEvery), each one
 	// jittered by up to a tenth: one listing per namespace per scan.
 	// Negative: never scan; this node then runs only the alarms of the
 	// actors it holds (or hibernated), and takes over none.
 	AlarmScanEvery time.Duration
 	// AlarmTimeout bounds one run of an alarm handler (default
-	// DefaultAlarmTimeout, Durable Objects' limit).
+	// alarm.DefaultTimeout, Durable Objects' limit).
 	AlarmTimeout time.Duration
 	// Drain maps each namespace whose actors get a drain hook to it (see
 	// "Drain" in the package doc): when the host drains, every open
@@ -138,8 +135,8 @@ type Config struct {
 	// Logger (nil: discard).
 	Logger *slog.Logger
 
-	// alarmBackoff is the first retry's backoff (default alarmBackoff);
-	// the package's tests shorten it.
+	// alarmBackoff is the first retry's backoff (default
+	// alarm.DefaultBackoff); the package's tests shorten it.
 	alarmBackoff time.Duration
 }
 
@@ -198,18 +195,8 @@ type Host struct {
 	// claims only what own.json gives it already.
 	draining bool
 
-	// When to look at actors' alarms (alarm_schedule.go), and the scan's
-	// claims in flight (alarm_scan.go).
-	alarms alarmSchedule
-	wake   chan struct{} // the schedule has a new earliest time
-	// claiming holds the actors the scan is claiming for an overdue
-	// alarm, claimFailed those whose claim failed lately.
-	claiming    map[actorKey]struct{}
-	claimFailed map[actorKey]claimFailure
-	warned      map[string]struct{} // bad index keys logged already
-	// alarmRescans counts the requests for a full alarm scan of every
-	// namespace (a wake-up that could not acquire its actor).
-	alarmRescans atomic.Uint64
+	// alarms keeps the actors' alarms (alarm.go): set once in New.
+	alarms *alarm.Service
 
 	stats counters // for Stats (stats.go)
 }
@@ -260,31 +247,25 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	h := &Host{
-		cfg:         cfg,
-		log:         cfg.Logger.With(logattr.Subsystem, logattr.SubsystemHost),
-		clock:       cfg.Clock,
-		ctx:         bctx,
-		cancel:      cancel,
-		opening:     make(chan struct{}, cfg.MaxOpens),
-		unlockDir:   unlock,
-		node:        node,
-		peers:       peers,
-		earlier:     map[string]struct{}{},
-		suspects:    map[string]time.Time{},
-		actors:      map[actorKey]*Actor{},
-		done:        make(chan struct{}),
-		alarms:      newAlarmSchedule(),
-		wake:        make(chan struct{}, 1),
-		claiming:    map[actorKey]struct{}{},
-		claimFailed: map[actorKey]claimFailure{},
-		warned:      map[string]struct{}{},
+		cfg:       cfg,
+		log:       cfg.Logger.With(logattr.Subsystem, logattr.SubsystemHost),
+		clock:     cfg.Clock,
+		ctx:       bctx,
+		cancel:    cancel,
+		opening:   make(chan struct{}, cfg.MaxOpens),
+		unlockDir: unlock,
+		node:      node,
+		peers:     peers,
+		earlier:   map[string]struct{}{},
+		suspects:  map[string]time.Time{},
+		actors:    map[actorKey]*Actor{},
+		done:      make(chan struct{}),
 	}
-	h.bg.Add(5)
+	h.alarms = alarm.New(bctx, h.alarmConfig(), hostForAlarms{h})
+	h.bg.Add(3)
 	go h.watchNode()
 	go h.hibernateLoop()
 	go h.sweepLoop()
-	go h.alarmLoop()
-	go h.alarmScanLoop()
 	h.log.Info("host serving", logattr.Node, node.ID(), logattr.Address, cfg.Address, "dir", cfg.Dir,
 		"idle", cfg.Idle, "maxOpens", cfg.MaxOpens, "sweepAge", cfg.SweepAge)
 	return h, nil
@@ -327,12 +308,6 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("host: Config.Alarms: namespace %q has a nil handler", ns)
 		}
 	}
-	if c.AlarmScanEvery == 0 {
-		c.AlarmScanEvery = DefaultAlarmScanEvery
-	}
-	if c.AlarmTimeout <= 0 {
-		c.AlarmTimeout = DefaultAlarmTimeout
-	}
 	for ns, fn := range c.Drain {
 		if fn == nil {
 			return c, fmt.Errorf("host: Config.Drain: namespace %q has a nil hook", ns)
@@ -343,9 +318,6 @@ func (c Config) withDefaults() (Config, error) {
 		c.DrainDeadline = DefaultDrainDeadline
 	case c.DrainDeadline > MaxDrainDeadline:
 		c.DrainDeadline = MaxDrainDeadline
-	}
-	if c.alarmBackoff <= 0 {
-		c.alarmBackoff = alarmBackoff
 	}
 	if c.Clock == nil {
 		c.Clock = fence.SystemClock{}
@@ -388,6 +360,7 @@ func (h *Host) stopLocked(err error) {
 		return
 	}
 	h.stopErr = err
+	h.alarms.Stop()
 	close(h.done)
 }
 
@@ -444,7 +417,9 @@ func (h *Host) shutdown(ctx context.Context, why string) error {
 	}
 	if finished {
 		// Every actor is gone and nothing new starts once stopped: only
-		// the background loops are left, and they end with h.ctx.
+		// the background loops are left, and they end with h.ctx. The
+		// alarms' first: their last releases may start a close.
+		h.alarms.Wait()
 		h.bg.Wait()
 		if h.peers != nil {
 			if err := h.peers.close(); err != nil {
@@ -521,5 +496,8 @@ func (h *Host) Actors() []ActorInfo {
 
 // actorDir is where an actor's local copy lives.
 func (h *Host) actorDir(k actorKey) string {
-	return filepath.Join(h.cfg.Dir, frames.NamespaceID(h.cfg.VFS.Tenant, k.ns), frames.ActorKey([]byte(k.id)))
+	return filepath.Join(h.cfg.Dir, h.namespaceID(k.ns), frames.ActorKey([]byte(k.id)))
 }
+
+// namespaceID is a namespace's element in bucket keys and in Dir.
+func (h *Host) namespaceID(ns string) string { return frames.NamespaceID(h.cfg.VFS.Tenant, ns) }

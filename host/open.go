@@ -41,6 +41,7 @@ func (h *Host) open(a *Actor) {
 			delete(h.actors, a.key)
 		}
 		a.state = 0
+		a.alarm.Gone(time.Time{})
 		close(a.gone)
 	} else if h.draining && a.claimBeforeStop && h.stopErr == nil {
 		// Claimed while the drain began: handed to no one (the Acquires
@@ -56,11 +57,7 @@ func (h *Host) open(a *Actor) {
 	} else {
 		a.state = Open
 		a.lastUsed = h.clock.Now()
-		delete(h.alarms.wakeups, a.key)
-		if at := a.alarmPending; !at.IsZero() {
-			a.alarmPending = time.Time{}
-			h.scheduleActorLocked(a, at)
-		}
+		a.alarm.Opened()
 		if a.refs == 0 && h.stopErr != nil {
 			h.closeLocked(a, "host closing")
 		}
@@ -159,8 +156,8 @@ func (h *Host) openOnce(a *Actor) error {
 		return fmt.Errorf("host: opening %s: %w", a, err)
 	}
 	a.db, a.peers, a.node, a.unlock = db, peers, node, unlock
-	if err := h.reindexAlarm(ctx, a); err != nil {
-		a.closeAlarmConn()
+	if err := a.alarm.Index(ctx); err != nil {
+		a.alarm.Disconnect()
 		if cerr := db.Close(context.WithoutCancel(ctx)); cerr != nil {
 			h.log.Warn("closing after indexing its alarm failed", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, cerr)
 		}
@@ -169,7 +166,7 @@ func (h *Host) openOnce(a *Actor) error {
 	}
 	if hook := h.cfg.Hooks.Opened; hook != nil {
 		if err := hook(ctx, a); err != nil {
-			a.closeAlarmConn()
+			a.alarm.Disconnect()
 			if cerr := db.Close(context.WithoutCancel(ctx)); cerr != nil {
 				h.log.Warn("closing after Hooks.Opened failed", logattr.Namespace, a.key.ns, logattr.Actor, frames.ActorKey([]byte(a.key.id)), logattr.Err, cerr)
 			}

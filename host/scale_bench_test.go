@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
@@ -133,7 +134,7 @@ func BenchmarkHostScale(b *testing.B) {
 		for _, n := range scaleInts(b, envScaleN, "100") {
 			b.Run(fmt.Sprintf("%s/actors=%d", be.Name, n), func(b *testing.B) {
 				raw := be.New(b)
-				cb := newCountingBucket(raw)
+				cb := buckettest.NewCounting(raw)
 				warns := &warnCounter{}
 				h := scaleHost(b, cb, raw, mode, warns)
 				round := 0
@@ -159,8 +160,8 @@ func BenchmarkHostScale(b *testing.B) {
 					}
 					b.ReportMetric(acq.took.Seconds(), "acquire-s")
 					b.ReportMetric(rel.took.Seconds(), "release-s")
-					b.ReportMetric(float64(acq.reqs.total())/float64(n), "acquire-req/actor")
-					b.ReportMetric(float64(rel.reqs.total())/float64(n), "release-req/actor")
+					b.ReportMetric(float64(acq.reqs.Total())/float64(n), "acquire-req/actor")
+					b.ReportMetric(float64(rel.reqs.Total())/float64(n), "release-req/actor")
 					b.ReportMetric(float64(acq.peakFDs), "acquire-peak-fds")
 					b.ReportMetric(float64(rel.peakFDs), "release-peak-fds")
 					b.ReportMetric(float64(warns.n.Load()), "warnings")
@@ -197,7 +198,7 @@ func BenchmarkHostScaleOthers(b *testing.B) {
 				require.NoError(b, err)
 				b.Cleanup(func() { other.Close(context.Background()) })
 				makeOthers(b, raw, other, m)
-				cb := newCountingBucket(raw)
+				cb := buckettest.NewCounting(raw)
 				warns := &warnCounter{}
 				h := scaleHost(b, cb, raw, scaleMode{}, warns)
 				round := 0
@@ -216,21 +217,21 @@ func BenchmarkHostScaleOthers(b *testing.B) {
 					var kept sweptKept
 					at := time.Now().Add(2 * time.Hour)
 					sweepOnce := func() (phase, error) {
-						before := cb.counts()
+						before := cb.Counts()
 						start := time.Now()
 						deleted, err := sweep(ctx, cb, &kept, time.Hour, at)
 						if err == nil && len(deleted) > 0 {
 							err = fmt.Errorf("swept %v: both leases are named by an own.json", deleted)
 						}
-						return phase{took: time.Since(start), reqs: cb.counts().since(before)}, err
+						return phase{took: time.Since(start), reqs: cb.Counts().Since(before)}, err
 					}
 					first, err := sweepOnce()
 					require.NoError(b, err)
 					next, err := sweepOnce()
 					require.NoError(b, err)
-					b.ReportMetric(float64(first.reqs.total()), "sweep1-req")
+					b.ReportMetric(float64(first.reqs.Total()), "sweep1-req")
 					b.ReportMetric(first.took.Seconds(), "sweep1-s")
-					b.ReportMetric(float64(next.reqs.total()), "sweep2-req")
+					b.ReportMetric(float64(next.reqs.Total()), "sweep2-req")
 					b.Logf("held %d, others %d (%s): idle %v: %s; first sweep %v: %s; next sweep %v: %s; host log: %s",
 						held, m, be.Name, idle.window, idle.reqs, first.took, first.reqs, next.took, next.reqs, warns)
 					hibernateAll(b, h, cb)
@@ -245,14 +246,14 @@ func BenchmarkHostScaleOthers(b *testing.B) {
 // (so the scan runs as in a runtime that uses alarms). The upload
 // interval is the default of the bucket under the counting wrapper
 // (vfs picks it by the bucket's type).
-func scaleHost(b *testing.B, cb *countingBucket, raw bucket.Bucket, mode scaleMode, warns *warnCounter) *Host {
+func scaleHost(b *testing.B, cb *buckettest.Counting, raw bucket.Bucket, mode scaleMode, warns *warnCounter) *Host {
 	b.Helper()
 	cfg := Config{
 		Logger: slog.New(warns),
 		Lease:  fence.DefaultLease, Grace: fence.DefaultGrace,
 		Idle:     time.Hour,
 		SweepAge: -1,
-		Alarms: map[string]AlarmFunc{scaleNS: func(context.Context, *Actor, AlarmRun) error {
+		Alarms: map[string]AlarmFunc{scaleNS: func(context.Context, *Actor, alarm.Run) error {
 			return nil
 		}},
 	}
@@ -322,7 +323,7 @@ func scaleIDs(prefix string, n int) []string {
 // descriptors the process had open meanwhile (sampled every 10 ms).
 type phase struct {
 	took    time.Duration
-	reqs    reqCounts
+	reqs    buckettest.Counts
 	peakFDs int
 }
 
@@ -352,10 +353,10 @@ func watchFDs() (stop func() int) {
 
 // acquireAll acquires every actor at once, writes a row in each, waits
 // for Durable and releases it.
-func acquireAll(b *testing.B, h *Host, cb *countingBucket, ids []string, mode scaleMode) phase {
+func acquireAll(b *testing.B, h *Host, cb *buckettest.Counting, ids []string, mode scaleMode) phase {
 	b.Helper()
 	ctx := b.Context()
-	before := cb.counts()
+	before := cb.Counts()
 	stop := watchFDs()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -369,7 +370,7 @@ func acquireAll(b *testing.B, h *Host, cb *countingBucket, ids []string, mode sc
 	for i, err := range errs {
 		require.NoError(b, err, "actor %s", ids[i])
 	}
-	return phase{took: took, reqs: cb.counts().since(before), peakFDs: peak}
+	return phase{took: took, reqs: cb.Counts().Since(before), peakFDs: peak}
 }
 
 func writeOnce(ctx context.Context, h *Host, id string, mode scaleMode) error {
@@ -418,15 +419,15 @@ func writeOnce(ctx context.Context, h *Host, id string, mode scaleMode) error {
 // hibernateAll closes every actor of the host as the hibernation loop
 // does (as if Idle had passed for all of them), and waits until they are
 // gone.
-func hibernateAll(b *testing.B, h *Host, cb *countingBucket) phase {
+func hibernateAll(b *testing.B, h *Host, cb *buckettest.Counting) phase {
 	b.Helper()
-	before := cb.counts()
+	before := cb.Counts()
 	stop := watchFDs()
 	start := time.Now()
 	h.hibernate(h.clock.Now().Add(2 * h.cfg.Idle))
 	require.True(b, waitFor(func() bool { return len(h.Actors()) == 0 }), "actors left after hibernation: %d", len(h.Actors()))
 	took := time.Since(start)
-	return phase{took: took, reqs: cb.counts().since(before), peakFDs: stop()}
+	return phase{took: took, reqs: cb.Counts().Since(before), peakFDs: stop()}
 }
 
 // process is what the process holds at one moment.
@@ -489,17 +490,17 @@ func settledProcess(b *testing.B, h *Host, n int) process {
 // idleCount is what the bucket was asked while the actors sat idle.
 type idleCount struct {
 	window time.Duration
-	reqs   reqCounts
+	reqs   buckettest.Counts
 	cpu    time.Duration // the process's CPU time (user and system)
 }
 
-func countIdle(cb *countingBucket, window time.Duration) idleCount {
-	before := cb.counts()
+func countIdle(cb *buckettest.Counting, window time.Duration) idleCount {
+	before := cb.Counts()
 	cpu0 := cpuTime()
 	start := time.Now()
 	time.Sleep(window)
 	took := time.Since(start)
-	return idleCount{window: took, reqs: cb.counts().since(before), cpu: cpuTime() - cpu0}
+	return idleCount{window: took, reqs: cb.Counts().Since(before), cpu: cpuTime() - cpu0}
 }
 
 func cpuTime() time.Duration {
@@ -514,7 +515,7 @@ func cpuTime() time.Duration {
 // milliseconds per minute.
 func reportIdle(b *testing.B, idle idleCount) {
 	perMin := func(v int64) float64 { return float64(v) * float64(time.Minute) / float64(idle.window) }
-	b.ReportMetric(perMin(idle.reqs.total()), "req/min")
+	b.ReportMetric(perMin(idle.reqs.Total()), "req/min")
 	for k, v := range idle.reqs {
 		b.ReportMetric(perMin(v), k.String()+"/min")
 	}

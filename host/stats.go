@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/session"
 )
@@ -35,7 +36,7 @@ type Stats struct {
 	// stopped (session.ErrStopped).
 	ActorsFenced, ActorsStopped int64
 	// Alarms describes the alarms of this host's actors.
-	Alarms AlarmStats
+	Alarms alarm.Stats
 	// Draining reports that the host stopped claiming (StopClaiming or
 	// Drain); Drain sums the outcomes of Drain's hooks over its namespaces
 	// (DrainReport), zero until a drain's hooks ended.
@@ -97,35 +98,12 @@ type Claims struct {
 	OK, Held, Waiting, Failed int64
 }
 
-// AlarmStats describes the alarms of a host's actors.
-type AlarmStats struct {
-	// Pending counts the actors whose alarm this host will look at: held
-	// actors with an alarm set, failed alarms waiting for their retry,
-	// hibernated actors it will wake for theirs. (A look at an alarm
-	// deleted meanwhile counts until its time.)
-	Pending int
-	// Runs counts the runs of alarm handlers the host saw to their end
-	// (one cut short by Close is not counted), Failures those that failed
-	// (the handler's error, or the clear after it), Dropped the alarms
-	// given up after their last retry failed.
-	Runs, Failures, Dropped int64
-	// FirstRuns counts the runs that were not retries; Lateness sums how
-	// long after its time each one started, and Late counts those that
-	// started more than alarmSlack (a second, the threshold of the scans)
-	// after it. A live holder runs an alarm at its time, so a late one was
-	// taken over from a dead holder, or waited for an open or a busy host.
-	FirstRuns, Late int64
-	Lateness        time.Duration
-}
-
 // counters are the host's counts since New, updated where the events
 // happen; Stats reads them.
 type counters struct {
 	claimsOK, claimsHeld, claimsWaiting, claimsFailed atomic.Int64
 	nodesFenced, leasesLost                           atomic.Int64
 	actorsFenced, actorsStopped                       atomic.Int64
-	alarmsOK, alarmFailures, alarmsDropped            atomic.Int64
-	alarmFirstRuns, alarmsLate, alarmLateness         atomic.Int64
 
 	drained, drainSkipped, drainFailed, drainTimedOut atomic.Int64
 
@@ -181,27 +159,6 @@ func (c *counters) dropped(why error) {
 	}
 }
 
-// alarmRan counts a run of an alarm handler that started late after the
-// alarm's time, the retry-th retry, and failed with err (nil: done).
-func (c *counters) alarmRan(retry int, late time.Duration, err error) {
-	// Successes and failures apart, each only ever growing to a reader
-	// of Stats (Runs is their sum).
-	if err != nil {
-		c.alarmFailures.Add(1)
-	} else {
-		c.alarmsOK.Add(1)
-	}
-	if retry > 0 {
-		return
-	}
-	late = max(late, 0)
-	c.alarmFirstRuns.Add(1)
-	c.alarmLateness.Add(int64(late))
-	if late > alarmSlack {
-		c.alarmsLate.Add(1)
-	}
-}
-
 // Stats describes the host now. It holds the host's lock only to list the
 // actors, and reads their databases' Stats after it (each takes its
 // database's lock for a moment, never the bucket's time), and in peer
@@ -225,7 +182,6 @@ func (h *Host) Stats() Stats {
 			open = append(open, a)
 		}
 	}
-	s.Alarms.Pending = len(h.alarms.at)
 	s.Draining = h.draining
 	observers := append([]*fence.Observer{h.node.Observer}, h.stats.retired...)
 	closed := h.stats.closed
@@ -251,10 +207,7 @@ func (h *Host) Stats() Stats {
 	s.Claims = Claims{OK: c.claimsOK.Load(), Held: c.claimsHeld.Load(), Waiting: c.claimsWaiting.Load(), Failed: c.claimsFailed.Load()}
 	s.NodesFenced, s.LeasesLost = c.nodesFenced.Load(), c.leasesLost.Load()
 	s.ActorsFenced, s.ActorsStopped = c.actorsFenced.Load(), c.actorsStopped.Load()
-	s.Alarms.Failures, s.Alarms.Dropped = c.alarmFailures.Load(), c.alarmsDropped.Load()
-	s.Alarms.Runs = c.alarmsOK.Load() + s.Alarms.Failures
-	s.Alarms.FirstRuns, s.Alarms.Late = c.alarmFirstRuns.Load(), c.alarmsLate.Load()
-	s.Alarms.Lateness = time.Duration(c.alarmLateness.Load())
+	s.Alarms = h.alarms.Stats()
 	s.Drain = DrainStats{Drained: c.drained.Load(), Skipped: c.drainSkipped.Load(), Failed: c.drainFailed.Load(), TimedOut: c.drainTimedOut.Load()}
 	return s
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
@@ -94,7 +95,7 @@ func TestStatsClaimHeld(t *testing.T) {
 func TestStatsAlarms(t *testing.T) {
 	ctx := t.Context()
 	errFirst := errors.New("failing the first run on purpose")
-	rec := &alarmRecorder{outcome: func(_ context.Context, _ *Actor, run AlarmRun) error {
+	rec := &alarmRecorder{outcome: func(_ context.Context, _ *Actor, run alarm.Run) error {
 		if run.Retry == 0 {
 			return errFirst
 		}

@@ -34,25 +34,25 @@ func TestSweepReadsOwnRecordsOnlyForNewStaleLeases(t *testing.T) {
 				_, err := raw.Put(ctx, actorOf("ns", fmt.Sprint("released-", i)).OwnKey(), bytesReader(rec), int64(len(rec)), bucket.Condition{})
 				require.NoError(t, err)
 			}
-			cb := newCountingBucket(raw)
+			cb := buckettest.NewCounting(raw)
 			// Every lease is over an hour old at now.
 			const age = time.Hour
 			now := time.Now().Add(2 * age)
 			var kept sweptKept
-			sweepCounted := func() reqCounts {
+			sweepCounted := func() buckettest.Counts {
 				t.Helper()
-				before := cb.counts()
+				before := cb.Counts()
 				deleted, err := sweep(ctx, cb, &kept, age, now)
 				require.NoError(t, err)
 				assert.Empty(t, deleted)
-				return cb.counts().since(before)
+				return cb.Counts().Since(before)
 			}
 			first := sweepCounted()
-			assert.Equal(t, int64(released+1), first.get("get", "own"), "own.json reads of the first sweep: %s", first)
+			assert.Equal(t, int64(released+1), first.Get("get", "own"), "own.json reads of the first sweep: %s", first)
 			for i := range 3 {
 				again := sweepCounted()
-				assert.Equal(t, int64(0), again.get("get", "own"), "own.json reads of sweep %d: %s", i+2, again)
-				assert.Equal(t, int64(1), again.total(), "requests of sweep %d: %s", i+2, again)
+				assert.Equal(t, int64(0), again.Get("get", "own"), "own.json reads of sweep %d: %s", i+2, again)
+				assert.Equal(t, int64(1), again.Total(), "requests of sweep %d: %s", i+2, again)
 			}
 			_, err := raw.Stat(ctx, frames.NodeKey(dead))
 			require.NoError(t, err, "the lease of a holder own.json names")
@@ -72,7 +72,7 @@ func TestSweepReadsOwnRecordsOnlyForNewStaleLeases(t *testing.T) {
 			assert.True(t, errors.Is(err, bucket.ErrNotFound), "the unnamed stale lease: %v", err)
 			_, err = raw.Stat(ctx, frames.NodeKey(dead))
 			require.NoError(t, err, "the lease of a holder own.json names")
-			assert.Equal(t, int64(0), sweepCounted().get("get", "own"), "own.json reads once nothing changed again")
+			assert.Equal(t, int64(0), sweepCounted().Get("get", "own"), "own.json reads once nothing changed again")
 		})
 	}
 }

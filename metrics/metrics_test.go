@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/frames"
@@ -100,7 +101,7 @@ func TestHostStatsExposed(t *testing.T) {
 			Pending: 6000, MaxPending: 5000, UploadsFailing: 2, Stopped: 1},
 		Claims:      host.Claims{OK: 10, Held: 11, Waiting: 12, Failed: 13},
 		NodesFenced: 14, LeasesLost: 15, PeersFenced: 16, ActorsFenced: 17, ActorsStopped: 18,
-		Alarms:   host.AlarmStats{Pending: 19, Runs: 30, Failures: 8, Dropped: 2, FirstRuns: 21, Late: 3, Lateness: 90 * time.Second},
+		Alarms:   alarm.Stats{Pending: 19, Runs: 30, Failures: 8, Dropped: 2, FirstRuns: 21, Late: 3, Lateness: 90 * time.Second},
 		Draining: true, Drain: host.DrainStats{Drained: 23, Skipped: 24, Failed: 25, TimedOut: 26},
 	}
 	got, summaries := collected(t, func(ch chan<- prometheus.Metric) { newHostDescs().collect(ch, st) })

@@ -3,11 +3,13 @@
 // temporary directories; each call returns a fresh, empty bucket), Faulty,
 // which injects errors, lost responses, latency and stale listings into
 // one, Outage, which fails every call while the test keeps it down, Gate,
-// which holds chosen uploads until the test lets them go, and Clock, which
+// which holds chosen uploads until the test lets them go, Counting, which
+// counts the requests by operation and kind of key, and Clock, which
 // moves only when a test says so.
 //
 // It is for tests only (nothing outside a _test.go file imports it), and it
-// must never fake a bucket: Faulty, Outage and Gate wrap a real one.
+// must never fake a bucket: Faulty, Outage, Gate and Counting wrap a real
+// one.
 package buckettest
 
 import (
@@ -16,6 +18,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,4 +140,27 @@ func Keys(t testing.TB, b bucket.Bucket, prefix string) []string {
 		keys = append(keys, o.Key)
 	}
 	return keys
+}
+
+// keysGuard bounds WaitKeys: reaching it fails the test as "never
+// happened", not as "too slow".
+const keysGuard = 90 * time.Second
+
+// WaitKeys waits until the keys under prefix in b are want, in the
+// bucket's order (none if want is empty), for what the code under test
+// writes or deletes in the background; it fails the test if they never
+// are.
+func WaitKeys(t testing.TB, b bucket.Bucket, prefix string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(keysGuard)
+	for {
+		got := Keys(t, b, prefix)
+		if slices.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keys under %s: %q, want %q", prefix, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

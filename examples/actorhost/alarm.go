@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/framectl/framectl/alarm"
 	"github.com/framectl/framectl/host"
 )
 
@@ -89,7 +90,7 @@ func alarmHandlers(namespaces map[string]bool) map[string]host.AlarmFunc {
 // runAlarm is what an alarm does here: append a note saying so. The host
 // clears the alarm once this returned nil and the note is durable with
 // the clear.
-func runAlarm(ctx context.Context, a *host.Actor, run host.AlarmRun) error {
+func runAlarm(ctx context.Context, a *host.Actor, run alarm.Run) error {
 	d := a.Value().(*actorDB)
 	_, err := d.addNote(ctx, fmt.Sprintf("alarm %s (generation %d, retry %d)", run.Due.UTC().Format(time.RFC3339Nano), run.Gen, run.Retry))
 	return err

@@ -1,4 +1,4 @@
-package host
+package alarm
 
 import (
 	"context"
@@ -15,32 +15,32 @@ import (
 // scan of the namespace lists its whole overdue backlog again.
 const maxEntriesRemembered = 1 << 16
 
-// alarmRescanEvery is how often a namespace's scan lists its whole
+// rescanEvery is how often a namespace's scan lists its whole
 // overdue backlog even though nothing asked for it: for entries written
 // due long ago after the previous scans listed past their time, whose
 // holder then dies or releases the actor without running them (an open
 // that reindexes an old alarm, a set for a time long past), and to forget
 // entries deleted meanwhile.
-const alarmRescanEvery = 5 * time.Minute
+const rescanEvery = 5 * time.Minute
 
-// alarmRelist is how far before the previous scan's cutoff an
+// relist is how far before the previous scan's cutoff an
 // incremental scan starts listing: an entry written due just before it
 // (a PUT that took long, a writer whose clock is behind this one's) is
 // still listed.
-const alarmRelist = 10 * time.Second
+const relist = 10 * time.Second
 
-// alarmRechecksPerScan bounds the own.json reads a scan spends on entries
+// rechecksPerScan bounds the own.json reads a scan spends on entries
 // left to a live holder, to catch a holder that released the actor
 // without running its overdue alarm and stays alive (one without the
 // namespace's handler): at most this many per scan, the longest unchecked
 // first, each at most once per Lease+Grace.
-const alarmRechecksPerScan = 4
+const rechecksPerScan = 4
 
 // leftEntry is an overdue entry that a scan left to the live node
 // elsewhere that own.json named when it was last read (checked); n
 // matches its place in nsScan.queue.
 type leftEntry struct {
-	actor   actorKey
+	actor   Key
 	node    string
 	checked time.Time
 	n       uint64
@@ -60,14 +60,14 @@ type queued struct {
 // scan) when a holder of a remembered entry is no longer alive (it died,
 // drained, closed: its entries are looked at anew, and the entries it
 // deleted meanwhile are not), when a recheck or a wake-up asks for it,
-// and every alarmRescanEvery. Used by the scan's goroutine only.
+// and every rescanEvery. Used by the scan's goroutine only.
 type nsScan struct {
-	left    map[string]leftEntry  // entry key → its live holder elsewhere
-	queue   []queued              // left's keys, longest unchecked first
-	revisit map[string]AlarmEntry // overdue entries every scan looks at again
-	cutoff  time.Time             // the previous complete scan's; zero: none yet
-	full    time.Time             // when the last full scan began
-	rescans uint64                // Host.alarmRescans at the last full scan
+	left    map[string]leftEntry // entry key → its live holder elsewhere
+	queue   []queued             // left's keys, longest unchecked first
+	revisit map[string]Entry     // overdue entries every scan looks at again
+	cutoff  time.Time            // the previous complete scan's; zero: none yet
+	full    time.Time            // when the last full scan began
+	rescans uint64               // Service.rescans at the last full scan
 	nextN   uint64
 }
 
@@ -81,7 +81,7 @@ func newScanHolders() *scanHolders { return &scanHolders{ns: map[string]*nsScan{
 func (s *scanHolders) of(ns string) *nsScan {
 	st := s.ns[ns]
 	if st == nil {
-		st = &nsScan{left: map[string]leftEntry{}, revisit: map[string]AlarmEntry{}}
+		st = &nsScan{left: map[string]leftEntry{}, revisit: map[string]Entry{}}
 		s.ns[ns] = st
 	}
 	return st
@@ -131,7 +131,7 @@ func (p *scanPass) holdersAlive(ctx context.Context, node *fence.Node) bool {
 // leftToHolder reports whether an overdue entry can be left to the live
 // node elsewhere that held its actor when own.json was last read, without
 // reading it again now.
-func (h *Host) leftToHolder(ctx context.Context, p *scanPass, node *fence.Node, e AlarmEntry) bool {
+func (svc *Service) leftToHolder(ctx context.Context, p *scanPass, node *fence.Node, e Entry) bool {
 	l, ok := p.st.left[e.Key]
 	if !ok || l.node == node.ID() {
 		return false
@@ -142,14 +142,14 @@ func (h *Host) leftToHolder(ctx context.Context, p *scanPass, node *fence.Node, 
 
 // leave remembers an entry as left to a live holder elsewhere, checked
 // now.
-func (h *Host) leave(p *scanPass, key actorKey, e AlarmEntry, holder string) {
+func (svc *Service) leave(p *scanPass, key Key, e Entry, holder string) {
 	st := p.st
 	delete(st.revisit, e.Key)
 	if _, ok := st.left[e.Key]; !ok && st.remembered() >= maxEntriesRemembered {
 		return
 	}
 	st.nextN++
-	st.left[e.Key] = leftEntry{actor: key, node: holder, checked: h.clock.Now(), n: st.nextN}
+	st.left[e.Key] = leftEntry{actor: key, node: holder, checked: svc.clock.Now(), n: st.nextN}
 	st.queue = append(st.queue, queued{key: e.Key, n: st.nextN})
 	if len(st.queue) > 2*len(st.left)+64 {
 		// Compact the places of entries forgotten or checked again.
@@ -166,16 +166,16 @@ func (h *Host) leave(p *scanPass, key actorKey, e AlarmEntry, holder string) {
 // revisit remembers an entry as one that every scan looks at again (its
 // actor is being claimed, or could not be, or its holder could not be
 // judged, or is not yet claimable).
-func (p *scanPass) revisit(e AlarmEntry) {
+func (p *scanPass) revisit(e Entry) {
 	delete(p.st.left, e.Key)
 	if _, ok := p.st.revisit[e.Key]; ok || p.st.remembered() < maxEntriesRemembered {
 		p.st.revisit[e.Key] = e
 	}
 }
 
-// handedOver forgets an entry: the actor is open here, and the host's
+// handedOver forgets an entry: the actor serves here, and this node's
 // own schedule and settles look after its alarm from now on.
-func (p *scanPass) handedOver(e AlarmEntry) {
+func (p *scanPass) handedOver(e Entry) {
 	delete(p.st.left, e.Key)
 	delete(p.st.revisit, e.Key)
 }
@@ -195,40 +195,40 @@ func (p *scanPass) done() {
 	}
 }
 
-// recheck reads the own.json of at most alarmRechecksPerScan entries left
+// recheck reads the own.json of at most rechecksPerScan entries left
 // to a live holder and not checked for Lease+Grace, longest unchecked
 // first. One that the same or another live node elsewhere still holds is
 // left to it again; any other whose entry still exists is looked at by
 // the next scan (revisit); one whose entry is gone is forgotten.
-func (h *Host) recheck(ctx context.Context, p *scanPass, node *fence.Node) {
+func (svc *Service) recheck(ctx context.Context, p *scanPass, node *fence.Node) {
 	st := p.st
-	now := h.clock.Now()
-	for done := 0; done < alarmRechecksPerScan && len(st.queue) > 0; {
+	now := svc.clock.Now()
+	for done := 0; done < rechecksPerScan && len(st.queue) > 0; {
 		it := st.queue[0]
 		l, ok := st.left[it.key]
 		if !ok || l.n != it.n {
 			st.queue = st.queue[1:]
 			continue
 		}
-		if now.Sub(l.checked) < h.cfg.Lease+h.cfg.Grace {
+		if now.Sub(l.checked) < svc.cfg.Lease+svc.cfg.Grace {
 			return
 		}
 		st.queue = st.queue[1:]
 		done++
 		k, err := frames.ParseKey(it.key)
 		if err != nil {
-			delete(st.left, it.key) // only keys ListAlarms parsed are left
+			delete(st.left, it.key) // only keys List parsed are left
 			continue
 		}
-		e := AlarmEntry{Key: it.key, Actor: []byte(l.actor.id), Due: time.UnixMilli(int64(k.Due)), Gen: k.Gen}
-		holder, err := h.liveHolder(ctx, p, node, l.actor)
+		e := Entry{Key: it.key, Actor: []byte(l.actor.ID), Due: time.UnixMilli(int64(k.Due)), Gen: k.Gen}
+		holder, err := svc.liveHolder(ctx, p, node, l.actor)
 		switch {
 		case err != nil:
 			st.queue = append(st.queue, it) // again later
 		case holder != "":
-			h.leave(p, l.actor, e, holder)
+			svc.leave(p, l.actor, e, holder)
 		default:
-			if _, err := h.cfg.Bucket.Stat(ctx, it.key); errors.Is(err, bucket.ErrNotFound) {
+			if _, err := svc.cfg.Bucket.Stat(ctx, it.key); errors.Is(err, bucket.ErrNotFound) {
 				delete(st.left, it.key)
 			} else {
 				p.revisit(e)
@@ -239,9 +239,8 @@ func (h *Host) recheck(ctx context.Context, p *scanPass, node *fence.Node) {
 
 // liveHolder returns the live node other than this one that own.json
 // names as the actor's holder, "" if none does.
-func (h *Host) liveHolder(ctx context.Context, p *scanPass, node *fence.Node, key actorKey) (string, error) {
-	actor := frames.Actor{Namespace: h.namespaceID(key.ns), Actor: frames.ActorKey([]byte(key.id))}
-	rec, _, err := fence.ReadRecord(ctx, h.cfg.Bucket, actor)
+func (svc *Service) liveHolder(ctx context.Context, p *scanPass, node *fence.Node, key Key) (string, error) {
+	rec, _, err := fence.ReadRecord(ctx, svc.cfg.Bucket, svc.actorOf(key))
 	switch {
 	case errors.Is(err, bucket.ErrNotFound):
 		return "", nil

@@ -1,4 +1,4 @@
-package host
+package buckettest
 
 import (
 	"context"
@@ -13,48 +13,49 @@ import (
 	"github.com/framectl/framectl/frames"
 )
 
-// countingBucket passes every call to a real bucket and counts the calls
-// by operation and by the kind of key they concern (frames.ParseKey; a
+// Counting passes every call to a real bucket and counts the calls by
+// operation and by the kind of key they concern (frames.ParseKey; a
 // listing by the kind of its prefix), so that a test or a benchmark can
-// say which requests a host made. A DeleteMany counts once, as S3's
+// say which requests the code under test made. A DeleteMany counts once, as S3's
 // DeleteObjects is one request, under the kind of its first key.
-type countingBucket struct {
+type Counting struct {
 	bucket.Bucket
 	mu sync.Mutex
-	n  map[reqKind]int64
+	n  map[Req]int64
 }
 
-// reqKind is one counter: an operation ("get", "put", "stat", "list",
+// Req is one counter: an operation ("get", "put", "stat", "list",
 // "delete", "deletemany") on a kind of key ("own", "log", "snapshot",
 // "chunk", "node", "alarm", ...).
-type reqKind struct{ op, kind string }
+type Req struct{ Op, Kind string }
 
-func (k reqKind) String() string { return k.op + "-" + k.kind }
+func (k Req) String() string { return k.Op + "-" + k.Kind }
 
-func newCountingBucket(b bucket.Bucket) *countingBucket {
-	return &countingBucket{Bucket: b, n: map[reqKind]int64{}}
+// NewCounting counts the calls to b.
+func NewCounting(b bucket.Bucket) *Counting {
+	return &Counting{Bucket: b, n: map[Req]int64{}}
 }
 
-func (c *countingBucket) count(op, key string) {
-	k := reqKind{op, keyKind(key)}
+func (c *Counting) count(op, key string) {
+	k := Req{op, keyKind(key)}
 	c.mu.Lock()
 	c.n[k]++
 	c.mu.Unlock()
 }
 
-// counts returns a copy of the counters.
-func (c *countingBucket) counts() reqCounts {
+// Counts returns a copy of the counters.
+func (c *Counting) Counts() Counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return maps.Clone(c.n)
 }
 
-// reqCounts are counters at one moment, or the difference of two.
-type reqCounts map[reqKind]int64
+// Counts are counters at one moment, or the difference of two.
+type Counts map[Req]int64
 
-// since returns what was counted after earlier.
-func (r reqCounts) since(earlier reqCounts) reqCounts {
-	out := reqCounts{}
+// Since returns what was counted after earlier.
+func (r Counts) Since(earlier Counts) Counts {
+	out := Counts{}
 	for k, v := range r {
 		if d := v - earlier[k]; d != 0 {
 			out[k] = d
@@ -63,10 +64,11 @@ func (r reqCounts) since(earlier reqCounts) reqCounts {
 	return out
 }
 
-// get returns the count of op on kind.
-func (r reqCounts) get(op, kind string) int64 { return r[reqKind{op, kind}] }
+// Get returns the count of op on kind.
+func (r Counts) Get(op, kind string) int64 { return r[Req{op, kind}] }
 
-func (r reqCounts) total() int64 {
+// Total sums the counters.
+func (r Counts) Total() int64 {
 	var t int64
 	for _, v := range r {
 		t += v
@@ -75,8 +77,8 @@ func (r reqCounts) total() int64 {
 }
 
 // String lists the counters in order, "get-own=3 put-node=2".
-func (r reqCounts) String() string {
-	keys := slices.SortedFunc(maps.Keys(r), func(a, b reqKind) int { return strings.Compare(a.String(), b.String()) })
+func (r Counts) String() string {
+	keys := slices.SortedFunc(maps.Keys(r), func(a, b Req) int { return strings.Compare(a.String(), b.String()) })
 	var sb strings.Builder
 	for i, k := range keys {
 		if i > 0 {
@@ -111,32 +113,32 @@ func keyKind(key string) string {
 	return "other"
 }
 
-func (c *countingBucket) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
+func (c *Counting) Get(ctx context.Context, key string) (io.ReadCloser, bucket.Info, error) {
 	c.count("get", key)
 	return c.Bucket.Get(ctx, key)
 }
 
-func (c *countingBucket) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
+func (c *Counting) Put(ctx context.Context, key string, body io.Reader, size int64, cond bucket.Condition) (bucket.Info, error) {
 	c.count("put", key)
 	return c.Bucket.Put(ctx, key, body, size, cond)
 }
 
-func (c *countingBucket) Stat(ctx context.Context, key string) (bucket.Info, error) {
+func (c *Counting) Stat(ctx context.Context, key string) (bucket.Info, error) {
 	c.count("stat", key)
 	return c.Bucket.Stat(ctx, key)
 }
 
-func (c *countingBucket) List(ctx context.Context, prefix, startAfter string, limit int) (bucket.Page, error) {
+func (c *Counting) List(ctx context.Context, prefix, startAfter string, limit int) (bucket.Page, error) {
 	c.count("list", prefix)
 	return c.Bucket.List(ctx, prefix, startAfter, limit)
 }
 
-func (c *countingBucket) Delete(ctx context.Context, key string) error {
+func (c *Counting) Delete(ctx context.Context, key string) error {
 	c.count("delete", key)
 	return c.Bucket.Delete(ctx, key)
 }
 
-func (c *countingBucket) DeleteMany(ctx context.Context, keys []string) error {
+func (c *Counting) DeleteMany(ctx context.Context, keys []string) error {
 	if len(keys) > 0 {
 		c.count("deletemany", keys[0])
 	}
