@@ -129,8 +129,9 @@
 //     (its base was deleted with its session): it is unusable, and nothing
 //     uses it. TestCollectBesideZombie.
 //   - The owner of the session (Options.Owner: the writer, package session)
-//     collects the chunks it put itself without the grace, as soon as no
-//     snapshot listed and no manifest it wrote names them: the manifests
+//     collects the chunks it put itself without the grace and without a
+//     Stat, in one DeleteMany, as soon as no snapshot listed and no
+//     manifest it wrote names them: the manifests
 //     in flight that could name them are its own, and it has none while
 //     its pass runs. A compaction by anyone else would be a manifest in
 //     flight it does not know of, built on its newest manifest and naming

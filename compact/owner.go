@@ -21,10 +21,12 @@ package compact
 // it listed, and no manifest it wrote and has not deleted, names it: the
 // only manifests that could name such a chunk and that the pass cannot
 // see are ones in flight, and the owner has none in flight while its pass
-// runs. Chunks others put keep the grace. Rules 2 and 3 of collect.go hold
-// as for any pass: own.json read again before the first delete still
-// names the owner's epoch, and each chunk is Stat'ed unchanged just before
-// its delete.
+// runs. Rule 3 of collect.go therefore does not apply to them (rule 5): no
+// grace, no Stat, one DeleteMany for all of them (deleteOwned). Chunks
+// others put keep rule 3, the grace and a Stat showing each unchanged just
+// before its delete. Rule 2 holds as for any pass: own.json, read again
+// before the first delete, must still name the epoch the pass started
+// from, or nothing is collected.
 //
 // Nobody else writes a snapshot into a session that may still be live
 // (Options.Live): a pass that is not the owner's writes none into a

@@ -80,6 +80,22 @@ type scaleMode struct {
 	blob  int  // bytes of the row written (0: a short string)
 }
 
+// name is what the mode adds to a benchmark's name ("" for the default),
+// so that runs in different modes print rows of different names.
+func (m scaleMode) name() string {
+	var s string
+	if m.alarm {
+		s += "/alarm=1"
+	}
+	if m.kept {
+		s += "/conn=kept"
+	}
+	if m.blob > 0 {
+		s += fmt.Sprintf("/blob=%d", m.blob)
+	}
+	return s
+}
+
 func scaleModeOf() scaleMode {
 	m := scaleMode{kept: os.Getenv(envScaleConn) == "kept", alarm: os.Getenv(envScaleAlarm) == "1"}
 	m.blob, _ = strconv.Atoi(os.Getenv(envScaleBlob))
@@ -126,13 +142,16 @@ func scaleWindow(b *testing.B) time.Duration { return scaleDuration(b, envScaleW
 // per actor of each; and the requests per minute by kind while idle. The
 // host runs with the defaults (lease 10 s + 5 s, alarm scans every 2 s of
 // a namespace with a handler), except sweeps, which
-// BenchmarkHostScaleOthers measures. It asserts no time.
+// BenchmarkHostScaleOthers measures. A mode set by FRAMECTL_SCALE_ALARM,
+// FRAMECTL_SCALE_CONN or FRAMECTL_SCALE_BLOB is in the benchmark's name
+// (dir/actors=1000/alarm=1), so that one table can hold the runs of
+// several modes (framebench table). It asserts no time.
 func BenchmarkHostScale(b *testing.B) {
 	window := scaleWindow(b)
 	mode := scaleModeOf()
 	for _, be := range buckettest.Backends() {
 		for _, n := range scaleInts(b, envScaleN, "100") {
-			b.Run(fmt.Sprintf("%s/actors=%d", be.Name, n), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/actors=%d%s", be.Name, n, mode.name()), func(b *testing.B) {
 				raw := be.New(b)
 				cb := buckettest.NewCounting(raw)
 				warns := &warnCounter{}

@@ -24,7 +24,9 @@ import (
 // latency p50/p99 of Durable, commits/s, and PUTs per 1,000 commits
 // (batches only; the session's first snapshot is left out).
 //
-//	scripts/with-s3.sh go test ./quorum -run '^$' -bench Durable -benchtime 2000x
+//	scripts/with-s3.sh go test ./quorum -run '^$' -bench '^BenchmarkDurable$' -benchtime 2000x
+//
+// (anchored: -bench Durable would run BenchmarkDurableAtRate too).
 func BenchmarkDurable(b *testing.B) {
 	for _, be := range buckettest.Backends() {
 		for _, writers := range []int{1, 16} {
@@ -41,7 +43,7 @@ func BenchmarkDurable(b *testing.B) {
 // a second, for PUTs per 1,000 commits over several upload intervals
 // (-benchtime 3000x: 30 s each).
 //
-//	scripts/with-s3.sh go test ./quorum -run '^$' -bench DurableAtRate -benchtime 3000x
+//	scripts/with-s3.sh go test ./quorum -run '^$' -bench '^BenchmarkDurableAtRate$' -benchtime 3000x
 func BenchmarkDurableAtRate(b *testing.B) {
 	for _, be := range buckettest.Backends() {
 		for _, mode := range []string{"peers", "bucket"} {

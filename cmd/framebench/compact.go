@@ -19,10 +19,11 @@ func init() {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("\ncompaction of the same session (forced): %v, %.1f MB/s of database\n",
-			res.Duration.Round(time.Millisecond), float64(fx.dbBytes)/(1<<20)/res.Duration.Seconds())
-		fmt.Printf("  read %s (snapshot + log), wrote %s (new snapshot through seq %d), deleted %d objects\n",
-			mib(res.BytesRead), mib(res.BytesWritten), res.Seq, len(res.Deleted))
+		fmt.Printf("\ncompaction of the same session (one forced pass; MiB/s of database over its time)\n")
+		fmt.Printf("| database | time | MiB/s of database | read | written | deleted |\n|---|---|---|---|---|---|\n")
+		fmt.Printf("| %s | %v | %.1f | %s (snapshot + %d batches) | %s (new snapshot through seq %d) | %d objects |\n",
+			mib(fx.dbBytes), res.Duration.Round(time.Millisecond), float64(fx.dbBytes)/(1<<20)/res.Duration.Seconds(),
+			mib(res.BytesRead), len(fx.batches), mib(res.BytesWritten), res.Seq, len(res.Deleted))
 		return nil
 	})
 }

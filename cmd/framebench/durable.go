@@ -22,8 +22,9 @@ func durable(ctx context.Context, url string, seconds float64) error {
 		return err
 	}
 	defer cleanup()
-	fmt.Printf("durable throughput against %s, %.0f s per variant\n", b, seconds)
-	fmt.Printf("%-24s %8s %12s %10s %12s\n", "variant", "writers", "commits/s", "PUTs", "commits/PUT")
+	fmt.Printf("durable throughput against %s, %g s per variant; commits per batch is session.Stats' Commits over Batches (a batch is one PUT unless retried)\n", b, seconds)
+	fmt.Println("| variant | writers | commits/s | PUTs | commits per batch |")
+	fmt.Println("|---|---|---|---|---|")
 	results := map[string]float64{}
 	for _, mode := range []session.Mode{session.Async, session.Sync} {
 		for _, writers := range []int{1, 16} {
@@ -36,10 +37,10 @@ func durable(ctx context.Context, url string, seconds float64) error {
 				name = "sync"
 			}
 			results[fmt.Sprint(mode, writers)] = rate
-			fmt.Printf("%-24s %8d %12.0f %10d %12.1f\n", name, writers, rate, st.PUTs, float64(st.Commits)/float64(max(st.Batches, 1)))
+			fmt.Printf("| %s | %d | %s | %s | %.1f |\n", name, writers, thousands(rate), thousands(float64(st.PUTs)), float64(st.Commits)/float64(max(st.Batches, 1)))
 		}
 	}
-	fmt.Printf("16 writers: async+Durable / sync = %.1fx\n", results[fmt.Sprint(session.Async, 16)]/results[fmt.Sprint(session.Sync, 16)])
+	fmt.Printf("\n16 writers: commits/s of async + Durable each ÷ commits/s of sync = %.1f×\n", results[fmt.Sprint(session.Async, 16)]/results[fmt.Sprint(session.Sync, 16)])
 	return nil
 }
 

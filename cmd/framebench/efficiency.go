@@ -5,47 +5,63 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/framectl/framectl/session"
 )
 
 // efficiency: PUTs per 1,000 commits and bytes uploaded per commit for
-// (a) updates of one row and (b) random inserts into a 100 MB table.
-func efficiency(ctx context.Context, url string) error {
+// (a) updates of one row and (b) random inserts into a 100 MB table, with
+// the bucket's upload pacing (interval: session.Config.UploadInterval, 0 for
+// the session's default for the bucket, negative for none).
+func efficiency(ctx context.Context, url string, interval time.Duration) error {
 	b, cleanup, err := openBucket(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	kind, def := "S3", session.DefaultS3UploadInterval
+	if url == "" || strings.HasPrefix(url, "file:") {
+		kind, def = "directory", session.DefaultDirUploadInterval
+	}
+	where := fmt.Sprintf("%s, paced %v", kind, interval)
+	switch {
+	case interval < 0:
+		where = kind + ", unpaced"
+	case interval == 0:
+		where = fmt.Sprintf("%s, paced %v (the default)", kind, def)
+	}
 	fmt.Printf("upload efficiency against %s (async; Durable only at the end unless noted)\n", b)
-	fmt.Printf("%-44s %8s %10s %14s %14s\n", "workload", "commits", "PUTs/1000", "bytes/commit", "pages/commit")
+	fmt.Println("| workload | bucket | PUTs per 1,000 commits | bytes uploaded per commit | pages per commit |")
+	fmt.Println("|---|---|---|---|---|")
 	row := func(name string, n int64, st session.Stats) {
-		fmt.Printf("%-44s %8d %10.1f %14.0f %14.2f\n", name, n, 1000*float64(st.PUTs)/float64(n),
-			float64(st.BytesUploaded)/float64(n), float64(st.BytesMerged)/float64(n)/4096)
+		fmt.Printf("| %s | %s | %s | %s | %.2f |\n", name, where, thousands(1000*float64(st.PUTs)/float64(n)),
+			thousands(float64(st.BytesUploaded)/float64(n)), float64(st.BytesMerged)/float64(n)/4096)
 	}
 	for _, each := range []bool{false, true} {
-		st, err := measure(ctx, b, 0, 1000, each, func(c execer, i int, rng *rand.Rand) error {
+		st, err := measure(ctx, b, interval, 0, 1000, each, func(c execer, i int, rng *rand.Rand) error {
 			return c.Exec("UPDATE t SET n = n + 1 WHERE id = 1")
 		})
 		if err != nil {
 			return err
 		}
-		name := "(a) 1000 updates of one row"
+		name := "(a) 1,000 updates of one row"
 		if each {
-			name += ", Durable each"
+			name += ", Durable after each"
 		}
 		row(name, 1000, st)
 	}
 	for _, each := range []bool{false, true} {
-		st, err := measure(ctx, b, 100<<20, 1000, each, func(c execer, i int, rng *rand.Rand) error {
+		st, err := measure(ctx, b, interval, 100<<20, 1000, each, func(c execer, i int, rng *rand.Rand) error {
 			return c.Exec(fmt.Sprintf("INSERT INTO big(k, v) VALUES(%d, randomblob(100))", rng.Int64()))
 		})
 		if err != nil {
 			return err
 		}
-		name := "(b) 1000 random inserts, 100 MB table"
+		name := "(b) 1,000 random inserts into a 100 MB table"
 		if each {
-			name += ", Durable each"
+			name += ", Durable after each"
 		}
 		row(name, 1000, st)
 	}
@@ -54,9 +70,10 @@ func efficiency(ctx context.Context, url string) error {
 
 type execer interface{ Exec(string) error }
 
-// measure builds a database (with a table big of about tableBytes), then
-// runs n commits of op and returns the replication counters they caused.
-func measure(ctx context.Context, b interface{ String() string }, tableBytes int64, n int, durableEach bool, op func(execer, int, *rand.Rand) error) (session.Stats, error) {
+// measure builds a database (with a table big of about tableBytes), opened
+// with upload pacing interval, then runs n commits of op and returns the
+// replication counters they caused.
+func measure(ctx context.Context, b interface{ String() string }, interval time.Duration, tableBytes int64, n int, durableEach bool, op func(execer, int, *rand.Rand) error) (session.Stats, error) {
 	dir, cleanup, err := workDir()
 	if err != nil {
 		return session.Stats{}, err
@@ -66,7 +83,7 @@ func measure(ctx context.Context, b interface{ String() string }, tableBytes int
 	if err != nil {
 		return session.Stats{}, err
 	}
-	db, err := replicated(ctx, bk, dir, session.Async)
+	db, err := replicatedPaced(ctx, bk, dir, session.Async, interval)
 	if err != nil {
 		return session.Stats{}, err
 	}

@@ -3,11 +3,12 @@
 // compares in alternating rounds of one process so that a noisy machine
 // affects them alike, and prints the numbers recorded in BENCHMARKS.md.
 //
-//	framebench overhead   [-rounds 7] [-commits 2000]
+//	framebench overhead   [-rounds 7] [-commits 2000] [-upload-interval D]
 //	framebench durable    -bucket URL [-seconds 5]
-//	framebench efficiency [-bucket URL]
+//	framebench efficiency [-bucket URL] [-upload-interval D]
 //	framebench restore    [-bucket URL] [-size 1GiB]
 //	framebench versus     [-bucket URL] [-phases rate,cost,restore] [-framectl VARIANTS] [-litestream default,100ms] [-size 1GiB]
+//	framebench table      [-units U,...] [-median] [FILE...]   < go test -bench output
 //
 // overhead compares commits/s of single-row UPDATE transactions through the
 // plain "os" VFS and through framectl with async replication to a directory
@@ -20,7 +21,14 @@
 // $HOME/.cache/litestream-v0.5.18 when missing) side by side on one S3
 // server through a counting proxy: commit rates against no replication,
 // requests, bytes and lag per 1,000 commits, and restore throughput
-// (versus.go; scripts/with-s3.sh starts the server).
+// (versus.go; scripts/with-s3.sh starts the server). table prints the
+// output of `go test -bench` as a markdown table, one row per benchmark and
+// one column per unit (table.go): the shape of BENCHMARKS.md's tables of go
+// benchmarks.
+//
+// Every subcommand prints its results as the markdown tables of
+// BENCHMARKS.md, headers included, so that each table there is what the
+// command beside it prints.
 package main
 
 import (
@@ -64,12 +72,15 @@ func main() {
 		err = durable(ctx, *url, *seconds)
 	case "efficiency":
 		url := fs.String("bucket", "", "bucket URL (default: a temporary directory bucket)")
+		interval := fs.Duration("upload-interval", 0, "session.Config.UploadInterval (default: the session's default for the bucket; negative: unpaced)")
 		fs.Parse(os.Args[2:])
-		err = efficiency(ctx, *url)
+		err = efficiency(ctx, *url, *interval)
 	case "restore":
 		err = restoreCmd(ctx, fs, os.Args[2:])
 	case "versus":
 		err = versusCmd(ctx, fs, os.Args[2:])
+	case "table":
+		err = tableCmd(fs, os.Args[2:])
 	default:
 		usage()
 	}
@@ -81,6 +92,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: framebench overhead|durable|efficiency|restore|versus [flags]   (framebench CMD -h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: framebench overhead|durable|efficiency|restore|versus|table [flags]   (framebench CMD -h for flags)")
 	os.Exit(2)
 }

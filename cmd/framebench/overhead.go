@@ -15,8 +15,15 @@ import (
 // none, and to a bucket that discards everything (what the process itself
 // spends, without the bucket's I/O).
 func overhead(ctx context.Context, rounds, commits int, interval time.Duration) error {
-	fmt.Printf("capture overhead: %d alternating rounds of %d single-row UPDATE commits per variant\n", rounds, commits)
-	fmt.Printf("%-8s %-13s %14s %14s %10s %10s\n", "sync", "bucket", "os commits/s", "framectl c/s", "cost", "round med")
+	paced := "dir (paced " + session.DefaultDirUploadInterval.String() + ", the default)"
+	if interval > 0 {
+		paced = "dir (paced " + interval.String() + ")"
+	}
+	fmt.Printf("capture overhead: %d alternating rounds of %d single-row UPDATE commits per variant, after a warm-up round\n", rounds, commits)
+	fmt.Println("commits/s: the median of the rounds' rates. cost of the medians: 1 − framectl/os of those two medians. " +
+		"cost, median of the rounds': the median of each round's 1 − framectl/os (not the same figure)")
+	fmt.Println("| synchronous | bucket | os commits/s | framectl commits/s | cost of the medians | cost, median of the rounds' | commits | PUTs |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	type variant struct {
 		sync, bucket string
 		unpaced      bool // session.Config.UploadInterval < 0
@@ -26,10 +33,12 @@ func overhead(ctx context.Context, rounds, commits int, interval time.Duration) 
 		{"FULL", "dir", false}, {"FULL", "dir", true}, {"FULL", "discard", false},
 	} {
 		sync := variant.sync
-		name := variant.bucket
-		paced := interval
-		if variant.unpaced {
-			name, paced = name+" unpaced", -1
+		name, every := variant.bucket, interval
+		switch {
+		case variant.unpaced:
+			name, every = name+" unpaced", -1
+		case variant.bucket == "dir":
+			name = paced
 		}
 		dir, cleanup, err := workDir()
 		if err != nil {
@@ -49,7 +58,7 @@ func overhead(ctx context.Context, rounds, commits int, interval time.Duration) 
 			return err
 		}
 		defer pc.Close()
-		db, err := replicatedPaced(ctx, b, path(dir, "replicated"), session.Async, paced)
+		db, err := replicatedPaced(ctx, b, path(dir, "replicated"), session.Async, every)
 		if err != nil {
 			return err
 		}
@@ -84,9 +93,8 @@ func overhead(ctx context.Context, rounds, commits int, interval time.Duration) 
 		}
 		mo, mf := median(osRates), median(fcRates)
 		st := db.Stats()
-		fmt.Printf("%-8s %-13s %14.0f %14.0f %9.1f%% %9.1f%%   (%d commits, %d PUTs)\n", sync, name, mo, mf,
-			100*(1-mf/mo), 100*(1-median(ratios)), st.Commits, st.PUTs)
+		fmt.Printf("| %s | %s | %s | %s | %.1f%% | %.1f%% | %s | %s |\n", sync, name, thousands(mo), thousands(mf),
+			100*(1-mf/mo), 100*(1-median(ratios)), thousands(float64(st.Commits)), thousands(float64(st.PUTs)))
 	}
-	fmt.Println("cost = 1 - framectl/os of the median rates; round med = median of the per-round ratios")
 	return nil
 }

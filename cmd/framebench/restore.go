@@ -67,9 +67,9 @@ func restoreCmd(ctx context.Context, fs *flag.FlagSet, args []string) error {
 // about the database's size: the state compaction leaves for a restore to
 // read at worst. Then, in alternating rounds, it measures side by side:
 //
-//   - the limit: GET and gunzip of the same objects to io.Discard, one
-//     object at a time, and with the parallelism restore uses (the
-//     snapshot alongside the batches);
+//   - the limit: GET and decode of the same objects (gunzip, or zstd for
+//     chunk files), one object at a time, and with the parallelism
+//     restore uses (the snapshot alongside the batches);
 //   - restore.Restore of the actor, as MB/s of database restored (database
 //     bytes / restore time), with integrity_check and without it (to show
 //     what it costs apart);
@@ -118,20 +118,21 @@ func restoreBench(ctx context.Context, url string, size int64, rounds int, opts 
 		noIC = append(noIC, d)
 		ratio = append(ratio, par[round].Seconds()/full[round].Seconds())
 		ratioNoIC = append(ratioNoIC, par[round].Seconds()/noIC[round].Seconds())
-		fmt.Printf("round %d: GET+gunzip sequential %v, parallel %v; restore %v (%.0f%% of parallel), without integrity_check %v (%.0f%%)\n",
+		fmt.Printf("round %d: GET+decode sequential %v, parallel %v; restore %v (%.0f%% of parallel), without integrity_check %v (%.0f%%)\n",
 			round+1, seq[round].Round(time.Millisecond), par[round].Round(time.Millisecond),
 			full[round].Round(time.Millisecond), 100*ratio[round], noIC[round].Round(time.Millisecond), 100*ratioNoIC[round])
 	}
 	rate := func(d time.Duration) float64 { return float64(fx.dbBytes) / (1 << 20) / d.Seconds() }
 	ms, mp, mf, mn := medianDuration(seq), medianDuration(par), medianDuration(full), medianDuration(noIC)
-	fmt.Printf("\nmedians of %d rounds, MB/s of database (%s):\n", rounds, mib(fx.dbBytes))
-	fmt.Printf("  limit, GET+gunzip one object at a time   %8.1f MB/s  (%v)\n", rate(ms), ms.Round(time.Millisecond))
-	fmt.Printf("  limit, GET+gunzip %d at a time            %8.1f MB/s  (%v)\n", restoreParallelism(opts), rate(mp), mp.Round(time.Millisecond))
-	fmt.Printf("  restore                                  %8.1f MB/s  (%v)\n", rate(mf), mf.Round(time.Millisecond))
-	fmt.Printf("  restore without integrity_check          %8.1f MB/s  (%v)\n", rate(mn), mn.Round(time.Millisecond))
-	fmt.Printf("  restore / limit, medians: %.0f%% of sequential, %.0f%% of parallel (without integrity_check: %.0f%%, %.0f%%)\n",
+	fmt.Printf("\nmedians of %d rounds; MiB/s of database (%s) over the median time\n", rounds, mib(fx.dbBytes))
+	fmt.Printf("| measurement | MiB/s | time |\n|---|---|---|\n")
+	fmt.Printf("| limit: GET + decode, one object at a time | %.1f | %v |\n", rate(ms), ms.Round(time.Millisecond))
+	fmt.Printf("| limit: GET + decode, %d at a time | %.1f | %v |\n", restoreParallelism(opts), rate(mp), mp.Round(time.Millisecond))
+	fmt.Printf("| restore (full verification, integrity_check) | %.1f | %v |\n", rate(mf), mf.Round(time.Millisecond))
+	fmt.Printf("| restore without integrity_check | %.1f | %v |\n", rate(mn), mn.Round(time.Millisecond))
+	fmt.Printf("\nrestore's rate over the limit's, of the median times: %.0f%% of sequential, %.0f%% of parallel (without integrity_check: %.0f%%, %.0f%%)\n",
 		100*ms.Seconds()/mf.Seconds(), 100*mp.Seconds()/mf.Seconds(), 100*ms.Seconds()/mn.Seconds(), 100*mp.Seconds()/mn.Seconds())
-	fmt.Printf("  restore / parallel limit, median of the rounds' ratios: %.0f%% (without integrity_check %.0f%%)\n",
+	fmt.Printf("restore's rate over the parallel limit's, the median of the rounds' ratios: %.0f%% (without integrity_check %.0f%%)\n",
 		100*median(ratio), 100*median(ratioNoIC))
 
 	// Compaction's measurement of the same fixture is added here: it can
@@ -262,13 +263,20 @@ func buildRestoreFixture(ctx context.Context, b bucket.Bucket, dir string, size 
 	return fx, os.Rename(db.Path(), filepath.Join(dir, "want.db"))
 }
 
-// limit GETs and gunzips the fixture's objects to io.Discard, n at a time,
-// the snapshot (and its chunks) first.
+// limit GETs and decodes the fixture's objects, n at a time, the snapshot
+// (and its chunks) first: each object in its own format, as a restore
+// reads it (a chunk file with frames.ReadChunkSealed, the rest gunzipped
+// to io.Discard), without anything a restore does with what it decodes.
 func (fx *restoreFixture) limit(ctx context.Context, n int) (time.Duration, error) {
 	start := time.Now()
 	objs := append(append([]bucket.Info{fx.snapshot}, fx.chunks...), fx.batches...)
-	err := workers.Run(ctx, objs, n, func(ctx context.Context, zr *gzip.Reader, o bucket.Info) error {
-		return getGunzip(ctx, fx.b, o.Key, zr) // zr: the worker's, reused
+	// Each worker reuses its gzip reader and chunk buffer.
+	type decoder struct {
+		zr  gzip.Reader
+		buf []byte
+	}
+	err := workers.Run(ctx, objs, n, func(ctx context.Context, d *decoder, o bucket.Info) error {
+		return getDecode(ctx, fx.b, o.Key, &d.zr, &d.buf)
 	})
 	if err != nil {
 		return 0, err
@@ -276,12 +284,19 @@ func (fx *restoreFixture) limit(ctx context.Context, n int) (time.Duration, erro
 	return time.Since(start), nil
 }
 
-func getGunzip(ctx context.Context, b bucket.Bucket, key string, zr *gzip.Reader) error {
+// getDecode GETs key and decodes it: a chunk file into *buf (kept for the
+// next), anything else gunzipped to io.Discard.
+func getDecode(ctx context.Context, b bucket.Bucket, key string, zr *gzip.Reader, buf *[]byte) error {
 	rc, _, err := b.Get(ctx, key)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
+	if k, err := frames.ParseKey(key); err == nil && k.Kind == frames.KeyChunk {
+		_, content, err := frames.ReadChunkSealed(rc, key, 0, *buf, frames.Limits{})
+		*buf = content[:0]
+		return err
+	}
 	if err := zr.Reset(rc); err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}

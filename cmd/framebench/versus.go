@@ -26,7 +26,9 @@ import (
 //   - rate: commits/s as fast as one connection can go, at each
 //     synchronous setting, for each side and for the database without
 //     replication measured just before and just after it (the ratio is to
-//     the mean of those two: the machine is shared and drifts).
+//     the mean of those two: the machine is shared and drifts). Its table
+//     gives the median of each side's rates and, beside it, the median of
+//     its per-round ratios, which is not the ratio of the median rates.
 //   - cost: -commit-rate commits/s (default 100) for -cost-time, at each
 //     -cost-sync: PUTs, GETs, listings, deletes and bytes per 1,000
 //     commits as the proxy counts them from the moment the side is
@@ -34,6 +36,8 @@ import (
 //     (from a commit's return to the moment the server acknowledged the
 //     first object write holding it; see side.covers); the bytes the
 //     side's prefix holds, sampled every second (storage amplification).
+//     A table row per round as it is measured, then the medians, a cell
+//     per -cost-sync setting.
 //   - restore: versus_restore.go.
 //
 // Both phases also report CPU time per commit (cpu.go): wall-clock rates
@@ -334,6 +338,7 @@ func runSide(ctx context.Context, env *versusEnv, s side, name, prefix, sync str
 // the database without replication.
 func versusRate(ctx context.Context, env *versusEnv, o versusOpts, sides []side, run string) error {
 	fmt.Printf("\n## rate: one connection flat out for %v per measurement, %d rounds\n", o.rateTime, o.rounds)
+	fmt.Println("each round: commits/s without replication, then each side's commits/s with, in parentheses, its ratio to the mean of the runs without replication just before and just after it")
 	type key struct{ sync, side string }
 	rates, ratios := map[key][]float64{}, map[key][]float64{}
 	n := 0
@@ -348,12 +353,12 @@ func versusRate(ctx context.Context, env *versusEnv, o versusOpts, sides []side,
 				return err
 			}
 			defer w.Close()
-			cpu0 := selfCPU() + s.cpu()
+			cpu0, passes0 := selfCPU()+s.cpu(), s.compactions()
 			k, d, err := w.flatOut(o.rateTime)
 			rate = float64(k) / d.Seconds()
 			cpus[key{sync, s.name()}] = append(cpus[key{sync, s.name()}], (selfCPU()+s.cpu()-cpu0).Seconds()*1e6/float64(k))
-			if note := s.note(d.Seconds()); note != "" {
-				notes[key{sync, s.name()}] = append(notes[key{sync, s.name()}], note)
+			if passes0 >= 0 {
+				notes[key{sync, s.name()}] = append(notes[key{sync, s.name()}], fmt.Sprintf("%.2f", float64(s.compactions()-passes0)/d.Seconds()))
 			}
 			return err
 		})
@@ -385,14 +390,30 @@ func versusRate(ctx context.Context, env *versusEnv, o versusOpts, sides []side,
 			fmt.Println(line)
 		}
 	}
-	fmt.Printf("\nCPU: of this process (workload, framectl, the proxy) and of litestream replicate, per commit, median of rounds\n")
-	fmt.Printf("| side | synchronous | commits/s (median) | vs no replication (median of rounds) | CPU µs/commit | |\n|---|---|---|---|---|---|\n")
+	fmt.Printf("\nmedians of %d rounds, per synchronous setting. commits/s: the median of the side's rates. "+
+		"÷ none: the median of the side's per-round ratios (its rate over the mean of the runs without replication either side of it), "+
+		"not the ratio of the medians of commits/s beside it. CPU: of this process (workload, framectl, the proxy) and of litestream replicate, "+
+		"per commit, the median of rounds. Compaction passes/s: each round's, in order.\n", o.rounds)
+	fmt.Print("| side |")
 	for _, sync := range o.syncs {
-		fmt.Printf("| no replication | %s | %.0f | 1 | %.1f | |\n", sync, median(rates[key{sync, "none"}]), median(cpus[key{sync, "no replication"}]))
-		for _, s := range sides {
+		fmt.Printf(" %[1]s commits/s | %[1]s ÷ none, median of the rounds' ratios | %[1]s CPU µs/commit |", sync)
+	}
+	fmt.Printf(" compaction passes/s |\n|---|%s---|\n", strings.Repeat("---|---|---|", len(o.syncs)))
+	for _, s := range append([]side{none{}}, sides...) {
+		fmt.Printf("| %s |", s.name())
+		var passes []string
+		for _, sync := range o.syncs {
 			k := key{sync, s.name()}
-			fmt.Printf("| %s | %s | %.0f | %.2f | %.1f | %s |\n", s.name(), sync, median(rates[k]), median(ratios[k]), median(cpus[k]), strings.Join(notes[k], "; "))
+			if _, ok := s.(none); ok {
+				fmt.Printf(" %s | 1 | %.1f |", thousands(median(rates[key{sync, "none"}])), median(cpus[k]))
+				continue
+			}
+			fmt.Printf(" %s | %.2f | %.1f |", thousands(median(rates[k])), median(ratios[k]), median(cpus[k]))
+			if len(notes[k]) > 0 {
+				passes = append(passes, strings.Join(notes[k], ", "))
+			}
 		}
+		fmt.Printf(" %s |\n", strings.Join(passes, " / "))
 	}
 	return nil
 }
@@ -406,28 +427,108 @@ type costRow struct {
 	unheld           int // commits no object write was seen to hold
 	mean, most       int64
 	cpu              time.Duration // of the workload and the drain
+	passes           int64         // compaction passes, or -1 (a side that does not compact in this process)
 	note             string
 }
 
 func (r costRow) per1000(n int64) float64 { return 1000 * float64(n) / float64(r.commits) }
 
-// versusCost: the workload at -commit-rate, counted, at each -cost-sync.
-func versusCost(ctx context.Context, env *versusEnv, o versusOpts, sides []side, run string) error {
-	for _, sync := range o.costSyncs {
-		if err := versusCostAt(ctx, env, o, sides, run+"-"+strings.ToLower(sync), sync); err != nil {
-			return err
-		}
-	}
-	return nil
+// costColumns are the columns of the cost tables, each round's and the
+// medians': a header and the value of a row (per 1,000 commits unless the
+// header says otherwise). proxy: counted at the proxy, so "–" for a side
+// whose requests do not pass through it.
+var costColumns = []struct {
+	header string
+	proxy  bool
+	format func(float64) string
+	value  func(r costRow, dbBytes int64) float64
+}{
+	{"commits/s", false, thousands, func(r costRow, _ int64) float64 { return float64(r.commits) / r.seconds }},
+	{"CPU µs/commit", false, thousands, func(r costRow, _ int64) float64 { return r.cpu.Seconds() * 1e6 / float64(r.commits) }},
+	{"PUTs", true, oneDecimal, func(r costRow, _ int64) float64 { return r.per1000(r.counts.PUT) }},
+	{"GETs+HEADs", true, oneDecimal, func(r costRow, _ int64) float64 { return r.per1000(r.counts.GET + r.counts.HEAD) }},
+	{"LISTs", true, oneDecimal, func(r costRow, _ int64) float64 { return r.per1000(r.counts.LIST) }},
+	{"DELETEs+POSTs", true, oneDecimal, func(r costRow, _ int64) float64 { return r.per1000(r.counts.DELETE + r.counts.POST) }},
+	{"bytes up/commit", true, thousands, func(r costRow, _ int64) float64 { return float64(r.counts.BytesUp) / float64(r.commits) }},
+	{"bytes down/commit", true, thousands, func(r costRow, _ int64) float64 { return float64(r.counts.BytesDown) / float64(r.commits) }},
+	{"lag p50", true, millis, func(r costRow, _ int64) float64 { return r.lag50.Seconds() * 1000 }},
+	{"lag p99", true, millis, func(r costRow, _ int64) float64 { return r.lag99.Seconds() * 1000 }},
+	{"stored mean", false, times, func(r costRow, db int64) float64 { return float64(r.mean) / float64(db) }},
+	{"stored max", false, times, func(r costRow, db int64) float64 { return float64(r.most) / float64(db) }},
 }
 
-func versusCostAt(ctx context.Context, env *versusEnv, o versusOpts, sides []side, run, sync string) error {
+func oneDecimal(x float64) string { return fmt.Sprintf("%.1f", x) }
+func millis(x float64) string     { return fmt.Sprintf("%.1f ms", x) }
+func times(x float64) string      { return fmt.Sprintf("%.2f×", x) }
+
+// versusCost: the workload at -commit-rate, counted, at each -cost-sync:
+// a table of each round as it is measured, then one of the medians.
+func versusCost(ctx context.Context, env *versusEnv, o versusOpts, sides []side, run string) error {
 	rate := fmt.Sprintf("%.0f commits/s", o.commitRate)
 	if o.commitRate <= 0 {
 		rate = "commits as fast as one connection can"
 	}
-	fmt.Printf("\n## cost: %s for %v at synchronous=%s, %d rounds; per 1,000 commits unless noted\n",
-		rate, o.costTime, sync, o.rounds)
+	fmt.Printf("\n## cost: %s for %v at synchronous=%s, %d rounds; per 1,000 commits unless noted; stored = bytes under the side's prefix, sampled each second, as a multiple of the database (%s)\n",
+		rate, o.costTime, strings.Join(o.costSyncs, ","), o.rounds, mib(env.dbBytes))
+	fmt.Print("| synchronous | round | side | commits |")
+	for _, c := range costColumns {
+		fmt.Printf(" %s |", c.header)
+	}
+	fmt.Printf(" lag max | compaction passes/s | notes |\n|---|---|---|---|%s---|---|---|\n", strings.Repeat("---|", len(costColumns)))
+	rows := map[string][][]costRow{} // side -> per sync -> rounds
+	for _, sync := range o.costSyncs {
+		got, err := versusCostAt(ctx, env, o, sides, run+"-"+strings.ToLower(sync), sync)
+		if err != nil {
+			return err
+		}
+		for _, s := range sides {
+			rows[s.name()] = append(rows[s.name()], got[s.name()])
+		}
+	}
+	fmt.Printf("\nmedians of %d rounds; each cell one value per synchronous setting, %s; compaction passes/s: each round's, in order\n",
+		o.rounds, strings.Join(o.costSyncs, " / "))
+	fmt.Print("| side |")
+	for _, c := range costColumns {
+		fmt.Printf(" %s |", c.header)
+	}
+	fmt.Printf(" compaction passes/s |\n|---|%s---|\n", strings.Repeat("---|", len(costColumns)))
+	for _, s := range sides {
+		fmt.Printf("| %s |", s.name())
+		for _, c := range costColumns {
+			cells := make([]string, len(o.costSyncs))
+			for i, rs := range rows[s.name()] {
+				if c.proxy && !s.counted() {
+					cells[i] = "–"
+					continue
+				}
+				xs := make([]float64, len(rs))
+				for j, r := range rs {
+					xs[j] = c.value(r, env.dbBytes)
+				}
+				cells[i] = c.format(median(xs))
+			}
+			fmt.Printf(" %s |", strings.Join(cells, " / "))
+		}
+		var passes []string
+		for _, rs := range rows[s.name()] {
+			var each []string
+			for _, r := range rs {
+				if r.passes >= 0 {
+					each = append(each, fmt.Sprintf("%.2f", float64(r.passes)/r.seconds))
+				}
+			}
+			if len(each) > 0 {
+				passes = append(passes, strings.Join(each, ", "))
+			}
+		}
+		fmt.Printf(" %s |\n", strings.Join(passes, " / "))
+	}
+	return nil
+}
+
+// versusCostAt measures every side o.rounds times at one synchronous
+// setting, printing each measurement as a row of the rounds' table.
+func versusCostAt(ctx context.Context, env *versusEnv, o versusOpts, sides []side, run, sync string) (map[string][]costRow, error) {
 	rows := map[string][]costRow{}
 	n := 0
 	for round := range o.rounds {
@@ -444,7 +545,7 @@ func versusCostAt(ctx context.Context, env *versusEnv, o versusOpts, sides []sid
 				c0, l0 := env.proxy.Counts(), env.proxy.NumLanded()
 				fb, fp := s.stored(env, prefix)
 				stopFootprint := footprint(ctx, fb, fp)
-				start, cpu0 := time.Now(), selfCPU()+s.cpu()
+				start, cpu0, passes0 := time.Now(), selfCPU()+s.cpu(), s.compactions()
 				marks, err := w.paced(o.commitRate, o.costTime, s.seq)
 				row.seconds = time.Since(start).Seconds()
 				if err == nil && len(marks) > 0 {
@@ -456,6 +557,10 @@ func versusCostAt(ctx context.Context, env *versusEnv, o versusOpts, sides []sid
 				}
 				row.commits, row.counts = len(marks), env.proxy.Counts().sub(c0)
 				row.cpu = selfCPU() + s.cpu() - cpu0
+				row.passes = -1
+				if passes0 >= 0 {
+					row.passes = s.compactions() - passes0
+				}
 				lags, unheld := commitLags(marks, env.proxy.Landed(l0), s.covers)
 				row.unheld = unheld
 				row.lag50, row.lag99, row.mx = quantile(lags, 0.5), quantile(lags, 0.99), quantile(lags, 1)
@@ -463,67 +568,39 @@ func versusCostAt(ctx context.Context, env *versusEnv, o versusOpts, sides []sid
 				return nil
 			})
 			if err != nil {
-				return err
+				return nil, err
 			}
 			rows[s.name()] = append(rows[s.name()], row)
-			if !s.counted() {
-				fmt.Printf("round %d %-34s %5d commits (%.0f/s): stored mean %s max %s %s\n", round+1, s.name(), row.commits,
-					float64(row.commits)/row.seconds, mib(row.mean), mib(row.most), row.note)
-				fmt.Printf("  CPU %.0f µs/commit\n", row.cpu.Seconds()*1e6/float64(row.commits))
-				continue
+			fmt.Printf("| %s | %d | %s | %d |", sync, round+1, s.name(), row.commits)
+			for _, c := range costColumns {
+				switch {
+				case c.proxy && !s.counted():
+					fmt.Print(" – |")
+				case c.header == "stored mean" || c.header == "stored max":
+					b := row.mean
+					if c.header == "stored max" {
+						b = row.most
+					}
+					fmt.Printf(" %s, %s |", mib(b), c.format(c.value(row, env.dbBytes)))
+				default:
+					fmt.Printf(" %s |", c.format(c.value(row, env.dbBytes)))
+				}
 			}
-			fmt.Printf("round %d %-34s %5d commits (%.0f/s): PUT %6.1f GET %6.1f LIST %5.1f DELETE+POST %5.1f, up %6.0f B/commit, down %6.0f B/commit, lag p50 %v p99 %v max %v, stored mean %s max %s %s\n",
-				round+1, s.name(), row.commits, float64(row.commits)/row.seconds, row.per1000(row.counts.PUT), row.per1000(row.counts.GET+row.counts.HEAD),
-				row.per1000(row.counts.LIST), row.per1000(row.counts.DELETE+row.counts.POST),
-				float64(row.counts.BytesUp)/float64(row.commits), float64(row.counts.BytesDown)/float64(row.commits),
-				row.lag50.Round(100*time.Microsecond), row.lag99.Round(100*time.Microsecond), row.mx.Round(100*time.Microsecond),
-				mib(row.mean), mib(row.most), row.note)
-			fmt.Printf("  CPU %.0f µs/commit\n", row.cpu.Seconds()*1e6/float64(row.commits))
-			if row.unheld > 0 {
-				fmt.Printf("  %d commits were never seen in an object write\n", row.unheld)
+			lagMax, passes := "–", "–"
+			if s.counted() {
+				lagMax = row.mx.Round(100 * time.Microsecond).String()
 			}
+			if row.passes >= 0 {
+				passes = fmt.Sprintf("%.2f", float64(row.passes)/row.seconds)
+			}
+			note := row.note
+			if row.unheld > 0 && s.counted() {
+				note = strings.TrimPrefix(note+fmt.Sprintf("; %d commits were never seen in an object write", row.unheld), "; ")
+			}
+			fmt.Printf(" %s | %s | %s |\n", lagMax, passes, note)
 		}
 	}
-	fmt.Printf("\nmedians of %d rounds; stored = bytes under the side's prefix, sampled each second, as a multiple of the database (%s)\n", o.rounds, mib(env.dbBytes))
-	fmt.Printf("| side | commits/s | CPU µs/commit | PUTs | GETs+HEADs | LISTs | DELETEs+POSTs | bytes up/commit | bytes down/commit | lag p50 | lag p99 | stored mean | stored max | |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, s := range sides {
-		rs := rows[s.name()]
-		m := func(f func(costRow) float64) float64 {
-			xs := make([]float64, len(rs))
-			for i, r := range rs {
-				xs[i] = f(r)
-			}
-			return median(xs)
-		}
-		notes := make([]string, len(rs))
-		for i, r := range rs {
-			notes[i] = r.note
-		}
-		if !s.counted() {
-			fmt.Printf("| %s | %.0f | %.0f | – | – | – | – | – | – | – | – | %.2f× | %.2f× | %s |\n", s.name(),
-				m(func(r costRow) float64 { return float64(r.commits) / r.seconds }),
-				m(func(r costRow) float64 { return r.cpu.Seconds() * 1e6 / float64(r.commits) }),
-				m(func(r costRow) float64 { return float64(r.mean) / float64(env.dbBytes) }),
-				m(func(r costRow) float64 { return float64(r.most) / float64(env.dbBytes) }),
-				strings.Join(notes, "; "))
-			continue
-		}
-		fmt.Printf("| %s | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.1f ms | %.1f ms | %.2f× | %.2f× | %s |\n", s.name(),
-			m(func(r costRow) float64 { return float64(r.commits) / r.seconds }),
-			m(func(r costRow) float64 { return r.cpu.Seconds() * 1e6 / float64(r.commits) }),
-			m(func(r costRow) float64 { return r.per1000(r.counts.PUT) }),
-			m(func(r costRow) float64 { return r.per1000(r.counts.GET + r.counts.HEAD) }),
-			m(func(r costRow) float64 { return r.per1000(r.counts.LIST) }),
-			m(func(r costRow) float64 { return r.per1000(r.counts.DELETE + r.counts.POST) }),
-			m(func(r costRow) float64 { return float64(r.counts.BytesUp) / float64(r.commits) }),
-			m(func(r costRow) float64 { return float64(r.counts.BytesDown) / float64(r.commits) }),
-			m(func(r costRow) float64 { return r.lag50.Seconds() * 1000 }),
-			m(func(r costRow) float64 { return r.lag99.Seconds() * 1000 }),
-			m(func(r costRow) float64 { return float64(r.mean) / float64(env.dbBytes) }),
-			m(func(r costRow) float64 { return float64(r.most) / float64(env.dbBytes) }),
-			strings.Join(notes, "; "))
-	}
-	return nil
+	return rows, nil
 }
 
 // commitLags returns, for each commit, the time from its return to the

@@ -107,13 +107,14 @@ func (s *framectlSide) drain(ctx context.Context, env *versusEnv, last commitMar
 }
 
 func (s *framectlSide) note(seconds float64) string {
-	st := s.db.Stats()
-	n := fmt.Sprintf("%.2f compaction passes/s", float64(st.Compactions-s.from.Compactions)/seconds)
-	if s.dirBucket {
-		n += fmt.Sprintf(", %.1f PUTs/1000 commits (session.Stats)", 1000*float64(st.PUTs-s.from.PUTs)/float64(max(st.Commits-s.from.Commits, 1)))
+	if !s.dirBucket {
+		return ""
 	}
-	return n
+	st := s.db.Stats()
+	return fmt.Sprintf("%.1f PUTs/1000 commits (session.Stats)", 1000*float64(st.PUTs-s.from.PUTs)/float64(max(st.Commits-s.from.Commits, 1)))
 }
+
+func (s *framectlSide) compactions() int64 { return int64(s.db.Stats().Compactions) }
 
 func (s *framectlSide) stop(ctx context.Context, c *sqlite3.Conn) error {
 	return errors.Join(c.Close(), s.db.Close(ctx))

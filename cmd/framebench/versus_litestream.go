@@ -22,6 +22,7 @@ type litestreamSide struct {
 func (s *litestreamSide) seq() uint64         { return 0 }
 func (s *litestreamSide) counted() bool       { return true }
 func (s *litestreamSide) note(float64) string { return "" }
+func (s *litestreamSide) compactions() int64  { return -1 }
 func (s *litestreamSide) cfgFile() string     { return filepath.Join(s.dir, "litestream.yml") }
 func (s *litestreamSide) dbFile() string      { return filepath.Join(s.dir, "db.sqlite") }
 func (s *litestreamSide) logFile() string     { return filepath.Join(s.dir, "litestream.log") }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/ncruces/go-sqlite3"
@@ -43,12 +44,73 @@ func versusRestore(ctx context.Context, env *versusEnv, o versusOpts, run string
 	if err != nil {
 		return err
 	}
+	var results []restoreTimes
 	for _, kind := range o.fixtures {
-		if err := versusRestoreFixture(ctx, env, o, run, kind, fc); err != nil {
+		r, err := versusRestoreFixture(ctx, env, o, run, kind, fc)
+		if err != nil {
 			return fmt.Errorf("restore fixture %s: %w", kind, err)
 		}
+		results = append(results, r)
 	}
+	printRestoreTable(results, o.restoreRounds)
 	return nil
+}
+
+// The ways a fixture is restored, in the order of the table's columns.
+const (
+	fcRestore        = "framectl restore"
+	fcRestoreOneCore = "framectl restore, GOMAXPROCS=1"
+	lsRestore        = "litestream restore"
+	lsRestoreChecked = "litestream restore -integrity-check full"
+)
+
+var restoreWays = []string{fcRestore, fcRestoreOneCore, lsRestore, lsRestoreChecked}
+
+// restoreTimes is one fixture's restore times in seconds, by way, one per
+// round in the order of the rounds.
+type restoreTimes struct {
+	kind  string
+	bytes int64
+	times map[string][]float64
+}
+
+// printRestoreTable prints one row per fixture: each way's median time and
+// the MB/s it gives, then framectl's speed over Litestream's, which is
+// Litestream's time over framectl's: of the median times, then of each
+// round's times (the same round's two restores), then of the median times
+// against Litestream with its integrity check.
+func printRestoreTable(rs []restoreTimes, rounds int) {
+	fmt.Printf("\nmedians of %d alternating rounds; MB/s are 10^6 bytes of database per second; "+
+		"framectl ÷ litestream is framectl's speed over Litestream's (Litestream's time over framectl's)\n", rounds)
+	fmt.Print("| fixture |")
+	for _, w := range restoreWays {
+		fmt.Printf(" %s |", w)
+	}
+	fmt.Print(" framectl ÷ litestream, of the medians | framectl ÷ litestream, each round | framectl ÷ litestream -integrity-check full, of the medians |\n")
+	fmt.Printf("|---|%s---|---|---|\n", strings.Repeat("---|", len(restoreWays)))
+	for _, r := range rs {
+		fmt.Printf("| %s, %s MB |", r.kind, thousands(float64(r.bytes)/1e6))
+		for _, w := range restoreWays {
+			t := median(r.times[w])
+			fmt.Printf(" %.2f s, %.0f MB/s |", t, float64(r.bytes)/1e6/t)
+		}
+		fc, ls := r.times[fcRestore], r.times[lsRestore]
+		each := make([]string, len(fc))
+		for i := range fc {
+			each[i] = fmt.Sprintf("%.2f", ls[i]/fc[i])
+		}
+		fmt.Printf(" %.1f× | %s | %.1f× |\n", median(ls)/median(fc), strings.Join(each, ", "), median(r.times[lsRestoreChecked])/median(fc))
+	}
+}
+
+// thousands formats x rounded to an integer with commas between groups
+// of three digits.
+func thousands(x float64) string {
+	s := fmt.Sprintf("%.0f", x)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // framectlBinary builds cmd/framectl into dir (framebench runs from the
@@ -63,20 +125,20 @@ func framectlBinary(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run, kind, fc string) error {
+func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run, kind, fc string) (restoreTimes, error) {
 	dir, err := env.work.next("restore-" + kind)
 	if err != nil {
-		return err
+		return restoreTimes{}, err
 	}
 	defer os.RemoveAll(dir)
 	src := filepath.Join(dir, "source.db")
 	start := time.Now()
 	if err := fixture.Build(src, kind, o.restoreBytes); err != nil {
-		return err
+		return restoreTimes{}, err
 	}
 	fi, err := os.Stat(src)
 	if err != nil {
-		return err
+		return restoreTimes{}, err
 	}
 	size := fi.Size()
 	fmt.Printf("\n%s: %s built in %v\n", kind, mib(size), time.Since(start).Round(time.Second))
@@ -89,7 +151,7 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 	c0 := env.proxy.Counts()
 	start = time.Now()
 	if err := framectlUpload(ctx, fcURL, id, src, filepath.Join(dir, "fc")); err != nil {
-		return fmt.Errorf("framectl upload: %w", err)
+		return restoreTimes{}, fmt.Errorf("framectl upload: %w", err)
 	}
 	up := env.proxy.Counts().sub(c0)
 	fmt.Printf("  framectl uploaded it in %v: %d PUTs, %s\n", time.Since(start).Round(time.Second), up.PUT, mib(up.BytesUp))
@@ -98,14 +160,14 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 	lsDir := filepath.Join(dir, "ls")
 	ls := &litestreamSide{dir: lsDir}
 	if err := copyFile(src, ls.dbFile()); err != nil {
-		return err
+		return restoreTimes{}, err
 	}
 	if err := ls.config(env, prefix+"-ls").write(ls.cfgFile()); err != nil {
-		return err
+		return restoreTimes{}, err
 	}
 	c0, start = env.proxy.Counts(), time.Now()
 	if err := litestreamUpload(ctx, env, ls); err != nil {
-		return fmt.Errorf("litestream upload: %w", err)
+		return restoreTimes{}, fmt.Errorf("litestream upload: %w", err)
 	}
 	up = env.proxy.Counts().sub(c0)
 	fmt.Printf("  litestream uploaded it in %v: %d PUTs + %d POSTs, %s\n", time.Since(start).Round(time.Second), up.PUT, up.POST, mib(up.BytesUp))
@@ -114,7 +176,7 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 
 	want, err := tableDigest(src)
 	if err != nil {
-		return err
+		return restoreTimes{}, err
 	}
 	out := filepath.Join(dir, "restored.db")
 	type way struct {
@@ -123,19 +185,19 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 		cmd       func() *exec.Cmd
 		env       []string // added to the environment
 	}
-	fcRestore := func() *exec.Cmd {
+	fcRestoreCmd := func() *exec.Cmd {
 		return exec.CommandContext(ctx, fc, "restore", "--bucket", fcURL, "--namespace", "versus-restore",
 			"--actor", hex.EncodeToString(id), "--out", out)
 	}
 	ways := []way{
-		{name: "framectl restore", fileExact: true, cmd: fcRestore},
+		{name: fcRestore, fileExact: true, cmd: fcRestoreCmd},
 		// The same on one core: what parallel chunk fetching and
 		// inflating buys.
-		{name: "framectl restore, GOMAXPROCS=1", fileExact: true, cmd: fcRestore, env: []string{"GOMAXPROCS=1"}},
-		{name: "litestream restore", cmd: func() *exec.Cmd {
+		{name: fcRestoreOneCore, fileExact: true, cmd: fcRestoreCmd, env: []string{"GOMAXPROCS=1"}},
+		{name: lsRestore, cmd: func() *exec.Cmd {
 			return exec.CommandContext(ctx, env.litestream, "restore", "-config", ls.cfgFile(), "-o", out, ls.dbFile())
 		}},
-		{name: "litestream restore -integrity-check full", cmd: func() *exec.Cmd {
+		{name: lsRestoreChecked, cmd: func() *exec.Cmd {
 			return exec.CommandContext(ctx, env.litestream, "restore", "-config", ls.cfgFile(), "-integrity-check", "full", "-o", out, ls.dbFile())
 		}},
 	}
@@ -150,7 +212,7 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 			outb, err := cmd.CombinedOutput()
 			d := time.Since(start)
 			if err != nil {
-				return fmt.Errorf("%s: %w: %s", w.name, err, outb)
+				return restoreTimes{}, fmt.Errorf("%s: %w: %s", w.name, err, outb)
 			}
 			counted := env.proxy.Counts().sub(c0)
 			// framectl restores the file as it was; Litestream's copy also
@@ -161,18 +223,18 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 			if w.fileExact {
 				same, err := sameFiles(out, src)
 				if err != nil {
-					return err
+					return restoreTimes{}, err
 				}
 				if !same {
-					return fmt.Errorf("%s: the restored file differs from the database", w.name)
+					return restoreTimes{}, fmt.Errorf("%s: the restored file differs from the database", w.name)
 				}
 			} else {
 				got, err := tableDigest(out)
 				if err != nil {
-					return fmt.Errorf("%s: reading the restored database: %w", w.name, err)
+					return restoreTimes{}, fmt.Errorf("%s: reading the restored database: %w", w.name, err)
 				}
 				if got != want {
-					return fmt.Errorf("%s: the restored rows differ from the database's", w.name)
+					return restoreTimes{}, fmt.Errorf("%s: the restored rows differ from the database's", w.name)
 				}
 				verdict = "identical rows"
 			}
@@ -182,12 +244,7 @@ func versusRestoreFixture(ctx context.Context, env *versusEnv, o versusOpts, run
 		}
 	}
 	os.Remove(out)
-	fmt.Printf("\n| %s, %s | restore s (median) | MB/s |\n|---|---|---|\n", kind, mib(size))
-	for _, w := range ways {
-		t := median(times[w.name])
-		fmt.Printf("| %s | %.2f | %.1f |\n", w.name, t, float64(size)/1e6/t)
-	}
-	return nil
+	return restoreTimes{kind: kind, bytes: size, times: times}, nil
 }
 
 // framectlUpload replicates the database src as a new actor's first

@@ -27,8 +27,13 @@ type side interface {
 	// drain waits until the bucket holds every commit made so far, the
 	// last one being last.
 	drain(ctx context.Context, env *versusEnv, last commitMark) error
-	// note is what the side adds to its row (framectl: compaction passes).
+	// note is what the side adds to its row (framectl on a directory
+	// bucket: its PUTs, which the proxy does not see).
 	note(seconds float64) string
+	// compactions is the number of compaction passes the side's
+	// replicator has run so far, or -1 for a side that does not compact in
+	// this process (none, Litestream).
+	compactions() int64
 	// cpu is the CPU time of the side's own process so far (Litestream),
 	// or 0 when it runs in this one.
 	cpu() time.Duration
@@ -59,6 +64,7 @@ func (none) seq() uint64                                         { return 0 }
 func (none) covers(landing, commitMark) bool                     { return false }
 func (none) drain(context.Context, *versusEnv, commitMark) error { return nil }
 func (none) note(float64) string                                 { return "" }
+func (none) compactions() int64                                  { return -1 }
 func (none) cpu() time.Duration                                  { return 0 }
 func (none) counted() bool                                       { return true }
 func (none) stop(ctx context.Context, c *sqlite3.Conn) error     { return c.Close() }
