@@ -16,18 +16,6 @@ import (
 	"github.com/framectl/framectl/restore"
 )
 
-// openSnapshot reads the snapshot at key: its manifest, or nil for a full
-// snapshot.
-func openSnapshot(t *testing.T, b bucket.Bucket, key string) *frames.Manifest {
-	t.Helper()
-	rc, _, err := b.Get(t.Context(), key)
-	require.NoError(t, err)
-	defer rc.Close()
-	_, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
-	require.NoError(t, err)
-	return m
-}
-
 // bigSession replicates a database of about 2 MiB (1 KiB pages: eight
 // chunks of 256 KiB), then opens session 2 on it: its first manifest names
 // every chunk.
@@ -61,8 +49,7 @@ func TestCompactionUploadsOnlyChangedChunks(t *testing.T) {
 			inv, err := restore.Take(t.Context(), b, a)
 			require.NoError(t, err)
 			s, _ := inv.Session(2)
-			base := openSnapshot(t, b, s.Snapshots[0].Key)
-			require.NotNil(t, base)
+			base := buckettest.Manifest(t, b, s.Snapshots[0].Key)
 			require.GreaterOrEqual(t, len(base.Lanes[0].Chunks), 8)
 			require.Equal(t, frames.Epoch(1), base.Predecessor.Epoch)
 
@@ -75,8 +62,7 @@ func TestCompactionUploadsOnlyChangedChunks(t *testing.T) {
 			res, err := compact.Actor(t.Context(), b, a, opts)
 			require.NoError(t, err)
 			require.Equal(t, a.SnapshotKey(2, last), res.Snapshot)
-			m := openSnapshot(t, b, res.Snapshot)
-			require.NotNil(t, m, "a manifest's session gets manifests")
+			m := buckettest.Manifest(t, b, res.Snapshot) // a manifest's session gets manifests
 			require.Equal(t, base.Predecessor, m.Predecessor, "the lineage is the session's")
 			have := chunks.HaveOf(base)
 			shared := 0
@@ -160,14 +146,14 @@ func TestCompactionOfAFullSnapshotSession(t *testing.T) {
 	require.NoError(t, err)
 	key := inv.Sessions[0].Snapshots[0].Key
 	toFullSnapshot(t, b, a, key)
-	require.Nil(t, openSnapshot(t, b, key))
+	require.Nil(t, buckettest.Snapshot(t, b, key))
 
 	opts := testOptions(t)
 	opts.Force = true
 	res, err := compact.Actor(t.Context(), b, a, opts)
 	require.NoError(t, err)
 	require.Equal(t, a.SnapshotKey(1, last), res.Snapshot)
-	require.Nil(t, openSnapshot(t, b, res.Snapshot), "a full snapshot")
+	require.Nil(t, buckettest.Snapshot(t, b, res.Snapshot), "a full snapshot")
 	got, _ := mustReplay(t, b, a, 1)
 	dbtest.SameBytes(t, "replay", got, img)
 }
@@ -176,8 +162,7 @@ func TestCompactionOfAFullSnapshotSession(t *testing.T) {
 // same state, as framectl wrote snapshots before manifests.
 func toFullSnapshot(t *testing.T, b bucket.Bucket, a frames.Actor, key string) {
 	t.Helper()
-	m := openSnapshot(t, b, key)
-	require.NotNil(t, m)
+	m := buckettest.Manifest(t, b, key)
 	set, _, err := chunks.Load(t.Context(), b, a, key, m, t.TempDir(), chunks.Options{})
 	require.NoError(t, err)
 	defer set.Close()

@@ -34,7 +34,7 @@ func namedChunks(t *testing.T, b bucket.Bucket, a frames.Actor) map[string]bool 
 	named := map[string]bool{}
 	for _, s := range inv.Sessions {
 		for _, o := range s.Snapshots {
-			m := openSnapshot(t, b, o.Key)
+			m := buckettest.Snapshot(t, b, o.Key)
 			if m == nil {
 				continue
 			}
@@ -304,7 +304,7 @@ func TestCollectBesideWakingWriter(t *testing.T) {
 			require.NotEmpty(t, newest)
 			img := d.image()
 			d.close()
-			m := openSnapshot(t, b, newest)
+			m := buckettest.Manifest(t, b, newest)
 			var named []string
 			for _, c := range m.Lanes[0].Chunks {
 				named = append(named, a.ChunkKey(c.Hash))

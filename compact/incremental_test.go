@@ -163,7 +163,7 @@ func TestIncrementalReadsOnlyTouchedChunks(t *testing.T) {
 			inv, err := restore.Take(t.Context(), inner, a)
 			require.NoError(t, err)
 			s, _ := inv.Session(2)
-			base := openSnapshot(t, inner, s.Snapshots[0].Key)
+			base := buckettest.Manifest(t, inner, s.Snapshots[0].Key)
 			require.GreaterOrEqual(t, len(base.Lanes[0].Chunks), 32)
 
 			// Three rows far apart: three leaf pages in three chunks.
@@ -175,7 +175,7 @@ func TestIncrementalReadsOnlyTouchedChunks(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, a.SnapshotKey(2, last), res.Snapshot)
 			read := g.take()
-			m := openSnapshot(t, inner, res.Snapshot)
+			m := buckettest.Manifest(t, inner, res.Snapshot)
 			changed := changedChunks(a, base, m)
 			t.Logf("%d chunks, %d changed, %d read", len(base.Lanes[0].Chunks), len(changed), len(read))
 			require.NotEmpty(t, changed)
@@ -226,7 +226,7 @@ func TestIncrementalDamage(t *testing.T) {
 			require.NoError(t, err)
 			s, _ := inv.Session(2)
 			manifestKey := s.Snapshots[0].Key
-			base := openSnapshot(t, inner, manifestKey)
+			base := buckettest.Manifest(t, inner, manifestKey)
 			var untouched string
 			for _, c := range base.Lanes[0].Chunks {
 				if k := a.ChunkKey(c.Hash); !slices.Contains(touched, k) {

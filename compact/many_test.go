@@ -83,7 +83,7 @@ func TestActorManyObjects(t *testing.T) {
 			require.Equal(t, chunksAfter, chunks(), "chunks after the second pass: it listed the manifests it deleted")
 			res, err = compact.Actor(t.Context(), b, a, opts)
 			require.NoError(t, err)
-			m := openSnapshot(t, b, a.SnapshotKey(2, last))
+			m := buckettest.Manifest(t, b, a.SnapshotKey(2, last))
 			var named []string
 			for _, c := range m.Lanes[0].Chunks {
 				if k := a.ChunkKey(c.Hash); !slices.Contains(named, k) {

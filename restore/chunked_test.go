@@ -36,13 +36,7 @@ func manifestsOf(t testing.TB, b bucket.Bucket, a frames.Actor) map[string]*fram
 	out := map[string]*frames.Manifest{}
 	for _, s := range inv.Sessions {
 		for _, o := range s.Snapshots {
-			rc, _, err := b.Get(t.Context(), o.Key)
-			require.NoError(t, err)
-			_, m, err := frames.OpenSnapshot(rc, o.Key, frames.Limits{})
-			rc.Close()
-			require.NoError(t, err)
-			require.NotNil(t, m, "%s is a full snapshot", o.Key)
-			out[o.Key] = m
+			out[o.Key] = buckettest.Manifest(t, b, o.Key)
 		}
 	}
 	return out

@@ -18,14 +18,7 @@ func sessionManifest(t *testing.T, b bucket.Bucket, a frames.Actor, epoch frames
 	t.Helper()
 	keys := buckettest.Keys(t, b, a.SnapshotSessionPrefix(epoch))
 	require.NotEmpty(t, keys, "session %d has no snapshot", epoch)
-	key := keys[len(keys)-1] // descending: the oldest last
-	rc, _, err := b.Get(t.Context(), key)
-	require.NoError(t, err)
-	defer rc.Close()
-	sr, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
-	require.NoError(t, err)
-	require.Nil(t, sr, "%s is a full snapshot, not a manifest", key)
-	return m
+	return buckettest.Manifest(t, b, keys[len(keys)-1]) // descending: the oldest last
 }
 
 // Every session starts with a manifest naming where it started: nothing

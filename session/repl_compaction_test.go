@@ -160,12 +160,7 @@ func TestBackgroundCompactionCollectsReplacedChunks(t *testing.T) {
 	perManifest := 0
 	for _, s := range inv.Sessions {
 		for _, o := range s.Snapshots {
-			rc, _, err := b.Get(t.Context(), o.Key)
-			require.NoError(t, err)
-			_, m, err := frames.OpenSnapshot(rc, o.Key, frames.Limits{})
-			rc.Close()
-			require.NoError(t, err)
-			require.NotNil(t, m)
+			m := buckettest.Manifest(t, b, o.Key)
 			for _, l := range m.Lanes {
 				perManifest = max(perManifest, len(l.Chunks))
 				for _, ch := range l.Chunks {
