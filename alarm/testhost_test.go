@@ -156,6 +156,16 @@ func (h *testHost) acquire(ctx context.Context, key Key) (*testHandle, error) {
 	return &testHandle{testActor: a}, nil
 }
 
+// use acquires the actor ns/id for the test; the use is given back (Done)
+// when the test ends, unless the test gave it back first.
+func (h *testHost) use(t testing.TB, ns, id string) *testHandle {
+	t.Helper()
+	hd, err := h.acquire(t.Context(), Key{ns, id})
+	require.NoError(t, err)
+	t.Cleanup(hd.Done)
+	return hd
+}
+
 // closeAll closes every actor as package host's Close does, once its last
 // use is given back (a settle holds one for a moment after a release).
 func (h *testHost) closeAll(t testing.TB) {

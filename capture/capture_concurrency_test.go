@@ -3,7 +3,6 @@ package capture
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,12 +19,7 @@ import (
 // capture state. Commits reach the sink one at a time, every transaction
 // that wrote the WAL is emitted once, and the replica equals the database.
 func TestCaptureConcurrentPool(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "db.sqlite")
-	capPrepare(t, path, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, w INT, b BLOB)")
-	v, name := capRegister(t)
-	s := newCapSink(t, filepath.Join(dir, "replica.sqlite"), dbtest.FileBytes(t, path))
-	capAttach(t, v, path, s)
+	_, name, s, path := capSetupWith(t, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, w INT, b BLOB)")
 
 	var hookCommits atomic.Int64
 	db, err := driver.Open("file:"+path+"?vfs="+name+"&_pragma=busy_timeout(20000)&_pragma=synchronous(normal)&_pragma=cache_size(20)",

@@ -13,19 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// capSetup prepares a database with a table, attaches it, and returns the
-// VFS name, the sink and the path.
-func capSetup(t *testing.T) (v *captureVFS, vfsName string, s *capSink, path string) {
-	t.Helper()
-	dir := t.TempDir()
-	path = filepath.Join(dir, "db.sqlite")
-	capPrepare(t, path, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
-	v, vfsName = capRegister(t)
-	s = newCapSink(t, filepath.Join(dir, "replica.sqlite"), dbtest.FileBytes(t, path))
-	capAttach(t, v, path, s)
-	return v, vfsName, s, path
-}
-
 func TestCaptureOpenUnattached(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "db.sqlite")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,6 +43,27 @@ func capPrepare(t testing.TB, path string, pageSize int, prep string) {
 	_, _, err = c.WALCheckpoint("main", sqlite3.CHECKPOINT_TRUNCATE)
 	require.NoError(t, err)
 	require.NoError(t, c.Close())
+}
+
+// capSetup prepares a database with a table, attaches it, and returns the
+// VFS, its name, the sink and the path.
+func capSetup(t *testing.T) (v *captureVFS, vfsName string, s *capSink, path string) {
+	t.Helper()
+	return capSetupWith(t, 4096, "CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT)")
+}
+
+// capSetupWith is capSetup for a database of pageSize bytes a page that
+// prep prepares (capPrepare), with a sink replicating it from its first
+// state.
+func capSetupWith(t *testing.T, pageSize int, prep string) (v *captureVFS, vfsName string, s *capSink, path string) {
+	t.Helper()
+	dir := t.TempDir()
+	path = filepath.Join(dir, "db.sqlite")
+	capPrepare(t, path, pageSize, prep)
+	v, vfsName = capRegister(t)
+	s = newCapSink(t, filepath.Join(dir, "replica.sqlite"), dbtest.FileBytes(t, path))
+	capAttach(t, v, path, s)
+	return v, vfsName, s, path
 }
 
 // capAttach attaches path to v with s, detaching at cleanup.

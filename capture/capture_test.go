@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -65,12 +64,7 @@ func TestCaptureRandomWorkload(t *testing.T) {
 }
 
 func capRunWorkload(t *testing.T, w capWorkload) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "db.sqlite")
-	capPrepare(t, path, w.pageSize, "")
-	v, vfsName := capRegister(t)
-	s := newCapSink(t, filepath.Join(dir, "replica.sqlite"), dbtest.FileBytes(t, path))
-	capAttach(t, v, path, s)
+	v, vfsName, s, path := capSetupWith(t, w.pageSize, "")
 
 	// SQLite's WAL hook runs once per commit that wrote frames (wal.c sets
 	// iCallback only then): an independent count of what the capture must

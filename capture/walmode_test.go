@@ -2,7 +2,6 @@ package capture
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/framectl/framectl/internal/dbtest"
@@ -18,12 +17,7 @@ func TestCaptureWALMode(t *testing.T) {
 		exclusive bool
 	}{{"shared", false}, {"exclusive", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "wal.db")
-			capPrepare(t, path, 4096, "")
-			v, name := capRegister(t)
-			s := newCapSink(t, filepath.Join(dir, "replica.db"), dbtest.FileBytes(t, path))
-			capAttach(t, v, path, s)
+			_, name, s, path := capSetupWith(t, 4096, "")
 			if tc.exclusive {
 				os.Remove(path + "-shm")
 			}

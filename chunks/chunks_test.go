@@ -49,7 +49,7 @@ func TestWriteThenLoad(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, info.Size, w.ManifestBytes)
 
-			m := readManifest(t, b, w.Key)
+			m := buckettest.Manifest(t, b, w.Key)
 			require.Equal(t, w.Manifest, *m)
 			require.Equal(t, start.Predecessor, m.Predecessor)
 			require.Len(t, m.Lanes, 3)
@@ -100,7 +100,7 @@ func TestWriteUploadsOnlyTheChunksThatChanged(t *testing.T) {
 			require.Len(t, after, len(before)+2)
 			require.Subset(t, after, before, "nothing is deleted")
 
-			s, _, err := chunks.Load(t.Context(), b, testActor, w3.Key, readManifest(t, b, w3.Key), t.TempDir(), chunks.Options{})
+			s, _, err := chunks.Load(t.Context(), b, testActor, w3.Key, buckettest.Manifest(t, b, w3.Key), t.TempDir(), chunks.Options{})
 			require.NoError(t, err)
 			defer s.Close()
 			checkLoaded(t, s, ls...)

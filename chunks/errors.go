@@ -1,8 +1,6 @@
 package chunks
 
 import (
-	"strings"
-
 	"github.com/framectl/framectl/frames"
 )
 
@@ -24,21 +22,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("chunks: ")
-	b.WriteString(e.Op)
-	b.WriteString(" manifest ")
-	b.WriteString(e.Manifest)
+	msg := "chunks: " + e.Op + " manifest " + e.Manifest
 	if e.Chunk != "" {
-		b.WriteString(": chunk")
-		if !frames.PrintsKey(e.Err, e.Chunk) {
-			b.WriteString(" ")
-			b.WriteString(e.Chunk)
-		}
+		msg += ": chunk" + frames.KeyText(e.Chunk, e.Err)
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
+	return msg + ": " + e.Err.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -90,18 +90,6 @@ func chunkKeys(t *testing.T, b bucket.Bucket) []string {
 	return buckettest.Keys(t, b, testActor.ChunkPrefix())
 }
 
-// readManifest reads the manifest at key.
-func readManifest(t *testing.T, b bucket.Bucket, key string) *frames.Manifest {
-	t.Helper()
-	rc, _, err := b.Get(t.Context(), key)
-	require.NoError(t, err)
-	defer rc.Close()
-	sr, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
-	require.NoError(t, err)
-	require.Nil(t, sr, "a manifest, not a full snapshot")
-	return m
-}
-
 // checkLoaded compares the Set's lanes with the lanes written.
 func checkLoaded(t *testing.T, s *lanes.Set, want ...*lane) {
 	t.Helper()

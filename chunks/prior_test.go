@@ -44,7 +44,7 @@ func TestWriteNamesUnchangedChunksUnread(t *testing.T) {
 			require.NotZero(t, c.Fingerprint, "lane %d chunk %d records no fingerprint", l.Lane, i)
 		}
 	}
-	require.Equal(t, w1.Manifest, *readManifest(t, b, w1.Key))
+	require.Equal(t, w1.Manifest, *buckettest.Manifest(t, b, w1.Key))
 
 	// One page of lane 0's second chunk (pages 65..128) changes.
 	ls[0].write(t, 70, bytes.Repeat([]byte{0xab}, 4096))

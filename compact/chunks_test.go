@@ -10,23 +10,10 @@ import (
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/chunks"
-	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 )
-
-// openSnapshot reads the snapshot at key: its manifest, or nil for a full
-// snapshot.
-func openSnapshot(t *testing.T, b bucket.Bucket, key string) *frames.Manifest {
-	t.Helper()
-	rc, _, err := b.Get(t.Context(), key)
-	require.NoError(t, err)
-	defer rc.Close()
-	_, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
-	require.NoError(t, err)
-	return m
-}
 
 // bigSession replicates a database of about 2 MiB (1 KiB pages: eight
 // chunks of 256 KiB), then opens session 2 on it: its first manifest names
@@ -49,6 +36,18 @@ func rowsSession(t *testing.T, b bucket.Bucket, rows int) *testDB {
 	return openDB(t, b, dir, id, 2)
 }
 
+// firstSnapshot returns the key of the snapshot session epoch of a starts
+// with.
+func firstSnapshot(t *testing.T, b bucket.Bucket, a frames.Actor, epoch frames.Epoch) string {
+	t.Helper()
+	inv, err := restore.Take(t.Context(), b, a)
+	require.NoError(t, err)
+	s, ok := inv.Session(epoch)
+	require.True(t, ok, "no session %d", epoch)
+	require.NotEmpty(t, s.Snapshots, "session %d has no snapshot", epoch)
+	return s.Snapshots[0].Key
+}
+
 // A pass over a session whose snapshot is a manifest writes a manifest
 // that shares every chunk the log did not change, carries the session's
 // lineage, and uploads only the changed chunks.
@@ -58,11 +57,7 @@ func TestCompactionUploadsOnlyChangedChunks(t *testing.T) {
 			b := be.New(t)
 			d := bigSession(t, b)
 			a := d.actor
-			inv, err := restore.Take(t.Context(), b, a)
-			require.NoError(t, err)
-			s, _ := inv.Session(2)
-			base := openSnapshot(t, b, s.Snapshots[0].Key)
-			require.NotNil(t, base)
+			base := buckettest.Manifest(t, b, firstSnapshot(t, b, a, 2))
 			require.GreaterOrEqual(t, len(base.Lanes[0].Chunks), 8)
 			require.Equal(t, frames.Epoch(1), base.Predecessor.Epoch)
 
@@ -72,11 +67,9 @@ func TestCompactionUploadsOnlyChangedChunks(t *testing.T) {
 			img := d.image()
 			opts := testOptions(t)
 			opts.Force = true
-			res, err := compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, opts)
 			require.Equal(t, a.SnapshotKey(2, last), res.Snapshot)
-			m := openSnapshot(t, b, res.Snapshot)
-			require.NotNil(t, m, "a manifest's session gets manifests")
+			m := buckettest.Manifest(t, b, res.Snapshot) // a manifest's session gets manifests
 			require.Equal(t, base.Predecessor, m.Predecessor, "the lineage is the session's")
 			have := chunks.HaveOf(base)
 			shared := 0
@@ -113,8 +106,7 @@ func TestPassesLeaveYoungChunksAlone(t *testing.T) {
 	before := buckettest.Keys(t, b, a.ChunkPrefix())
 	opts := testOptions(t)
 	opts.Force = true
-	res, err := compact.Actor(t.Context(), b, a, opts)
-	require.NoError(t, err)
+	res := mustCompact(t, b, a, opts)
 	require.NotEmpty(t, res.Snapshot)
 	inv, err := restore.Take(t.Context(), b, a)
 	require.NoError(t, err)
@@ -149,25 +141,22 @@ func TestPassesLeaveYoungChunksAlone(t *testing.T) {
 // lineage nothing recorded.
 func TestCompactionOfAFullSnapshotSession(t *testing.T) {
 	b := buckettest.Dir(t)
-	d := openDB(t, b, t.TempDir(), newActorID(), 1)
+	d := newDB(t, b)
 	a := d.actor
 	d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
 	d.exec("INSERT INTO t(b) SELECT randomblob(900) FROM generate_series(1, 300)")
 	last := d.durable()
 	img := d.image()
 	d.close()
-	inv, err := restore.Take(t.Context(), b, a)
-	require.NoError(t, err)
-	key := inv.Sessions[0].Snapshots[0].Key
+	key := firstSnapshot(t, b, a, 1)
 	toFullSnapshot(t, b, a, key)
-	require.Nil(t, openSnapshot(t, b, key))
+	require.Nil(t, buckettest.Snapshot(t, b, key))
 
 	opts := testOptions(t)
 	opts.Force = true
-	res, err := compact.Actor(t.Context(), b, a, opts)
-	require.NoError(t, err)
+	res := mustCompact(t, b, a, opts)
 	require.Equal(t, a.SnapshotKey(1, last), res.Snapshot)
-	require.Nil(t, openSnapshot(t, b, res.Snapshot), "a full snapshot")
+	require.Nil(t, buckettest.Snapshot(t, b, res.Snapshot), "a full snapshot")
 	got, _ := mustReplay(t, b, a, 1)
 	dbtest.SameBytes(t, "replay", got, img)
 }
@@ -176,8 +165,7 @@ func TestCompactionOfAFullSnapshotSession(t *testing.T) {
 // same state, as framectl wrote snapshots before manifests.
 func toFullSnapshot(t *testing.T, b bucket.Bucket, a frames.Actor, key string) {
 	t.Helper()
-	m := openSnapshot(t, b, key)
-	require.NotNil(t, m)
+	m := buckettest.Manifest(t, b, key)
 	set, _, err := chunks.Load(t.Context(), b, a, key, m, t.TempDir(), chunks.Options{})
 	require.NoError(t, err)
 	defer set.Close()

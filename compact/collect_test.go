@@ -34,7 +34,7 @@ func namedChunks(t *testing.T, b bucket.Bucket, a frames.Actor) map[string]bool 
 	named := map[string]bool{}
 	for _, s := range inv.Sessions {
 		for _, o := range s.Snapshots {
-			m := openSnapshot(t, b, o.Key)
+			m := buckettest.Snapshot(t, b, o.Key)
 			if m == nil {
 				continue
 			}
@@ -123,8 +123,7 @@ func TestCollectChunks(t *testing.T) {
 			for range 2 {
 				d.exec("UPDATE t SET b = randomblob(900)") // every chunk changes
 				d.durable()
-				res, err := compact.Actor(t.Context(), b, a, opts)
-				require.NoError(t, err)
+				res := mustCompact(t, b, a, opts)
 				require.NotEmpty(t, res.Snapshot)
 				require.Zero(t, res.ChunksDeleted, "young chunks deleted")
 			}
@@ -139,8 +138,7 @@ func TestCollectChunks(t *testing.T) {
 			}
 
 			opts.Force = false
-			res, err := compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, opts)
 			if res.ChunksDeleted != 0 || res.ChunksKeptByGrace != len(orphans) {
 				t.Fatalf("within the grace: deleted %d, kept %d; want none deleted, %d kept", res.ChunksDeleted, res.ChunksKeptByGrace, len(orphans))
 			}
@@ -148,8 +146,7 @@ func TestCollectChunks(t *testing.T) {
 
 			clock := buckettest.NewClock(time.Now().Add(compact.DefaultGrace + time.Minute))
 			opts.Now = clock.Now
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			if res.ChunksDeleted != len(orphans) || res.ChunkBytesDeleted != orphanBytes || res.ChunksKeptByGrace != 0 {
 				t.Fatalf("after the grace: deleted %d (%d bytes), kept %d; want %d deleted (%d bytes)",
 					res.ChunksDeleted, res.ChunkBytesDeleted, res.ChunksKeptByGrace, len(orphans), orphanBytes)
@@ -160,8 +157,7 @@ func TestCollectChunks(t *testing.T) {
 			got, _ := restoreLatest(t, b, a)
 			dbtest.SameBytes(t, "restored after collecting", got, img)
 
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			require.Zero(t, res.ChunksDeleted+res.ChunksKeptByGrace, "a second collection")
 		})
 	}
@@ -209,8 +205,7 @@ func TestCollectBesideCompactionInFlight(t *testing.T) {
 			}
 			require.NotEmpty(t, inFlight, "chunks the held compaction uploaded")
 
-			res, err := compact.Actor(t.Context(), b, a, testOptions(t))
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, testOptions(t))
 			require.False(t, res.Due, "the collector wrote a snapshot of its own")
 			if res.ChunksDeleted != 0 || res.ChunksKeptByGrace < len(inFlight) {
 				t.Fatalf("collector beside the compaction in flight: deleted %d, kept %d; want none deleted, at least %d kept",
@@ -231,8 +226,7 @@ func TestCollectBesideCompactionInFlight(t *testing.T) {
 
 			opts := testOptions(t)
 			opts.Now = buckettest.NewClock(time.Now().Add(compact.DefaultGrace + time.Minute)).Now
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			require.Equal(t, len(orphans), res.ChunksDeleted, "deleted after the grace")
 			requireNamedPresent(t, b, a, "after collecting")
 			for _, k := range inFlight {
@@ -298,13 +292,12 @@ func TestCollectBesideWakingWriter(t *testing.T) {
 			d.durable()
 			keep := testOptions(t)
 			keep.Force, keep.Retention = true, time.Hour
-			res, err := compact.Actor(t.Context(), b, a, keep)
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, keep)
 			newest := res.Snapshot
 			require.NotEmpty(t, newest)
 			img := d.image()
 			d.close()
-			m := openSnapshot(t, b, newest)
+			m := buckettest.Manifest(t, b, newest)
 			var named []string
 			for _, c := range m.Lanes[0].Chunks {
 				named = append(named, a.ChunkKey(c.Hash))
@@ -346,8 +339,7 @@ func TestCollectBesideWakingWriter(t *testing.T) {
 
 			opts := testOptions(t)
 			opts.Now = late.Now
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			if res.Epoch != 3 || res.ChunksDeleted != 0 || len(res.Deleted) != 0 {
 				t.Fatalf("pass during the claim: session %d, deleted %v and %d chunks; want session 3, nothing deleted",
 					res.Epoch, res.Deleted, res.ChunksDeleted)
@@ -376,8 +368,7 @@ func TestCollectBesideWakingWriter(t *testing.T) {
 			// named (it listed them); the second collects it.
 			collected := 0
 			for range 2 {
-				res, err = compact.Actor(t.Context(), b, a, opts)
-				require.NoError(t, err)
+				res = mustCompact(t, b, a, opts)
 				collected += res.ChunksDeleted
 			}
 			require.Positive(t, collected, "chunks only session 2's manifests named")
@@ -423,8 +414,7 @@ func TestCollectorsAtOnce(t *testing.T) {
 				for range 2 {
 					d.exec("UPDATE t SET b = randomblob(900)")
 					d.durable()
-					_, err := compact.Actor(t.Context(), b, a, opts)
-					require.NoError(t, err)
+					mustCompact(t, b, a, opts)
 				}
 				orphans := unnamedChunks(t, b, a)
 				require.NotEmpty(t, orphans)
@@ -475,8 +465,7 @@ func TestCollectorsAtOnce(t *testing.T) {
 					t.Errorf("putting %s again: %v", again, err)
 				}
 			}}
-			res, err := compact.Actor(t.Context(), hooked, a, late)
-			require.NoError(t, err)
+			res := mustCompact(t, hooked, a, late)
 			if res.ChunksDeleted != len(orphans)-1 || res.ChunksKeptByGrace != 1 {
 				t.Fatalf("collector beside a chunk put again: deleted %d, kept %d; want %d deleted, 1 kept", res.ChunksDeleted, res.ChunksKeptByGrace, len(orphans)-1)
 			}
@@ -529,21 +518,18 @@ func TestCollectBesideZombie(t *testing.T) {
 			}
 			require.NotEmpty(t, zombieChunks)
 
-			res, err := compact.Actor(t.Context(), b, a, testOptions(t))
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, testOptions(t))
 			require.Equal(t, frames.Epoch(2), res.Epoch)
 			require.Zero(t, res.ChunksDeleted, "chunks deleted within the grace")
 			require.GreaterOrEqual(t, res.ChunksKeptByGrace, len(zombieChunks))
 			g.Release()
 			require.NoError(t, <-zdone)
 
-			res, err = compact.Actor(t.Context(), b, a, testOptions(t))
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, testOptions(t))
 			require.Contains(t, res.Deleted, a.SnapshotKey(1, zseq), "the tier pass deletes the zombie's manifest")
 			opts := testOptions(t)
 			opts.Now = buckettest.NewClock(time.Now().Add(compact.DefaultGrace + time.Minute)).Now
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			require.GreaterOrEqual(t, res.ChunksDeleted, len(zombieChunks), "the zombie's chunks, and session 1's replaced ones")
 			require.Empty(t, unnamedChunks(t, b, a))
 			requireNamedPresent(t, b, a, "after collecting")
@@ -585,15 +571,14 @@ func TestCollectManyChunks(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			b := be.New(t)
-			d := openDB(t, b, t.TempDir(), newActorID(), 1)
+			d := newDB(t, b)
 			a := d.actor
 			d.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, b BLOB)")
 			d.exec("INSERT INTO t(b) SELECT randomblob(900) FROM generate_series(1, 400)")
 			d.durable()
 			img := d.image()
-			_, err := compact.Actor(t.Context(), b, a, testOptions(t)) // the log is due: a manifest of the rows
-			require.NoError(t, err)
-			orphans := unnamedChunks(t, b, a) // the replaced first manifest's
+			mustCompact(t, b, a, testOptions(t)) // the log is due: a manifest of the rows
+			orphans := unnamedChunks(t, b, a)    // the replaced first manifest's
 			live := buckettest.Keys(t, b, a.ChunkPrefix())
 			var wg sync.WaitGroup
 			work := make(chan int)
@@ -620,8 +605,7 @@ func TestCollectManyChunks(t *testing.T) {
 
 			opts := testOptions(t)
 			opts.Now = buckettest.NewClock(time.Now().Add(compact.DefaultGrace + time.Minute)).Now
-			res, err := compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, opts)
 			require.Equal(t, strays+len(orphans), res.ChunksDeleted)
 			require.Equal(t, slices.Sorted(maps.Keys(namedChunks(t, b, a))), buckettest.Keys(t, b, a.ChunkPrefix()), "chunks left: those the manifests name")
 			got, _ := restoreLatest(t, b, a)

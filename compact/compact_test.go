@@ -33,7 +33,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			clock := buckettest.NewClock(time.Now())
 			const lag = time.Hour
 			b := buckettest.NewFaulty(inner, buckettest.FaultConfig{Lag: lag, Now: clock.Now})
-			d := openDB(t, b, t.TempDir(), newActorID(), 1)
+			d := newDB(t, b)
 			a := d.actor
 			rng := mrand.New(mrand.NewPCG(1, 2))
 
@@ -85,8 +85,7 @@ func TestActorCompactsReplicatedDatabase(t *testing.T) {
 			}
 
 			opts := testOptions(t)
-			res, err := compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, opts)
 			t.Logf("pass 1: %+v", res)
 			if !res.Due || res.RuleLogBytes < res.RuleDBBytes {
 				t.Fatalf("the rule did not ask for a snapshot: log %d bytes, database %d", res.RuleLogBytes, res.RuleDBBytes)
@@ -186,7 +185,7 @@ func TestNamespace(t *testing.T) {
 	want := map[string]frames.Seq{}
 	var actors []frames.Actor
 	for range 2 {
-		d := openDB(t, b, t.TempDir(), newActorID(), 1)
+		d := newDB(t, b)
 		d.work(rng, 5)
 		want[d.actor.Actor] = d.durable()
 		actors = append(actors, d.actor)

@@ -2,7 +2,6 @@ package compact
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/framectl/framectl/frames"
 )
@@ -28,20 +27,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("compact: ")
-	b.WriteString(e.Op)
-	switch {
-	case e.Key == "" && e.Actor.Actor != "":
-		b.WriteString(" ")
-		b.WriteString(e.Actor.Prefix())
-	case e.Key != "" && !frames.PrintsKey(e.Err, e.Key):
-		b.WriteString(" ")
-		b.WriteString(e.Key)
+	msg := "compact: " + e.Op
+	if e.Key == "" && e.Actor.Actor != "" {
+		msg += " " + e.Actor.Prefix()
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
+	return msg + frames.KeyText(e.Key, e.Err) + ": " + e.Err.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -25,7 +25,7 @@ func TestFaultyBucket(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			inner := be.New(t)
-			d := openDB(t, inner, t.TempDir(), newActorID(), 1)
+			d := newDB(t, inner)
 			a := d.actor
 			rng := mrand.New(mrand.NewPCG(11, 11))
 			faults := []struct {
@@ -75,8 +75,7 @@ func TestFaultyBucket(t *testing.T) {
 
 			opts := testOptions(t)
 			opts.Force = true
-			res, err := compact.Actor(t.Context(), inner, a, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, inner, a, opts)
 			st := stateOf(t, inner, a, 1)
 			if len(st.snapshots) != 1 || len(st.batches) != 0 {
 				t.Fatalf("a clean pass after the faults left snapshots %v and batches %v (deleted %d): want one snapshot", st.snapshots, st.batches, len(res.Deleted))

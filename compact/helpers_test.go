@@ -48,6 +48,12 @@ func actorOf(id []byte) frames.Actor {
 	return frames.Actor{Namespace: frames.NamespaceID("", testNamespace), Actor: frames.ActorKey(id)}
 }
 
+// newDB opens a new actor's database in a directory of its own: session 1.
+func newDB(t testing.TB, b bucket.Bucket) *testDB {
+	t.Helper()
+	return openDB(t, b, t.TempDir(), newActorID(), 1)
+}
+
 // openDB opens (or reopens, with a new epoch) the database in dir, with
 // 1 KiB pages: small databases of many pages.
 func openDB(t testing.TB, b bucket.Bucket, dir string, id []byte, epoch frames.Epoch) *testDB {
@@ -261,6 +267,14 @@ func mustReplay(t testing.TB, b bucket.Bucket, a frames.Actor, epoch frames.Epoc
 	data, seq, err := replayTo(t, b, a, epoch, 0)
 	require.NoError(t, err, "replaying session %d", epoch)
 	return data, seq
+}
+
+// mustCompact runs a pass over actor a and fails the test if it fails.
+func mustCompact(t testing.TB, b bucket.Bucket, a frames.Actor, opts compact.Options) compact.Result {
+	t.Helper()
+	res, err := compact.Actor(t.Context(), b, a, opts)
+	require.NoError(t, err, "compacting %s", a.Prefix())
+	return res
 }
 
 // sessionState is what the bucket holds of one session, for assertions.

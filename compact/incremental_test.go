@@ -160,10 +160,7 @@ func TestIncrementalReadsOnlyTouchedChunks(t *testing.T) {
 			inner := be.New(t)
 			d := economySession(t, inner)
 			a := d.actor
-			inv, err := restore.Take(t.Context(), inner, a)
-			require.NoError(t, err)
-			s, _ := inv.Session(2)
-			base := openSnapshot(t, inner, s.Snapshots[0].Key)
+			base := buckettest.Manifest(t, inner, firstSnapshot(t, inner, a, 2))
 			require.GreaterOrEqual(t, len(base.Lanes[0].Chunks), 32)
 
 			// Three rows far apart: three leaf pages in three chunks.
@@ -171,11 +168,10 @@ func TestIncrementalReadsOnlyTouchedChunks(t *testing.T) {
 			last := d.durable()
 			img := d.image()
 			g := &getCounter{Bucket: inner, prefix: a.ChunkPrefix()}
-			res, err := compact.Actor(t.Context(), g, a, keepAll(t))
-			require.NoError(t, err)
+			res := mustCompact(t, g, a, keepAll(t))
 			require.Equal(t, a.SnapshotKey(2, last), res.Snapshot)
 			read := g.take()
-			m := openSnapshot(t, inner, res.Snapshot)
+			m := buckettest.Manifest(t, inner, res.Snapshot)
 			changed := changedChunks(a, base, m)
 			t.Logf("%d chunks, %d changed, %d read", len(base.Lanes[0].Chunks), len(changed), len(read))
 			require.NotEmpty(t, changed)
@@ -217,8 +213,7 @@ func TestIncrementalDamage(t *testing.T) {
 			g := &getCounter{Bucket: inner, prefix: a.ChunkPrefix()}
 
 			// A first pass shows which chunks the log touches.
-			res, err := compact.Actor(t.Context(), g, a, keepAll(t))
-			require.NoError(t, err)
+			res := mustCompact(t, g, a, keepAll(t))
 			touched := g.take()
 			require.NotEmpty(t, touched)
 			require.NoError(t, inner.Delete(t.Context(), res.Snapshot))
@@ -226,7 +221,7 @@ func TestIncrementalDamage(t *testing.T) {
 			require.NoError(t, err)
 			s, _ := inv.Session(2)
 			manifestKey := s.Snapshots[0].Key
-			base := openSnapshot(t, inner, manifestKey)
+			base := buckettest.Manifest(t, inner, manifestKey)
 			var untouched string
 			for _, c := range base.Lanes[0].Chunks {
 				if k := a.ChunkKey(c.Hash); !slices.Contains(touched, k) {
@@ -239,8 +234,7 @@ func TestIncrementalDamage(t *testing.T) {
 			// Damage the chunk the log does not touch: not the pass's
 			// business.
 			damage(t, inner, untouched)
-			res, err = compact.Actor(t.Context(), g, a, keepAll(t))
-			require.NoError(t, err)
+			res = mustCompact(t, g, a, keepAll(t))
 			require.Equal(t, a.SnapshotKey(2, last), res.Snapshot)
 			require.NotContains(t, g.take(), untouched)
 			require.NoError(t, inner.Delete(t.Context(), res.Snapshot))

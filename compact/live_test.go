@@ -44,7 +44,7 @@ func TestCompactBesideLiveWriter(t *testing.T) {
 var liveRounds = map[bool]int{false: 200, true: 120}[race.Enabled]
 
 func liveRun(t *testing.T, b bucket.Bucket) {
-	d := openDB(t, b, t.TempDir(), newActorID(), 1)
+	d := newDB(t, b)
 	a := d.actor
 	orc := newOracle()
 	ctx := t.Context()

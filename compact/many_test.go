@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/framectl/framectl/bucket/buckettest"
-	"github.com/framectl/framectl/compact"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
 	"github.com/framectl/framectl/session"
@@ -65,8 +64,7 @@ func TestActorManyObjects(t *testing.T) {
 
 			opts := testOptions(t)
 			opts.Retention = time.Hour
-			res, err := compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, opts)
 			require.Equal(t, a.SnapshotKey(2, last), res.Snapshot, "snapshot written")
 			require.Empty(t, res.Deleted, "deleted within the retention window")
 			require.Equal(t, len(before)+1, len(notChunks()), "objects after the first pass")
@@ -74,16 +72,14 @@ func TestActorManyObjects(t *testing.T) {
 			require.Subset(t, chunksAfter, chunksBefore, "chunks after the first pass")
 
 			opts.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			require.Empty(t, res.Snapshot, "a second snapshot of the same frames")
 			left := notChunks()
 			require.Equal(t, []string{a.OwnKey(), a.SnapshotKey(2, last)}, left[:min(len(left), 5)], "left after the second pass (the first 5 of %d)", len(left))
 			require.Equal(t, len(before)-1, len(res.Deleted), "deleted: all but own.json")
 			require.Equal(t, chunksAfter, chunks(), "chunks after the second pass: it listed the manifests it deleted")
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
-			m := openSnapshot(t, b, a.SnapshotKey(2, last))
+			res = mustCompact(t, b, a, opts)
+			m := buckettest.Manifest(t, b, a.SnapshotKey(2, last))
 			var named []string
 			for _, c := range m.Lanes[0].Chunks {
 				if k := a.ChunkKey(c.Hash); !slices.Contains(named, k) {

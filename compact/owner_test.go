@@ -55,8 +55,7 @@ func TestOwnerCollectsItsChunksAtOnce(t *testing.T) {
 				var owned1 int
 				for r := range rounds {
 					last := rewriteAll(d, r)
-					res, err := compact.Actor(t.Context(), b, a, opts)
-					require.NoError(t, err)
+					res := mustCompact(t, b, a, opts)
 					require.Equal(t, a.SnapshotKey(2, last), res.Snapshot, "round %d", r)
 					owned1 += res.ChunksOwned
 				}
@@ -94,21 +93,18 @@ func TestSnapshotOnlyByOwner(t *testing.T) {
 			last := rewriteAll(d, 0)
 			for _, o := range []*compact.Owner{nil, compact.NewOwner(1)} { // none, another session's
 				opts := compact.Options{ScratchDir: t.TempDir(), Force: true, Owner: o}
-				res, err := compact.Actor(t.Context(), b, a, opts)
-				require.NoError(t, err)
+				res := mustCompact(t, b, a, opts)
 				require.Empty(t, res.Snapshot, "a pass beside the writer, owner %v", o != nil)
 				require.NotEmpty(t, res.SnapshotSkipped)
 			}
 			opts := compact.Options{ScratchDir: t.TempDir(), Force: true, Live: true}
-			res, err := compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, opts)
 			require.Equal(t, a.SnapshotKey(2, last), res.Snapshot, "Live")
 
 			last = rewriteAll(d, 1)
 			d.close() // own.json records the end
 			opts.Live = false
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			require.Empty(t, res.SnapshotSkipped)
 			require.Equal(t, a.SnapshotKey(2, last), res.Snapshot, "after the writer closed")
 		})
@@ -135,8 +131,7 @@ func TestOwnerReadsEachManifestOnce(t *testing.T) {
 		for r := range rounds {
 			rewriteAll(d, r)
 			g.take()
-			res, err := compact.Actor(t.Context(), g, d.actor, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, g, d.actor, opts)
 			require.NotEmpty(t, res.Snapshot)
 			require.Zero(t, res.ChunksDeleted, "every manifest is retained, and names its chunks")
 			reads[owned] = append(reads[owned], int64(len(g.take())))

@@ -27,7 +27,7 @@ func TestRetention(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
 			b := be.New(t)
-			d := openDB(t, b, t.TempDir(), newActorID(), 1)
+			d := newDB(t, b)
 			a := d.actor
 			rng := mrand.New(mrand.NewPCG(3, 3))
 			orc := newOracle()
@@ -43,8 +43,7 @@ func TestRetention(t *testing.T) {
 			clock := buckettest.NewClock(time.Now())
 			opts := testOptions(t)
 			opts.Retention, opts.Now, opts.Force = time.Hour, clock.Now, true
-			res, err := compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, opts)
 			if res.Snapshot != a.SnapshotKey(1, last) || len(res.Deleted) != 0 || res.Retained != covered {
 				t.Fatalf("first pass: snapshot %q, deleted %v, retained %d; want a snapshot at %d, nothing deleted, %d retained",
 					res.Snapshot, res.Deleted, res.Retained, last, covered)
@@ -57,7 +56,7 @@ func TestRetention(t *testing.T) {
 			}
 
 			clock.Advance(45 * time.Minute)
-			res, err = compact.Actor(t.Context(), b, a, opts)
+			res, err := compact.Actor(t.Context(), b, a, opts)
 			if err != nil || len(res.Deleted) != 0 || res.Retained != covered || res.Snapshot != "" {
 				t.Fatalf("pass inside the window: %+v, %v: want nothing deleted, %d retained", res, err, covered)
 			}
@@ -81,7 +80,7 @@ func TestRetention(t *testing.T) {
 // less, unless the pass is told to shorten it.
 func TestRecordedRetention(t *testing.T) {
 	b := buckettest.Dir(t)
-	d := openDB(t, b, t.TempDir(), newActorID(), 1)
+	d := newDB(t, b)
 	a := d.actor
 	rng := mrand.New(mrand.NewPCG(4, 4))
 	for range 3 {
@@ -96,15 +95,13 @@ func TestRecordedRetention(t *testing.T) {
 
 	opts := testOptions(t)
 	opts.Force = true
-	res, err := compact.Actor(t.Context(), b, a, opts)
-	require.NoError(t, err)
+	res := mustCompact(t, b, a, opts)
 	if len(res.Deleted) != 0 || res.Retained != covered || res.Retention != time.Hour || !res.RetentionRecorded {
 		t.Fatalf("pass with no retention over a recorded hour: deleted %v, retained %d, retention %v (recorded %v); want nothing deleted, %d retained, an hour",
 			res.Deleted, res.Retained, res.Retention, res.RetentionRecorded, covered)
 	}
 	opts.ShortenRetention = true
-	res, err = compact.Actor(t.Context(), b, a, opts)
-	require.NoError(t, err)
+	res = mustCompact(t, b, a, opts)
 	if len(res.Deleted) != covered || res.Retention != 0 || res.RetentionRecorded {
 		t.Fatalf("pass told to shorten: deleted %d, retention %v; want %d deleted, no retention", len(res.Deleted), res.Retention, covered)
 	}
@@ -151,8 +148,7 @@ func TestRetentionFollowsLineage(t *testing.T) {
 			}
 			opts := testOptions(t)
 			opts.Retention, opts.Force = 3*time.Hour, true
-			res, err := compact.Actor(t.Context(), b, a, opts) // session 2 gets a second manifest
-			require.NoError(t, err)
+			res := mustCompact(t, b, a, opts) // session 2 gets a second manifest
 			slices.Sort(late)
 			deleted := slices.Clone(res.Deleted)
 			slices.Sort(deleted)
@@ -179,8 +175,7 @@ func TestRetentionFollowsLineage(t *testing.T) {
 			}
 
 			opts.Force = false
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			require.Empty(t, res.Deleted, "inside the window, sessions 1 and 2 are history")
 			restoresAll("inside the window")
 
@@ -188,8 +183,7 @@ func TestRetentionFollowsLineage(t *testing.T) {
 			clock := buckettest.NewClock(time.Now().Add(2 * time.Hour))
 			opts.Now = clock.Now
 			for range 2 {
-				res, err = compact.Actor(t.Context(), b, a, opts)
-				require.NoError(t, err)
+				res = mustCompact(t, b, a, opts)
 				require.Empty(t, res.Deleted, "inside the window")
 			}
 			requireNamedPresent(t, b, a, "past the grace")
@@ -197,8 +191,7 @@ func TestRetentionFollowsLineage(t *testing.T) {
 
 			// Past the window: only session 3 is left.
 			clock.Advance(2 * time.Hour)
-			res, err = compact.Actor(t.Context(), b, a, opts)
-			require.NoError(t, err)
+			res = mustCompact(t, b, a, opts)
 			inv, err = restore.Take(t.Context(), b, a)
 			require.NoError(t, err)
 			require.Len(t, inv.Sessions, 1, "sessions past the window")

@@ -1,11 +1,9 @@
 package fence
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/framectl/framectl/bucket"
@@ -98,30 +96,13 @@ func TestLiveNodesPastAPage(t *testing.T) {
 		ctx := t.Context()
 		o := register(t, b, "127.0.0.1:9001", newFakeClock())
 		want := []string{o.ID()}
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var failed []string
-		work := make(chan string)
-		for range 16 {
-			wg.Go(func() {
-				for id := range work {
-					body := Lease{Node: id, Address: "127.0.0.1:1", Heartbeat: 1}.Marshal()
-					if _, err := b.Put(ctx, frames.NodeKey(id), bytes.NewReader(body), int64(len(body)), bucket.Condition{}); err != nil {
-						mu.Lock()
-						failed = append(failed, err.Error())
-						mu.Unlock()
-					}
-				}
-			})
-		}
+		objs := map[string][]byte{}
 		for i := range leases {
 			id := fmt.Sprintf("%032x", i)
 			want = append(want, id)
-			work <- id
+			objs[frames.NodeKey(id)] = Lease{Node: id, Address: "127.0.0.1:1", Heartbeat: 1}.Marshal()
 		}
-		close(work)
-		wg.Wait()
-		require.Empty(t, failed, "puts")
+		putAll(t, b, objs)
 		slices.Sort(want)
 		got, err := o.Observer.LiveNodes(ctx)
 		require.NoError(t, err)

@@ -1,7 +1,7 @@
 package fence
 
 import (
-	"strings"
+	"bytes"
 	"sync"
 	"testing"
 	"time"
@@ -25,11 +25,12 @@ func TestSweepPastAPage(t *testing.T) {
 		idle := register(t, b, "127.0.0.1:9003", newFakeClock())
 		// Actor 1's batches sort before its own.json; actor 2's snapshots
 		// (it has no own.json) before actor 3's own.json.
-		var keys []string
+		objs := map[string][]byte{}
 		for f := frames.Seq(1); f <= objects; f++ {
-			keys = append(keys, sweepActor(1).LogKey(3, f), sweepActor(2).SnapshotKey(1, f))
+			objs[sweepActor(1).LogKey(3, f)] = []byte("x")
+			objs[sweepActor(2).SnapshotKey(1, f)] = []byte("x")
 		}
-		putAll(t, b, keys)
+		putAll(t, b, objs)
 		o, err := holder1.Claim(ctx, sweepActor(1), ClaimOptions{})
 		require.NoError(t, err)
 		require.Equal(t, frames.Epoch(4), o.Epoch, "claim after a session of %d batches", objects)
@@ -45,8 +46,8 @@ func TestSweepPastAPage(t *testing.T) {
 	})
 }
 
-// putAll puts a one-byte object at each key, sixteen at a time.
-func putAll(t *testing.T, b bucket.Bucket, keys []string) {
+// putAll puts each object of objs (by key), sixteen at a time.
+func putAll(t *testing.T, b bucket.Bucket, objs map[string][]byte) {
 	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -55,7 +56,7 @@ func putAll(t *testing.T, b bucket.Bucket, keys []string) {
 	for range 16 {
 		wg.Go(func() {
 			for k := range work {
-				if _, err := b.Put(t.Context(), k, strings.NewReader("x"), 1, bucket.Condition{}); err != nil {
+				if _, err := b.Put(t.Context(), k, bytes.NewReader(objs[k]), int64(len(objs[k])), bucket.Condition{}); err != nil {
 					mu.Lock()
 					failed = append(failed, err.Error())
 					mu.Unlock()
@@ -63,7 +64,7 @@ func putAll(t *testing.T, b bucket.Bucket, keys []string) {
 			}
 		})
 	}
-	for _, k := range keys {
+	for k := range objs {
 		work <- k
 	}
 	close(work)

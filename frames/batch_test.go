@@ -150,6 +150,20 @@ func smallBatch(t testing.TB) []byte {
 	return encodeBatch(t, 3, frames, WriteOptions{MaxPartBytes: 1024})
 }
 
+// everyByteFlip damages each byte of data in turn, with each bit flipped
+// alone and with all of them flipped, and checks that read reports the
+// damage of every damaged copy; prefix begins the messages.
+func everyByteFlip(t *testing.T, prefix string, data []byte, read func(damaged []byte) error) {
+	t.Helper()
+	for pos := range data {
+		for _, x := range []byte{0xff, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80} {
+			b := bytes.Clone(data)
+			b[pos] ^= x
+			checkDamage(t, fmt.Sprintf("%sbyte %d ^ %#x", prefix, pos, x), read(b))
+		}
+	}
+}
+
 func checkDamage(t *testing.T, what string, err error) {
 	t.Helper()
 	require.Error(t, err, "%s: accepted", what)
@@ -165,14 +179,10 @@ func checkDamage(t *testing.T, what string, err error) {
 func TestBatchEveryByteFlipDetected(t *testing.T) {
 	data := smallBatch(t)
 	t.Logf("sample batch: %d bytes", len(data))
-	for pos := range data {
-		for _, x := range []byte{0xff, 0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 0x80} {
-			b := bytes.Clone(data)
-			b[pos] ^= x
-			_, err := readAllFrames(b)
-			checkDamage(t, fmt.Sprintf("byte %d ^ %#x", pos, x), err)
-		}
-	}
+	everyByteFlip(t, "", data, func(b []byte) error {
+		_, err := readAllFrames(b)
+		return err
+	})
 }
 
 func TestBatchEveryTruncationDetected(t *testing.T) {

@@ -190,11 +190,23 @@ func (e *KeyMismatchError) Unwrap() error { return ErrCorrupt }
 // KeyPrinter is an error whose message names the object it concerns: the
 // errors of packages frames, bucket, lanes, chunks, fence, restore and
 // compact. An error that prints the key of its object asks PrintsKey of
-// what it wraps first, so that a message names each object once.
+// what it wraps first (KeyText does), so that a message names each object
+// once.
 type KeyPrinter interface {
 	// PrintsKey reports whether the error's message names key, printed by
 	// the error itself or by one it wraps.
 	PrintsKey(key string) bool
+}
+
+// KeyText is how the message of an error about the object key names it
+// before the message of err, the error it wraps: " "+key, or "" when key is
+// "" or err prints it already (PrintsKey), so that each object is named
+// once however deep the wrapping.
+func KeyText(key string, err error) string {
+	if key == "" || PrintsKey(err, key) {
+		return ""
+	}
+	return " " + key
 }
 
 // PrintsKey reports whether err's message names key already: whether err,

@@ -1,6 +1,7 @@
 package frames
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -60,8 +61,8 @@ func TestNumberEncodingSortsAndParses(t *testing.T) {
 	// Sorting the encodings sorts the numbers (descending: reversed).
 	for range 2000 {
 		x, y := ns[rng.IntN(len(ns))], ns[rng.IntN(len(ns))]
-		require.Equal(t, cmp(x, y), strings.Compare(Asc(x), Asc(y)), "Asc(%d) vs Asc(%d)", x, y)
-		require.Equal(t, -cmp(x, y), strings.Compare(Desc(x), Desc(y)), "Desc(%d) vs Desc(%d)", x, y)
+		require.Equal(t, cmp.Compare(x, y), strings.Compare(Asc(x), Asc(y)), "Asc(%d) vs Asc(%d)", x, y)
+		require.Equal(t, -cmp.Compare(x, y), strings.Compare(Desc(x), Desc(y)), "Desc(%d) vs Desc(%d)", x, y)
 		// No encoding is a proper prefix of another: keys never nest.
 		if x != y && (strings.HasPrefix(Asc(x), Asc(y)) || strings.HasPrefix(Desc(x), Desc(y))) {
 			t.Fatalf("%d and %d: one encoding is a prefix of the other", x, y)
@@ -77,16 +78,6 @@ func TestNumberEncodingSortsAndParses(t *testing.T) {
 	for i, n := range sorted {
 		require.Equal(t, Asc(n), enc[i], "position %d", i)
 	}
-}
-
-func cmp(x, y uint64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 func TestMalformedNumbersRejected(t *testing.T) {

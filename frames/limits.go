@@ -1,5 +1,7 @@
 package frames
 
+import "cmp"
+
 // Limits bound what a decoder will read, allocate or accept. The zero value
 // of a field means its default. Every decoder applies them before it trusts a
 // length it read: a header claiming a 2 GiB message is refused without
@@ -43,27 +45,14 @@ const (
 	DefaultMaxLanes         = 1024
 )
 
+// withDefaults returns l with each zero field set to its default.
 func (l Limits) withDefaults() Limits {
-	if l.MaxMessageSize == 0 {
-		l.MaxMessageSize = DefaultMaxMessageSize
-	}
-	if l.MaxBatchBytes == 0 {
-		l.MaxBatchBytes = DefaultMaxBatchBytes
-	}
-	if l.MaxSnapshotBytes == 0 {
-		l.MaxSnapshotBytes = DefaultMaxSnapshotBytes
-	}
-	if l.MaxManifestSize == 0 {
-		l.MaxManifestSize = DefaultMaxManifestSize
-	}
-	if l.MaxChunkBytes == 0 {
-		l.MaxChunkBytes = DefaultMaxChunkBytes
-	}
-	if l.DepthLimit == 0 {
-		l.DepthLimit = DefaultDepthLimit
-	}
-	if l.MaxLanes == 0 {
-		l.MaxLanes = DefaultMaxLanes
-	}
+	l.MaxMessageSize = cmp.Or(l.MaxMessageSize, DefaultMaxMessageSize)
+	l.MaxBatchBytes = cmp.Or(l.MaxBatchBytes, DefaultMaxBatchBytes)
+	l.MaxSnapshotBytes = cmp.Or(l.MaxSnapshotBytes, DefaultMaxSnapshotBytes)
+	l.MaxManifestSize = cmp.Or(l.MaxManifestSize, DefaultMaxManifestSize)
+	l.MaxChunkBytes = cmp.Or(l.MaxChunkBytes, DefaultMaxChunkBytes)
+	l.DepthLimit = cmp.Or(l.DepthLimit, DefaultDepthLimit)
+	l.MaxLanes = cmp.Or(l.MaxLanes, DefaultMaxLanes)
 	return l
 }

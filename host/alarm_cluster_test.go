@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -63,11 +62,7 @@ var errOnPurpose = errors.New("failing on purpose")
 // "lost NODE" when its node is lost.
 func runAlarmChild(name string) error {
 	ctx := context.Background()
-	b, err := bucket.Open(ctx, os.Getenv(envChildBucket))
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	b, ln, err := childBucket(ctx)
 	if err != nil {
 		return err
 	}
@@ -143,9 +138,7 @@ func runAlarmChild(name string) error {
 // alarmRoutes serves /alarm/{ns}/{id} on the actor's holder.
 func alarmRoutes(h *Host) http.Handler {
 	return h.Handler(HandlerOptions{
-		Route: func(r *http.Request) (string, []byte, error) {
-			return r.PathValue("ns"), []byte(r.PathValue("id")), nil
-		},
+		Route: routeByPath,
 		Serve: func(w http.ResponseWriter, r *http.Request, a *Handle) {
 			ctx := r.Context()
 			var (
@@ -174,17 +167,9 @@ func alarmRoutes(h *Host) http.Handler {
 				}
 				out, err = fmt.Sprintf("%d %d", al.Due.UnixMilli(), al.Gen), aerr
 			}
-			if err == nil {
-				err = a.DB().Durable(ctx) // the output gate
+			if gateReply(w, r, h, a, err) {
+				io.WriteString(w, out)
 			}
-			if err != nil {
-				w.Header().Set("Retry-After", "1")
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
-			w.Header().Set(hdrNode, h.Node().ID())
-			w.Header().Set(hdrEpoch, a.Epoch().String())
-			io.WriteString(w, out)
 		},
 	})
 }

@@ -115,13 +115,8 @@ func TestAlarmRunsOnceOnItsHolder(t *testing.T) {
 			b := be.New(t)
 			rec := &alarmRecorder{}
 			h := alarmHost(t, b, rec, Config{})
-			a, err := h.Acquire(ctx, "ns", []byte("a"))
-			require.NoError(t, err)
 			due := time.Now().Add(300 * time.Millisecond)
-			set, err := a.SetAlarm(ctx, pool(a), due)
-			require.NoError(t, err)
-			require.NoError(t, a.DB().Durable(ctx))
-			a.Release()
+			set := durableAlarm(t, h, "ns", "a", due)
 
 			runs := rec.waitRuns(t, 1)
 			assert.Equal(t, "a", runs[0].actor)
@@ -129,7 +124,7 @@ func TestAlarmRunsOnceOnItsHolder(t *testing.T) {
 			assert.Equal(t, 0, runs[0].run.Retry)
 			assert.False(t, runs[0].start.Before(set.Due), "ran at %v, before its time %v", runs[0].start, set.Due)
 			waitIndex(t, b, "ns")
-			a, err = h.Acquire(ctx, "ns", []byte("a"))
+			a, err := h.Acquire(ctx, "ns", []byte("a"))
 			require.NoError(t, err)
 			_, ok, err := a.Alarm(ctx, pool(a))
 			require.NoError(t, err)
@@ -215,20 +210,15 @@ func TestAlarmReindexedOnOpen(t *testing.T) {
 			ctx := t.Context()
 			b := be.New(t)
 			h1 := newHost(t, b, Config{Hooks: (&notesHooks{}).hooks()})
-			a, err := h1.Acquire(ctx, "ns", []byte("a"))
-			require.NoError(t, err)
 			due := time.Now().Add(time.Hour)
-			_, err = a.SetAlarm(ctx, pool(a), due)
-			require.NoError(t, err)
-			require.NoError(t, a.DB().Durable(ctx))
-			a.Release()
+			durableAlarm(t, h1, "ns", "a", due)
 			require.NoError(t, h1.Close(ctx))
 			key := alarmKeyOf("ns", "a", due, 1)
 			require.NoError(t, b.Delete(ctx, key))
 			require.Empty(t, alarmIndex(t, b, "ns"))
 
 			h2 := newHost(t, b, Config{Hooks: (&notesHooks{}).hooks()})
-			a, err = h2.Acquire(ctx, "ns", []byte("a"))
+			a, err := h2.Acquire(ctx, "ns", []byte("a"))
 			require.NoError(t, err)
 			defer a.Release()
 			assert.Equal(t, []string{key}, alarmIndex(t, b, "ns"), "index once the actor is open")
@@ -291,17 +281,11 @@ func TestAlarmScanClaimsActorNobodyHolds(t *testing.T) {
 // An actor that hibernates with an alarm pending is woken by the host at
 // the alarm's time (no scans here: only the wake-up can run it).
 func TestAlarmWakesHibernatedActor(t *testing.T) {
-	ctx := t.Context()
 	b := buckettest.Dir(t)
 	rec := &alarmRecorder{}
 	h := alarmHost(t, b, rec, Config{Idle: 200 * time.Millisecond, AlarmScanEvery: -1})
-	a, err := h.Acquire(ctx, "ns", []byte("a"))
-	require.NoError(t, err)
 	due := time.Now().Add(5 * time.Second)
-	set, err := a.SetAlarm(ctx, pool(a), due)
-	require.NoError(t, err)
-	require.NoError(t, a.DB().Durable(ctx))
-	a.Release()
+	set := durableAlarm(t, h, "ns", "a", due)
 	require.True(t, waitFor(func() bool { return len(h.Actors()) == 0 }), "the actor never hibernated")
 	require.True(t, time.Now().Before(due), "the actor hibernated only after its alarm was due: the test proves nothing")
 	require.True(t, ownRecord(t, b, "ns", "a").Released())
@@ -401,15 +385,9 @@ func TestAlarmScanBacksOffFailingClaims(t *testing.T) {
 // actor and runs its alarm. (Package alarm's
 // TestScanClaimsActorReleasedByLiveHolder counts what each scan does.)
 func TestAlarmScanClaimsActorReleasedByLiveHolder(t *testing.T) {
-	ctx := t.Context()
 	b := buckettest.Dir(t)
 	holder := newHost(t, b, Config{Hooks: (&notesHooks{}).hooks(), Lease: alarmLease, Grace: alarmGrace})
-	a, err := holder.Acquire(ctx, "ns", []byte("x"))
-	require.NoError(t, err)
-	set, err := a.SetAlarm(ctx, pool(a), time.Now().Add(-time.Minute))
-	require.NoError(t, err)
-	require.NoError(t, a.DB().Durable(ctx))
-	a.Release()
+	set := durableAlarm(t, holder, "ns", "x", time.Now().Add(-time.Minute))
 
 	rec := &alarmRecorder{}
 	h := alarmHost(t, b, rec, Config{})

@@ -31,6 +31,21 @@ func alarmKeyOf(ns, id string, due time.Time, gen uint64) string {
 
 func pool(a *Handle) *sql.DB { return a.Value().(*sql.DB) }
 
+// durableAlarm acquires the actor ns/id on h, sets its alarm to due,
+// waits until that is durable, releases the actor, and returns the alarm
+// set.
+func durableAlarm(t *testing.T, h *Host, ns, id string, due time.Time) alarm.Alarm {
+	t.Helper()
+	ctx := t.Context()
+	a, err := h.Acquire(ctx, ns, []byte(id))
+	require.NoError(t, err)
+	defer a.Release()
+	set, err := a.SetAlarm(ctx, pool(a), due)
+	require.NoError(t, err)
+	require.NoError(t, a.DB().Durable(ctx))
+	return set
+}
+
 // waitIndex waits until the namespace's alarm index is want (the host
 // settles it in the background after a Handle is released).
 func waitIndex(t testing.TB, b bucket.Bucket, ns string, want ...string) {
@@ -149,16 +164,11 @@ func TestAlarmRestoredByTheNextOwner(t *testing.T) {
 			ctx := t.Context()
 			b := be.New(t)
 			h1 := newHost(t, b, Config{Hooks: (&notesHooks{}).hooks()})
-			a, err := h1.Acquire(ctx, "ns", []byte("a"))
-			require.NoError(t, err)
-			set, err := a.SetAlarm(ctx, pool(a), alarmAt)
-			require.NoError(t, err)
-			require.NoError(t, a.DB().Durable(ctx))
-			a.Release()
+			set := durableAlarm(t, h1, "ns", "a", alarmAt)
 			require.NoError(t, h1.Close(ctx))
 
 			h2 := newHost(t, b, Config{Hooks: (&notesHooks{}).hooks()})
-			a, err = h2.Acquire(ctx, "ns", []byte("a"))
+			a, err := h2.Acquire(ctx, "ns", []byte("a"))
 			require.NoError(t, err)
 			defer a.Release()
 			require.Equal(t, frames.Epoch(2), a.Epoch())

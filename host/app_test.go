@@ -102,11 +102,33 @@ func listNotes(ctx context.Context, a *Actor) ([]string, error) {
 	return out, rows.Err()
 }
 
+// routeByPath is the Route of the test apps: the actor {id} of namespace
+// {ns} in the request's path.
+func routeByPath(r *http.Request) (string, []byte, error) {
+	return r.PathValue("ns"), []byte(r.PathValue("id")), nil
+}
+
+// gateReply ends a test app's request whose work returned err: once the
+// work succeeded, the output gate (Durable); on an error, 503 with
+// Retry-After, and false; else the node and epoch headers, and true: the
+// caller writes the body.
+func gateReply(w http.ResponseWriter, r *http.Request, h *Host, a *Handle, err error) bool {
+	if err == nil {
+		err = a.DB().Durable(r.Context()) // the output gate
+	}
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return false
+	}
+	w.Header().Set(hdrNode, h.Node().ID())
+	w.Header().Set(hdrEpoch, a.Epoch().String())
+	return true
+}
+
 // notesHandler serves /actor/{ns}/{id} with the notes app.
 func notesHandler(h *Host, served *atomic.Int64, opts HandlerOptions) http.Handler {
-	opts.Route = func(r *http.Request) (string, []byte, error) {
-		return r.PathValue("ns"), []byte(r.PathValue("id")), nil
-	}
+	opts.Route = routeByPath
 	opts.Serve = func(w http.ResponseWriter, r *http.Request, a *Handle) {
 		if served != nil {
 			served.Add(1)
@@ -121,17 +143,9 @@ func notesHandler(h *Host, served *atomic.Int64, opts HandlerOptions) http.Handl
 		default:
 			out, err = listNotes(ctx, a.Actor)
 		}
-		if err == nil {
-			err = a.DB().Durable(ctx) // the output gate
+		if gateReply(w, r, h, a, err) {
+			json.NewEncoder(w).Encode(out)
 		}
-		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set(hdrNode, h.Node().ID())
-		w.Header().Set(hdrEpoch, a.Epoch().String())
-		json.NewEncoder(w).Encode(out)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/actor/{ns}/{id}", h.Handler(opts))
@@ -299,13 +313,20 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func runChild(id string) error {
-	ctx := context.Background()
+// childBucket opens the bucket a child is given and a listener for its
+// host on a free port.
+func childBucket(ctx context.Context) (bucket.Bucket, net.Listener, error) {
 	b, err := bucket.Open(ctx, os.Getenv(envChildBucket))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return b, ln, err
+}
+
+func runChild(id string) error {
+	ctx := context.Background()
+	b, ln, err := childBucket(ctx)
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,15 @@ func drainLines(t *testing.T, logs *syncBuffer) []map[string]any {
 	return out
 }
 
+// drainOne drains h and returns the report of its one namespace.
+func drainOne(t *testing.T, h *Host) NamespaceDrain {
+	t.Helper()
+	report, err := h.Drain(drainCtx(t))
+	require.NoError(t, err)
+	require.Len(t, report.Namespaces, 1, "%+v", report)
+	return report.Namespaces[0]
+}
+
 func drainCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), hangGuard)
 	t.Cleanup(cancel)
@@ -104,10 +113,7 @@ func TestDrainHookStateReadByNextOwner(t *testing.T) {
 			}
 			node := h.Node().ID()
 
-			report, err := h.Drain(drainCtx(t))
-			require.NoError(t, err)
-			require.Len(t, report.Namespaces, 1, "%+v", report)
-			got := report.Namespaces[0]
+			got := drainOne(t, h)
 			got.Duration = 0
 			assert.Equal(t, NamespaceDrain{Namespace: "ns", Drained: 3}, got)
 			st := h.Stats()
@@ -156,10 +162,7 @@ func TestDrainCutsOffHooksAtTheDeadline(t *testing.T) {
 	openWithNote(t, h, "ns", ids...)
 	node := h.Node().ID()
 
-	report, err := h.Drain(drainCtx(t))
-	require.NoError(t, err)
-	require.Len(t, report.Namespaces, 1, "%+v", report)
-	got := report.Namespaces[0]
+	got := drainOne(t, h)
 	assert.Equal(t, 1, got.Drained, "%+v", got)
 	assert.Equal(t, 2, got.TimedOut, "%+v", got)
 	assert.Zero(t, got.Failed, "%+v", got)
@@ -225,10 +228,7 @@ func TestDrainHookFailureIsAlone(t *testing.T) {
 	openWithNote(t, h, "ns", ids...)
 	node := h.Node().ID()
 
-	report, err := h.Drain(drainCtx(t))
-	require.NoError(t, err)
-	require.Len(t, report.Namespaces, 1, "%+v", report)
-	got := report.Namespaces[0]
+	got := drainOne(t, h)
 	assert.Equal(t, 2, got.Drained, "%+v", got)
 	assert.Equal(t, 2, got.Failed, "%+v", got)
 	assert.Zero(t, got.TimedOut, "%+v", got)
@@ -267,11 +267,9 @@ func TestDrainDeadlineZeroCallsNone(t *testing.T) {
 	openWithNote(t, h, "ns", "a", "b")
 	node := h.Node().ID()
 
-	report, err := h.Drain(drainCtx(t))
-	require.NoError(t, err)
+	got := drainOne(t, h)
 	assert.Zero(t, calls.Load(), "hooks called")
-	require.Len(t, report.Namespaces, 1, "%+v", report)
-	assert.Equal(t, NamespaceDrain{Namespace: "ns", Skipped: 2}, report.Namespaces[0])
+	assert.Equal(t, NamespaceDrain{Namespace: "ns", Skipped: 2}, got)
 	requireHandedOver(t, b, node, "ns", "a", "b")
 	lines := drainLines(t, logs)
 	require.Len(t, lines, 1, "drain log lines: %v", lines)
@@ -442,13 +440,7 @@ func TestDrainingHostRecoversDraining(t *testing.T) {
 	b := buckettest.NewOutage(buckettest.Dir(t))
 	h := newHost(t, b, Config{Lease: recoveryLease, Grace: recoveryGrace, Hooks: (&notesHooks{}).hooks()})
 	h.StopClaiming()
-	lost := h.Node()
-	b.SetDown(true)
-	select {
-	case <-lost.Done():
-	case <-time.After(hangGuard):
-		t.Fatal("the node outlived an outage longer than its lease")
-	}
+	lost := loseNode(t, h, b)
 	b.SetDown(false)
 	require.True(t, waitFor(func() bool { return h.Node() != lost }), "no node registered after the outage")
 	a, err := h.Acquire(ctx, "ns", []byte("nobody"))

@@ -25,6 +25,20 @@ import (
 // the recovered node was lost again.
 const recoveryLease, recoveryGrace = 4 * time.Second, time.Second
 
+// loseNode takes out, the bucket under h, down until h's node is lost
+// (its lease ran out), and returns that node. out stays down.
+func loseNode(t *testing.T, h *Host, out *buckettest.Outage) *fence.Node {
+	t.Helper()
+	lost := h.Node()
+	out.SetDown(true)
+	select {
+	case <-lost.Done():
+	case <-time.After(hangGuard):
+		t.Fatal("the node outlived an outage longer than its lease")
+	}
+	return lost
+}
+
 // The bucket is unreachable for longer than the lease: the node is lost,
 // and its actors stop (an Acquire's Handle held through it sees
 // session.ErrFenced). Once the bucket answers, the same host, without a
@@ -45,13 +59,7 @@ func TestRecoversAfterOutageLongerThanLease(t *testing.T) {
 			y, err := h.Acquire(ctx, "ns", []byte("y"))
 			require.NoError(t, err) // held through the outage
 
-			lost := h.Node()
-			b.SetDown(true)
-			select {
-			case <-lost.Done():
-			case <-time.After(hangGuard):
-				t.Fatal("the node outlived an outage longer than its lease")
-			}
+			lost := loseNode(t, h, b)
 			require.ErrorIs(t, y.DB().Durable(ctx), session.ErrFenced, "Durable of a Handle held through the outage")
 			y.Release()
 			b.SetDown(false)

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,13 +127,7 @@ func TestStatsPeersAfterRecovery(t *testing.T) {
 	a.Release()
 	require.Equal(t, 3, h.Stats().Peers.Followers, "followers before the outage")
 
-	lost := h.Node()
-	out.SetDown(true)
-	select {
-	case <-lost.Done():
-	case <-time.After(hangGuard):
-		t.Fatal("the node outlived an outage longer than its lease")
-	}
+	lost := loseNode(t, h, out)
 	if !waitFor(func() bool {
 		live, err := peers[0].Node().Observer.Fence(ctx, lost.ID())
 		return err == nil && live == fence.Fenced

@@ -93,7 +93,6 @@ func TestStatsClaimHeld(t *testing.T) {
 // The alarms' counts: one alarm in the future is pending; one an hour
 // overdue runs at once, late, fails, and succeeds on its retry.
 func TestStatsAlarms(t *testing.T) {
-	ctx := t.Context()
 	errFirst := errors.New("failing the first run on purpose")
 	rec := &alarmRecorder{outcome: func(_ context.Context, _ *Actor, run alarm.Run) error {
 		if run.Retry == 0 {
@@ -103,12 +102,7 @@ func TestStatsAlarms(t *testing.T) {
 	}}
 	h := alarmHost(t, buckettest.Dir(t), rec, Config{alarmBackoff: 20 * time.Millisecond})
 
-	later, err := h.Acquire(ctx, "ns", []byte("later"))
-	require.NoError(t, err)
-	_, err = later.SetAlarm(ctx, pool(later), time.Now().Add(time.Hour))
-	require.NoError(t, err)
-	require.NoError(t, later.DB().Durable(ctx))
-	later.Release()
+	durableAlarm(t, h, "ns", "later", time.Now().Add(time.Hour))
 	var st Stats
 	if !waitFor(func() bool { st = h.Stats(); return st.Alarms.Pending == 1 }) {
 		t.Fatalf("an alarm an hour ahead: %+v", st.Alarms)
@@ -116,12 +110,7 @@ func TestStatsAlarms(t *testing.T) {
 	assert.Zero(t, st.Alarms.Runs)
 
 	const overdue = time.Hour
-	a, err := h.Acquire(ctx, "ns", []byte("a"))
-	require.NoError(t, err)
-	_, err = a.SetAlarm(ctx, pool(a), time.Now().Add(-overdue))
-	require.NoError(t, err)
-	require.NoError(t, a.DB().Durable(ctx))
-	a.Release()
+	durableAlarm(t, h, "ns", "a", time.Now().Add(-overdue))
 	rec.waitRuns(t, 2)
 	if !waitFor(func() bool { st = h.Stats(); return st.Alarms.Runs == 2 && st.Alarms.Pending == 1 }) {
 		t.Fatalf("after a run and its retry: %+v", st.Alarms)

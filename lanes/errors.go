@@ -3,7 +3,6 @@ package lanes
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/framectl/framectl/frames"
 )
@@ -58,19 +57,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("lanes: ")
-	b.WriteString(e.Op)
-	if e.Key != "" && !frames.PrintsKey(e.Err, e.Key) {
-		b.WriteString(" ")
-		b.WriteString(e.Key)
-	}
+	msg := "lanes: " + e.Op + frames.KeyText(e.Key, e.Err)
 	if e.LastSeq != 0 {
-		fmt.Fprintf(&b, ": frame %d..%d", e.FirstSeq, e.LastSeq)
+		msg += fmt.Sprintf(": frame %d..%d", e.FirstSeq, e.LastSeq)
 	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
+	return msg + ": " + e.Err.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

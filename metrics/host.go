@@ -23,33 +23,30 @@ type hostDescs struct {
 }
 
 func newHostDescs() *hostDescs {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
 	return &hostDescs{
-		actors: d("framectl_host_actors", "Actors the host has, by state (queued, opening, open: held, closing).", "state"),
+		actors: newDesc("framectl_host_actors", "Actors the host has, by state (queued, opening, open: held, closing).", "state"),
 
-		lagging:        d("framectl_vfs_lagging_actors", "Open databases with a commit not yet in the bucket."),
-		lagMax:         d("framectl_vfs_lag_max_seconds", "Age of the oldest commit not yet in the bucket, over every open database (0: none)."),
-		lagSum:         d("framectl_vfs_lag_sum_seconds", "Sum over the open databases of the age of each one's oldest commit not yet in the bucket."),
-		pending:        d("framectl_vfs_pending_bytes", "Page bytes captured and not yet in the bucket, summed over the open databases."),
-		pendingMax:     d("framectl_vfs_pending_max_bytes", "Page bytes captured and not yet in the bucket of the open database that has most."),
-		uploadsFailing: d("framectl_vfs_upload_failing_actors", "Open databases whose uploads fail now (retried until they succeed)."),
-		stoppedActors:  d("framectl_vfs_stopped_actors", "Open databases whose replication stopped (fenced, or a write it cannot account for)."),
+		lagging:        newDesc("framectl_vfs_lagging_actors", "Open databases with a commit not yet in the bucket."),
+		lagMax:         newDesc("framectl_vfs_lag_max_seconds", "Age of the oldest commit not yet in the bucket, over every open database (0: none)."),
+		lagSum:         newDesc("framectl_vfs_lag_sum_seconds", "Sum over the open databases of the age of each one's oldest commit not yet in the bucket."),
+		pending:        newDesc("framectl_vfs_pending_bytes", "Page bytes captured and not yet in the bucket, summed over the open databases."),
+		pendingMax:     newDesc("framectl_vfs_pending_max_bytes", "Page bytes captured and not yet in the bucket of the open database that has most."),
+		uploadsFailing: newDesc("framectl_vfs_upload_failing_actors", "Open databases whose uploads fail now (retried until they succeed)."),
+		stoppedActors:  newDesc("framectl_vfs_stopped_actors", "Open databases whose replication stopped (fenced, or a write it cannot account for)."),
 
-		claims:     d("framectl_host_claims_total", "Attempts to open an actor, each claiming it first, by result (ok, held: by a live node elsewhere, waiting: for a dead holder's lease or a locked directory, failed).", "result"),
-		nodeLosses: d("framectl_host_node_losses_total", "Losses of this host's node, by reason (fenced: by a peer, lease_lost: not renewed in time).", "reason"),
-		peerFences: d("framectl_host_peers_fenced_total", "Expired peers this host's nodes fenced, to claim the actors they held."),
-		dropped:    d("framectl_host_actors_dropped_total", "Open actors taken out of service, by reason (fenced: their session can no longer acknowledge; stopped: replication stopped).", "reason"),
+		claims:     newDesc("framectl_host_claims_total", "Attempts to open an actor, each claiming it first, by result (ok, held: by a live node elsewhere, waiting: for a dead holder's lease or a locked directory, failed).", "result"),
+		nodeLosses: newDesc("framectl_host_node_losses_total", "Losses of this host's node, by reason (fenced: by a peer, lease_lost: not renewed in time).", "reason"),
+		peerFences: newDesc("framectl_host_peers_fenced_total", "Expired peers this host's nodes fenced, to claim the actors they held."),
+		dropped:    newDesc("framectl_host_actors_dropped_total", "Open actors taken out of service, by reason (fenced: their session can no longer acknowledge; stopped: replication stopped).", "reason"),
 
-		alarmsPending: d("framectl_host_alarms_pending", "Actors whose alarm this host will look at: held ones with an alarm set, failed ones awaiting their retry, hibernated ones it will wake."),
-		alarmRuns:     d("framectl_host_alarm_runs_total", "Runs of alarm handlers, by result (ok; failed: the handler's error or the clear after it).", "result"),
-		alarmsDropped: d("framectl_host_alarms_dropped_total", "Alarms given up after their last retry failed."),
-		alarmsLate:    d("framectl_host_alarms_late_total", "First runs of alarms that started more than a second after their time (taken over from a dead holder, or waiting for an open)."),
-		alarmLateness: d("framectl_host_alarm_lateness_seconds", "How long after its time each first run of an alarm started (sum and count)."),
+		alarmsPending: newDesc("framectl_host_alarms_pending", "Actors whose alarm this host will look at: held ones with an alarm set, failed ones awaiting their retry, hibernated ones it will wake."),
+		alarmRuns:     newDesc("framectl_host_alarm_runs_total", "Runs of alarm handlers, by result (ok; failed: the handler's error or the clear after it).", "result"),
+		alarmsDropped: newDesc("framectl_host_alarms_dropped_total", "Alarms given up after their last retry failed."),
+		alarmsLate:    newDesc("framectl_host_alarms_late_total", "First runs of alarms that started more than a second after their time (taken over from a dead holder, or waiting for an open)."),
+		alarmLateness: newDesc("framectl_host_alarm_lateness_seconds", "How long after its time each first run of an alarm started (sum and count)."),
 
-		draining:    d("framectl_host_draining", "1 once the host stopped claiming actors to drain, else 0."),
-		drainActors: d("framectl_host_drain_actors_total", "Actors of a drain by what their drain hook did (drained: returned and durable; skipped: no hook or deadline 0; failed; timed_out: cut off at the deadline).", "outcome"),
+		draining:    newDesc("framectl_host_draining", "1 once the host stopped claiming actors to drain, else 0."),
+		drainActors: newDesc("framectl_host_drain_actors_total", "Actors of a drain by what their drain hook did (drained: returned and durable; skipped: no hook or deadline 0; failed; timed_out: cut off at the deadline).", "outcome"),
 	}
 }
 

@@ -86,3 +86,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// newDesc is the description of a metric the collectors compute when
+// scraped (hostDescs, quorumDescs): no constant labels.
+func newDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}

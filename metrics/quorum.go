@@ -20,30 +20,27 @@ type quorumDescs struct {
 }
 
 func newQuorumDescs() *quorumDescs {
-	d := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, nil)
-	}
 	return &quorumDescs{
-		acks:         d("framectl_quorum_acks_total", "Acknowledgements (Durable calls, Sync commits) in peer mode, by what gave them first (followers: q of them held the commit; bucket).", "by"),
-		entries:      d("framectl_quorum_entries_total", "Commits handed to the followers."),
-		backpressure: d("framectl_quorum_backpressure_total", "Times a database waited for the bucket because its followers held their bound past the bucket's durable point."),
+		acks:         newDesc("framectl_quorum_acks_total", "Acknowledgements (Durable calls, Sync commits) in peer mode, by what gave them first (followers: q of them held the commit; bucket).", "by"),
+		entries:      newDesc("framectl_quorum_entries_total", "Commits handed to the followers."),
+		backpressure: newDesc("framectl_quorum_backpressure_total", "Times a database waited for the bucket because its followers held their bound past the bucket's durable point."),
 
-		sessions:       d("framectl_quorum_sessions", "Follower protocol sessions of this node's actors running now (an owner, or a takeover)."),
-		takeovers:      d("framectl_quorum_takeovers_total", "Takeovers started: the followers of the previous owner fenced before an actor opened."),
-		tailsRecovered: d("framectl_quorum_tails_recovered_total", "Takeovers that recovered commits from the followers that the bucket lacked."),
-		superseded:     d("framectl_quorum_superseded_total", "Sessions a follower reported fenced by a newer epoch."),
-		late:           d("framectl_quorum_late_replies_total", "Follower replies for an actor with no session on this node (dropped)."),
-		sendErrors:     d("framectl_quorum_send_errors_total", "Messages to other nodes the transport refused (the protocol sends again)."),
-		storeErrors:    d("framectl_quorum_store_errors_total", "Failures of this node's follower store (a full store or disk: the owner stops sending to it)."),
-		replaced:       d("framectl_quorum_followers_replaced_total", "Followers replaced while their owner's session ran (failed, or no live node served them): own.json recorded the newcomer."),
-		fences:         d("framectl_quorum_fences_promised_total", "Fence messages this node's follower store answered with a promise (to refuse older epochs), for new owners' takeovers."),
+		sessions:       newDesc("framectl_quorum_sessions", "Follower protocol sessions of this node's actors running now (an owner, or a takeover)."),
+		takeovers:      newDesc("framectl_quorum_takeovers_total", "Takeovers started: the followers of the previous owner fenced before an actor opened."),
+		tailsRecovered: newDesc("framectl_quorum_tails_recovered_total", "Takeovers that recovered commits from the followers that the bucket lacked."),
+		superseded:     newDesc("framectl_quorum_superseded_total", "Sessions a follower reported fenced by a newer epoch."),
+		late:           newDesc("framectl_quorum_late_replies_total", "Follower replies for an actor with no session on this node (dropped)."),
+		sendErrors:     newDesc("framectl_quorum_send_errors_total", "Messages to other nodes the transport refused (the protocol sends again)."),
+		storeErrors:    newDesc("framectl_quorum_store_errors_total", "Failures of this node's follower store (a full store or disk: the owner stops sending to it)."),
+		replaced:       newDesc("framectl_quorum_followers_replaced_total", "Followers replaced while their owner's session ran (failed, or no live node served them): own.json recorded the newcomer."),
+		fences:         newDesc("framectl_quorum_fences_promised_total", "Fence messages this node's follower store answered with a promise (to refuse older epochs), for new owners' takeovers."),
 
-		withFollowers: d("framectl_quorum_actors_with_followers", "Open actors whose session has followers."),
-		followers:     d("framectl_quorum_followers", "Followers in the sets of the open actors, summed, by state (active: sent to, answering or not; failed: full or broken, no longer sent to).", "state"),
-		belowQuorum:   d("framectl_quorum_below_quorum_actors", "Open actors with fewer active followers than their quorum: the bucket alone acknowledges their commits."),
-		lagSum:        d("framectl_quorum_follower_lag_sum_commits", "Commits of their owner's log the active followers lack, summed over the open actors' followers."),
-		lagMax:        d("framectl_quorum_follower_lag_max_commits", "Commits of its owner's log the active follower that lacks most lacks, over the open actors."),
-		storeBytes:    d("framectl_quorum_store_bytes", "Bytes this node's follower store holds for the actors it follows."),
+		withFollowers: newDesc("framectl_quorum_actors_with_followers", "Open actors whose session has followers."),
+		followers:     newDesc("framectl_quorum_followers", "Followers in the sets of the open actors, summed, by state (active: sent to, answering or not; failed: full or broken, no longer sent to).", "state"),
+		belowQuorum:   newDesc("framectl_quorum_below_quorum_actors", "Open actors with fewer active followers than their quorum: the bucket alone acknowledges their commits."),
+		lagSum:        newDesc("framectl_quorum_follower_lag_sum_commits", "Commits of their owner's log the active followers lack, summed over the open actors' followers."),
+		lagMax:        newDesc("framectl_quorum_follower_lag_max_commits", "Commits of its owner's log the active follower that lacks most lacks, over the open actors."),
+		storeBytes:    newDesc("framectl_quorum_store_bytes", "Bytes this node's follower store holds for the actors it follows."),
 	}
 }
 

@@ -36,34 +36,27 @@ var durableSeconds = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25
 var passSeconds = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 func newSessionMetrics() *sessionMetrics {
+	histogram := func(name, help string, buckets []float64) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
+	}
+	byResult := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"result"})
+	}
 	m := &sessionMetrics{
-		durableWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "framectl_vfs_durable_wait_seconds",
-			Help:    "How long each framectl.DB.Durable call waited (the output gate), whatever it returned.",
-			Buckets: durableSeconds,
-		}),
+		durableWait: histogram("framectl_vfs_durable_wait_seconds",
+			"How long each framectl.DB.Durable call waited (the output gate), whatever it returned.", durableSeconds),
 		durableErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "framectl_vfs_durable_errors_total",
 			Help: "framectl.DB.Durable calls that returned an error (fenced, stopped, closed, the caller's context).",
 		}),
-		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "framectl_vfs_compactions_total",
-			Help: "Background compaction passes by result (ok, error, canceled: cut short because replication stopped).",
-		}, []string{"result"}),
-		compactionDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "framectl_vfs_compaction_duration_seconds",
-			Help:    "Duration of background compaction passes, whatever their result.",
-			Buckets: passSeconds,
-		}),
-		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "framectl_vfs_restores_total",
-			Help: "Restores from the bucket that opening a database ran, by result (ok, error).",
-		}, []string{"result"}),
-		restoreDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "framectl_vfs_restore_duration_seconds",
-			Help:    "Duration of the restores that opening a database ran, whatever their result.",
-			Buckets: passSeconds,
-		}),
+		compactions: byResult("framectl_vfs_compactions_total",
+			"Background compaction passes by result (ok, error, canceled: cut short because replication stopped)."),
+		compactionDuration: histogram("framectl_vfs_compaction_duration_seconds",
+			"Duration of background compaction passes, whatever their result.", passSeconds),
+		restores: byResult("framectl_vfs_restores_total",
+			"Restores from the bucket that opening a database ran, by result (ok, error)."),
+		restoreDuration: histogram("framectl_vfs_restore_duration_seconds",
+			"Duration of the restores that opening a database ran, whatever their result.", passSeconds),
 	}
 	m.compactionOK = m.compactions.WithLabelValues("ok")
 	m.compactionError = m.compactions.WithLabelValues("error")

@@ -194,20 +194,12 @@ func (h *Hub) sendAll(actor string, out []follow.Envelope) {
 	}
 }
 
-// liveSessions appends the hub's sessions to dst, for a loop to work on
-// without holding h.mu.
-func (h *Hub) liveSessions(dst []*Session) []*Session {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, s := range h.sessions {
-		dst = append(dst, s)
-	}
-	return dst
-}
-
-func (h *Hub) tickLoop() {
-	defer close(h.done)
-	t := time.NewTicker(h.cfg.Tick)
+// everySession calls step with the hub's sessions each period, until the
+// hub stops, then closes done: the loop of tickLoop and replaceLoop. step
+// runs without h.mu held, so it may lock each session.
+func (h *Hub) everySession(done chan<- struct{}, period time.Duration, step func(now time.Time, ss []*Session)) {
+	defer close(done)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	var ss []*Session
 	for {
@@ -215,13 +207,26 @@ func (h *Hub) tickLoop() {
 		case <-h.stop:
 			return
 		case now := <-t.C:
-			ss = h.liveSessions(ss[:0])
-			for _, s := range ss {
-				s.tick(now)
+			h.mu.Lock()
+			for _, s := range h.sessions {
+				ss = append(ss, s)
 			}
+			h.mu.Unlock()
+			step(now, ss)
 			clear(ss)
+			ss = ss[:0]
 		}
 	}
+}
+
+// tickLoop lets time pass in every session's protocol each Config.Tick:
+// follow's resends and timeouts.
+func (h *Hub) tickLoop() {
+	h.everySession(h.done, h.cfg.Tick, func(now time.Time, ss []*Session) {
+		for _, s := range ss {
+			s.tick(now)
+		}
+	})
 }
 
 // register makes s the session of its actor on this node.

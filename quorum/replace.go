@@ -65,30 +65,20 @@ type replacing struct {
 // replaceLoop checks every session's set each Config.ReplaceCheck, with
 // one listing of the live followers for all of them.
 func (h *Hub) replaceLoop() {
-	defer close(h.replaceDone)
-	t := time.NewTicker(h.cfg.ReplaceCheck)
-	defer t.Stop()
-	var ss []*Session
-	for {
-		select {
-		case <-h.stop:
+	h.everySession(h.replaceDone, h.cfg.ReplaceCheck, func(now time.Time, ss []*Session) {
+		if len(ss) == 0 {
 			return
-		case now := <-t.C:
-			ss = h.liveSessions(ss[:0])
-			if len(ss) == 0 {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-			cands, err := h.cfg.Directory.Candidates(ctx)
-			if err == nil { // a failed listing says nothing changed
-				for _, s := range ss {
-					s.replaceStep(ctx, cands, now)
-				}
-			}
-			cancel()
-			clear(ss)
 		}
-	}
+		ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+		defer cancel()
+		cands, err := h.cfg.Directory.Candidates(ctx)
+		if err != nil { // a failed listing says nothing changed
+			return
+		}
+		for _, s := range ss {
+			s.replaceStep(ctx, cands, now)
+		}
+	})
 }
 
 // replaceStep takes one step of a change of the set, or starts one, with

@@ -36,13 +36,7 @@ func manifestsOf(t testing.TB, b bucket.Bucket, a frames.Actor) map[string]*fram
 	out := map[string]*frames.Manifest{}
 	for _, s := range inv.Sessions {
 		for _, o := range s.Snapshots {
-			rc, _, err := b.Get(t.Context(), o.Key)
-			require.NoError(t, err)
-			_, m, err := frames.OpenSnapshot(rc, o.Key, frames.Limits{})
-			rc.Close()
-			require.NoError(t, err)
-			require.NotNil(t, m, "%s is a full snapshot", o.Key)
-			out[o.Key] = m
+			out[o.Key] = buckettest.Manifest(t, b, o.Key)
 		}
 	}
 	return out
@@ -76,8 +70,7 @@ func TestRestoreFromFullSnapshots(t *testing.T) {
 			b := be.New(t)
 			w := newWorkload(t, b, "full-snapshots", 5, 1024)
 			for range scaled(3) {
-				w.ops(8)
-				w.durable()
+				w.durableOps(8)
 			}
 			// Big enough that session 2's first snapshot is several chunks'
 			// worth.
@@ -86,8 +79,7 @@ func TestRestoreFromFullSnapshots(t *testing.T) {
 			first := len(w.points)
 			w.newSession(2)
 			for i := range scaled(6) {
-				w.ops(1 + i%3*4)
-				w.durable()
+				w.durableOps(1 + i%3*4)
 			}
 			w.closeDB()
 			toFullSnapshots(t, b, w.actor)
@@ -135,8 +127,7 @@ func TestVerifyReadsEveryChunkOnce(t *testing.T) {
 	w.exec(0, "INSERT INTO t(a,b) SELECT 1, randomblob(1500) FROM generate_series(1,400)")
 	w.durable()
 	w.newSession(2)
-	w.ops(8)
-	w.durable()
+	w.durableOps(8)
 	w.closeDB()
 	inv, err := restore.Take(t.Context(), b, w.actor)
 	require.NoError(t, err)
@@ -169,8 +160,7 @@ func newChunkedBucket(t *testing.T, b bucket.Bucket) *chunkedBucket {
 	w.exec(0, "INSERT INTO t(a,b) SELECT 1, randomblob(1000) FROM generate_series(1,600)")
 	w.durable()
 	w.newSession(2)
-	w.ops(20)
-	w.durable()
+	w.durableOps(20)
 	w.closeDB()
 	c := &chunkedBucket{b: b, w: w, want: w.points[len(w.points)-1].data, manifests: manifestsOf(t, b, w.actor)}
 	for k, m := range c.manifests {
@@ -419,8 +409,7 @@ func TestRestoreFromGzipChunks(t *testing.T) {
 			w.durable()
 			first := len(w.points)
 			for i := range scaled(6) {
-				w.ops(1 + i%3*4)
-				w.durable()
+				w.durableOps(1 + i%3*4)
 			}
 			w.closeDB()
 			ctx := t.Context()
@@ -462,8 +451,7 @@ func TestRestoreFromGzipChunks(t *testing.T) {
 
 			// The next session reuses the gzip chunks it finds, as they are.
 			w.newSession(2)
-			w.ops(3)
-			w.durable()
+			w.durableOps(3)
 			w.closeDB()
 			kept := 0
 			for key := range rewritten {

@@ -3,7 +3,6 @@ package restore
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/framectl/framectl/frames"
@@ -135,23 +134,14 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("restore: ")
-	b.WriteString(e.Op)
+	msg := "restore: " + e.Op
 	if e.Actor != "" && e.Key == "" {
-		b.WriteString(" ")
-		b.WriteString(e.Actor)
+		msg += " " + e.Actor
 	}
 	if e.Epoch != 0 {
-		fmt.Fprintf(&b, " session %d", e.Epoch)
+		msg += fmt.Sprintf(" session %d", e.Epoch)
 	}
-	if e.Key != "" && !frames.PrintsKey(e.Err, e.Key) {
-		b.WriteString(" ")
-		b.WriteString(e.Key)
-	}
-	b.WriteString(": ")
-	b.WriteString(e.Err.Error())
-	return b.String()
+	return msg + frames.KeyText(e.Key, e.Err) + ": " + e.Err.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

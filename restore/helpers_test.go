@@ -204,6 +204,14 @@ func (w *workload) durable() point {
 	return p
 }
 
+// durableOps runs n random operations (ops) and records the point they
+// are durable at (durable).
+func (w *workload) durableOps(n int) point {
+	w.t.Helper()
+	w.ops(n)
+	return w.durable()
+}
+
 // restoreTo restores the workload's actor to a new file and returns it.
 func restoreTo(t testing.TB, b bucket.Bucket, a frames.Actor, target restore.Target) (restore.Result, []byte) {
 	t.Helper()

@@ -38,8 +38,7 @@ func TestRestoreAcrossSessions(t *testing.T) {
 				// a session's last point is where its successor starts, so
 				// only the ones before it belong to the session alone.
 				for range max(2, scaled(3)) {
-					w.ops(6)
-					p := w.durable()
+					p := w.durableOps(6)
 					if _, ok := epochOf[p.seq]; !ok {
 						epochOf[p.seq] = epoch
 					}
@@ -93,8 +92,7 @@ func TestRestoreNeverShowsZombie(t *testing.T) {
 			b := be.New(t)
 			z := newWorkload(t, b, "zombie", 22, 1024)
 			for range 3 {
-				z.ops(6)
-				z.durable()
+				z.durableOps(6)
 			}
 			history := z.points // session 1 up to the takeover
 
@@ -110,8 +108,7 @@ func TestRestoreNeverShowsZombie(t *testing.T) {
 				late = append(late, z.durable())
 			}
 			for range 2 {
-				w.ops(3)
-				w.durable()
+				w.durableOps(3)
 			}
 			t.Cleanup(func() {
 				// The zombie cannot release a record of a newer epoch.

@@ -91,8 +91,7 @@ func TestRestoreReplansWhenCompactionRaces(t *testing.T) {
 			b := be.New(t)
 			w := newWorkload(t, b, "replan", 5, 1024)
 			for range 5 {
-				w.ops(4)
-				w.durable()
+				w.durableOps(4)
 			}
 			w.closeDB()
 			mid := w.points[3]
@@ -132,8 +131,7 @@ func (v *vanishing) Get(ctx context.Context, key string) (io.ReadCloser, bucket.
 func TestRestoreGivesUpReplanning(t *testing.T) {
 	b := buckettest.Dir(t)
 	w := newWorkload(t, b, "vanish", 6, 1024)
-	w.ops(4)
-	w.durable()
+	w.durableOps(4)
 	w.closeDB()
 	batches := buckettest.Keys(t, b, w.actor.LogPrefix())
 	v := &vanishing{Bucket: b, key: batches[0]}

@@ -28,14 +28,12 @@ func TestRestoreTargets(t *testing.T) {
 				b := be.New(t)
 				w := newWorkload(t, b, "targets", uint64(pageSize), pageSize)
 				for range scaled(6) {
-					w.ops(8)
-					w.durable()
+					w.durableOps(8)
 				}
 				first := len(w.points)
 				w.newSession(2)
 				for i := range scaled(9) {
-					w.ops(1 + i%4*3)
-					w.durable()
+					w.durableOps(1 + i%4*3)
 				}
 				session1, session2 := w.points[:first], w.points[first:]
 				last := w.points[len(w.points)-1]
@@ -129,8 +127,7 @@ func TestRestoreTimeInsideMergedFrame(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			g := buckettest.NewGate(be.New(t), isLogKey)
 			w := newWorkload(t, g, "merged", 3, 4096)
-			w.ops(5)
-			w.durable()
+			w.durableOps(5)
 			g.Hold()
 			w.exec(0, "INSERT INTO t(a,b) VALUES(1, randomblob(100))") // c0: the uploader takes it and waits
 			<-g.Waiting()
@@ -163,8 +160,7 @@ func TestRestoreLeavesDestinationOnFailure(t *testing.T) {
 	b := buckettest.Dir(t)
 	w := newWorkload(t, b, "dest", 4, 1024)
 	for range 3 {
-		w.ops(4)
-		w.durable()
+		w.durableOps(4)
 	}
 	w.closeDB()
 	dir := t.TempDir()
@@ -206,13 +202,11 @@ func TestRestoreNamespace(t *testing.T) {
 			var ws []*workload
 			for i := range 3 {
 				w := newWorkload(t, b, "ns", uint64(10+i), 1024)
-				w.ops(4 + 3*i)
-				w.durable()
+				w.durableOps(4 + 3*i)
 				ws = append(ws, w)
 			}
 			other := newWorkload(t, b, "another-namespace", 20, 1024)
-			other.ops(2)
-			other.durable()
+			other.durableOps(2)
 
 			dir := filepath.Join(t.TempDir(), "out")
 			results, err := restore.RestoreNamespace(t.Context(), b, ws[0].actor.Namespace, dir, restore.Options{Actors: 3})
@@ -237,8 +231,7 @@ func TestRestoreBudgets(t *testing.T) {
 	b := buckettest.Dir(t)
 	w := newWorkload(t, b, "budget", 9, 1024)
 	for range 6 {
-		w.ops(3)
-		w.durable()
+		w.durableOps(3)
 	}
 	w.closeDB()
 	want := w.points[len(w.points)-1]
@@ -275,14 +268,12 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 			}
 			w := newWorkload(t, b, "range", 11, 1024)
 			for range 3 {
-				w.ops(4)
-				w.durable()
+				w.durableOps(4)
 			}
 			session1 := w.points
 			w.newSession(2)
 			for range 3 {
-				w.ops(4)
-				w.durable()
+				w.durableOps(4)
 			}
 			w.closeDB()
 			session2 := w.points[len(session1):]
@@ -350,8 +341,7 @@ func TestRestoreTargetOutOfRange(t *testing.T) {
 			// time: a time before its first commit is out of range, with
 			// the first frame after it as the earliest state in time.
 			a1 := newWorkload(t, b, "range-fresh", 12, 1024)
-			a1.ops(4)
-			p1 := a1.durable()
+			p1 := a1.durableOps(4)
 			a1.closeDB()
 			_, err = restore.Restore(t.Context(), b, a1.actor, filepath.Join(t.TempDir(), "r.db"), restore.Options{Target: restore.AtTime(before)})
 			te = nil

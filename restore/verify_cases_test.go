@@ -230,8 +230,7 @@ func TestVerifySnapshots(t *testing.T) {
 func TestIntegrityCheckFails(t *testing.T) {
 	b := buckettest.Dir(t)
 	w := newWorkload(t, b, "integrity", 8, 1024)
-	w.ops(6)
-	p := w.durable()
+	p := w.durableOps(6)
 	w.closeDB()
 	// Scramble the last page, a b-tree page, and store the result as a
 	// newer session's snapshot, with checksums computed over the

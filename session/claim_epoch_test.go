@@ -23,13 +23,10 @@ func TestOpenAfterOwnRecordLost(t *testing.T) {
 			cfg := replTestConfig(t, b)
 			cfg.Epoch, cfg.Node = 0, nodeA
 			for i := 1; i <= 2; i++ {
-				db, err := openDB(ctx, cfg)
-				require.NoError(t, err)
-				c, err := db.Conn()
-				require.NoError(t, err)
+				db := replOpen(t, cfg)
+				c := replConn(t, db)
 				dbtest.Exec(t, c, "CREATE TABLE IF NOT EXISTS t(x); INSERT INTO t VALUES(1)")
-				c.Close()
-				require.NoError(t, db.Close(ctx))
+				closeDB(t, db, c)
 			}
 			actor := frames.Actor{Namespace: frames.NamespaceID(cfg.Tenant, cfg.Namespace), Actor: frames.ActorKey(cfg.Actor)}
 			require.NoError(t, b.Delete(ctx, actor.OwnKey()))

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -32,12 +31,11 @@ func keptWorkload(t *testing.T, b bucket.Bucket, keptBytes int64, configure func
 	}
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
+	dbtest.Exec(t, c, rewrittenRows)
 	require.NoError(t, db.Durable(t.Context()))
 	deadline := time.Now().Add(60 * time.Second)
 	for i := 0; !done(i, db, filepath.Join(cfg.Dir, keptDir)); i++ {
-		dbtest.Exec(t, c, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
-		require.NoError(t, db.Durable(t.Context()))
+		rewriteRows(t, db, c, i)
 		if time.Now().After(deadline) {
 			t.Fatalf("not done after 60 s; stats %+v", db.Stats())
 		}

@@ -18,14 +18,7 @@ func sessionManifest(t *testing.T, b bucket.Bucket, a frames.Actor, epoch frames
 	t.Helper()
 	keys := buckettest.Keys(t, b, a.SnapshotSessionPrefix(epoch))
 	require.NotEmpty(t, keys, "session %d has no snapshot", epoch)
-	key := keys[len(keys)-1] // descending: the oldest last
-	rc, _, err := b.Get(t.Context(), key)
-	require.NoError(t, err)
-	defer rc.Close()
-	sr, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
-	require.NoError(t, err)
-	require.Nil(t, sr, "%s is a full snapshot, not a manifest", key)
-	return m
+	return buckettest.Manifest(t, b, keys[len(keys)-1]) // descending: the oldest last
 }
 
 // Every session starts with a manifest naming where it started: nothing
@@ -38,12 +31,10 @@ func TestSessionManifestLineage(t *testing.T) {
 			b := be.New(t)
 			cfg := replTestConfig(t, b)
 			db, c := reopen(t, cfg, 1)
-			dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
-			insertRows(t, c, 1, 300)
+			createRows(t, c, 300)
 			require.NoError(t, db.Durable(t.Context()))
 			end1 := db.Stats().Durable
-			c.Close()
-			require.NoError(t, db.Close(t.Context()))
+			closeDB(t, db, c)
 			a := db.actor
 			m1 := sessionManifest(t, b, a, 1)
 			assert.Equal(t, frames.Lineage{}, m1.Predecessor, "a new database")
@@ -53,8 +44,7 @@ func TestSessionManifestLineage(t *testing.T) {
 			m2 := sessionManifest(t, b, a, 2)
 			assert.Equal(t, frames.Lineage{Epoch: 1, Seq: end1}, m2.Predecessor)
 			assert.Equal(t, end1, m2.Seq)
-			c2.Close()
-			require.NoError(t, db2.Close(t.Context()))
+			closeDB(t, db2, c2)
 
 			// Another directory: nothing local, so it restores session 2,
 			// whose manifest holds its whole state.
@@ -99,15 +89,13 @@ func TestWakeUploadsWhatChanged(t *testing.T) {
 	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
 	// About 4 MiB: sixteen chunks.
 	dbtest.Exec(t, c, "INSERT INTO t(v) SELECT randomblob(1000) FROM generate_series(1, 4000)")
-	c.Close()
-	require.NoError(t, db.Close(t.Context()))
+	closeDB(t, db, c)
 	db, c = reopen(t, cfg, 2)
 	total := db.Stats().Start.ChunksUploaded + db.Stats().Start.ChunksShared
 	require.GreaterOrEqual(t, total, 16)
 	// Rows 1000..1299: about 300 KiB of contiguous pages, two chunks.
 	dbtest.Exec(t, c, "UPDATE t SET v = randomblob(1000) WHERE id BETWEEN 1000 AND 1299")
-	c.Close()
-	require.NoError(t, db.Close(t.Context()))
+	closeDB(t, db, c)
 	db, _ = reopen(t, cfg, 3)
 	st := db.Stats().Start
 	assert.Equal(t, total, st.ChunksUploaded+st.ChunksShared)

@@ -116,8 +116,7 @@ func TestObserverRestore(t *testing.T) {
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
 	dbtest.Exec(t, c, "CREATE TABLE t(v); INSERT INTO t VALUES (1)")
-	c.Close()
-	require.NoError(t, db.Close(t.Context()))
+	closeDB(t, db, c)
 
 	// The same directory, current: reused.
 	o := newObserved()

@@ -32,8 +32,7 @@ func TestReopenAfterOutageLongerThanTheLease(t *testing.T) {
 			cfg.Epoch, cfg.Node, cfg.Unacknowledged = 0, node, policy
 			db := replOpen(t, cfg)
 			c := replConn(t, db)
-			dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
-			insertRows(t, c, 1, 20)
+			createRows(t, c, 20)
 			require.NoError(t, db.Durable(ctx))
 			b.SetDown(true)
 			insertRows(t, c, 21, 23) // captured, never uploaded

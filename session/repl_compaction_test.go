@@ -14,8 +14,21 @@ import (
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
 	"github.com/framectl/framectl/restore"
+	"github.com/ncruces/go-sqlite3"
 	"github.com/stretchr/testify/require"
 )
+
+// rewrittenRows creates the table of 20 rows of 3000 random bytes that
+// rewriteRows rewrites: a log that outgrows the database in a few rounds.
+const rewrittenRows = "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)"
+
+// rewriteRows rewrites a quarter of rewrittenRows' rows (round i of four)
+// and waits until that is durable.
+func rewriteRows(t testing.TB, db *DB, c *sqlite3.Conn, i int) {
+	t.Helper()
+	dbtest.Exec(t, c, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
+	require.NoError(t, db.Durable(t.Context()))
+}
 
 // The replicator compacts its own actor in the background once the log
 // reaches the database's size: a newer snapshot appears, the batches it
@@ -29,11 +42,10 @@ func TestBackgroundCompaction(t *testing.T) {
 	cfg.Compaction = compact.Rule{MinLogBytes: -1, MinInterval: -1}
 	db := replOpen(t, cfg)
 	c := replConn(t, db)
-	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
+	dbtest.Exec(t, c, rewrittenRows)
 	// Rewrite the rows again and again: the log grows past the database.
 	for i := range 40 {
-		dbtest.Exec(t, c, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
-		require.NoError(t, db.Durable(t.Context()))
+		rewriteRows(t, db, c, i)
 	}
 	// Wait for a pass to finish: a newer snapshot, and none of the batches
 	// it covers left (a pass uploads the snapshot, then deletes).
@@ -92,10 +104,9 @@ func TestBackgroundCompactionBounded(t *testing.T) {
 			cfg.Compaction = c.rule
 			db := replOpen(t, cfg)
 			conn := replConn(t, db)
-			dbtest.Exec(t, conn, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB); INSERT INTO t SELECT value, randomblob(3000) FROM generate_series(1, 20)")
+			dbtest.Exec(t, conn, rewrittenRows)
 			for i := range 40 {
-				dbtest.Exec(t, conn, fmt.Sprintf("UPDATE t SET v = randomblob(3000) WHERE id %% 4 = %d", i%4))
-				require.NoError(t, db.Durable(t.Context()))
+				rewriteRows(t, db, conn, i)
 			}
 			st := db.Stats()
 			require.NoError(t, conn.Close())
@@ -160,12 +171,7 @@ func TestBackgroundCompactionCollectsReplacedChunks(t *testing.T) {
 	perManifest := 0
 	for _, s := range inv.Sessions {
 		for _, o := range s.Snapshots {
-			rc, _, err := b.Get(t.Context(), o.Key)
-			require.NoError(t, err)
-			_, m, err := frames.OpenSnapshot(rc, o.Key, frames.Limits{})
-			rc.Close()
-			require.NoError(t, err)
-			require.NotNil(t, m)
+			m := buckettest.Manifest(t, b, o.Key)
 			for _, l := range m.Lanes {
 				perManifest = max(perManifest, len(l.Chunks))
 				for _, ch := range l.Chunks {

@@ -118,13 +118,10 @@ func TestCloseReleasesAndNextOwnerRestores(t *testing.T) {
 	nodeB := registerNode(t, b, "127.0.0.1:7002")
 	cfg := replTestConfig(t, b)
 	cfg.Epoch, cfg.Node = 0, nodeA
-	dbA, err := openDB(ctx, cfg)
-	require.NoError(t, err)
-	c, err := dbA.Conn()
-	require.NoError(t, err)
+	dbA := replOpen(t, cfg)
+	c := replConn(t, dbA)
 	dbtest.Exec(t, c, "CREATE TABLE t(x); INSERT INTO t VALUES('kept')")
-	c.Close()
-	require.NoError(t, dbA.Close(ctx))
+	closeDB(t, dbA, c)
 	// Another node, another directory: it restores.
 	cfgB := cfg
 	cfgB.Node, cfgB.Dir = nodeB, t.TempDir()

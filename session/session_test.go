@@ -44,6 +44,20 @@ func insertRows(t testing.TB, c *sqlite3.Conn, from, to int) {
 	}
 }
 
+// createRows creates table t and commits rows 1..n, one commit each.
+func createRows(t testing.TB, c *sqlite3.Conn, n int) {
+	t.Helper()
+	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+	insertRows(t, c, 1, n)
+}
+
+// closeDB closes the connection c, then db, which must close cleanly.
+func closeDB(t testing.TB, db *DB, c *sqlite3.Conn) {
+	t.Helper()
+	c.Close()
+	require.NoError(t, db.Close(t.Context()))
+}
+
 func countRows(t testing.TB, c *sqlite3.Conn) int {
 	t.Helper()
 	n, err := strconv.Atoi(dbtest.Query1(t, c, "SELECT count(*) FROM t"))
@@ -67,10 +81,8 @@ func TestReopenReusesLocalCopy(t *testing.T) {
 	counting := &getCounter{Bucket: buckettest.Dir(t)}
 	cfg := replTestConfig(t, counting)
 	db, c := reopen(t, cfg, 1)
-	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
-	insertRows(t, c, 1, 50)
-	c.Close()
-	require.NoError(t, db.Close(t.Context()))
+	createRows(t, c, 50)
+	closeDB(t, db, c)
 	data, snaps := counting.data.Load(), counting.snapshots.Load()
 	db2, c2 := reopen(t, cfg, 2)
 	st := db2.Stats().Start
@@ -86,8 +98,7 @@ func TestReopenReusesLocalCopy(t *testing.T) {
 	if n := countRows(t, c2); n != 50 {
 		t.Errorf("%d rows after reopen, want 50", n)
 	}
-	c2.Close()
-	require.NoError(t, db2.Close(t.Context()))
+	closeDB(t, db2, c2)
 
 	// Nothing written since session 2's manifest: the manifest alone.
 	db3, _ := reopen(t, cfg, 3)
@@ -127,11 +138,9 @@ func TestReopenWithLaggingListing(t *testing.T) {
 	lagging := buckettest.NewFaulty(buckettest.Dir(t), buckettest.FaultConfig{Lag: lag})
 	cfg := replTestConfig(t, lagging)
 	db, c := reopen(t, cfg, 1)
-	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
-	insertRows(t, c, 1, 200)
+	createRows(t, c, 200)
 	require.NoError(t, db.Durable(t.Context()))
-	c.Close()
-	require.NoError(t, db.Close(t.Context()))
+	closeDB(t, db, c)
 	t.Run("fails rather than go back", func(t *testing.T) {
 		short := cfg
 		short.Epoch, short.ListingWait = 2, 50*time.Millisecond
@@ -162,8 +171,7 @@ func unackedCrashN(t *testing.T, b bucket.Bucket, n int) (Config, *buckettest.Ga
 	g := buckettest.NewGate(b, isLogKey)
 	cfg := replTestConfig(t, g)
 	db, c := reopen(t, cfg, 1)
-	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
-	insertRows(t, c, 1, 10)
+	createRows(t, c, 10)
 	require.NoError(t, db.Durable(t.Context()))
 	g.Hold()
 	insertRows(t, c, 11, 10+n)
@@ -226,8 +234,7 @@ func TestUnacknowledgedCommits(t *testing.T) {
 		other.Bucket, other.Dir = g, t.TempDir()
 		db2, c2 := reopen(t, other, 2)
 		dbtest.Exec(t, c2, "INSERT INTO t VALUES(100, 'other')")
-		c2.Close()
-		require.NoError(t, db2.Close(t.Context()))
+		closeDB(t, db2, c2)
 		cfg.Unacknowledged = KeepUnacknowledged
 		db, c := reopen(t, cfg, 3)
 		st := db.Stats().Start
@@ -300,8 +307,7 @@ func TestReopenAfterCrashReuses(t *testing.T) {
 	b := buckettest.Dir(t)
 	cfg := replTestConfig(t, b)
 	db, c := reopen(t, cfg, 1)
-	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
-	insertRows(t, c, 1, 30)
+	createRows(t, c, 30)
 	require.NoError(t, db.Durable(t.Context()))
 	db.crash()
 	c.Close()
@@ -346,8 +352,7 @@ func TestOpenRefusesLostTail(t *testing.T) {
 				insertRows(t, c, i, i)
 				require.NoError(t, db.Durable(t.Context()))
 			}
-			c.Close()
-			require.NoError(t, db.Close(t.Context()))
+			closeDB(t, db, c)
 			epoch := db.Epoch()
 			last := db.Stats().Durable
 			require.NoError(t, b.Delete(t.Context(), db.actor.LogKey(epoch, last)))
@@ -391,10 +396,8 @@ func TestReuseSurvivesAFailedSessionStart(t *testing.T) {
 	b := &failSnapshots{Bucket: buckettest.Dir(t)}
 	cfg := replTestConfig(t, b)
 	db, c := reopen(t, cfg, 1)
-	dbtest.Exec(t, c, "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
-	insertRows(t, c, 1, 10)
-	c.Close()
-	require.NoError(t, db.Close(t.Context()))
+	createRows(t, c, 10)
+	closeDB(t, db, c)
 	// The state as a kill between the last upload and its durable record
 	// leaves it: the last batch in flight, the durable record one behind.
 	st, err := readState(cfg.Dir)

@@ -5,7 +5,8 @@
 // one, Outage, which fails every call while the test keeps it down, Gate,
 // which holds chosen uploads until the test lets them go, Counting, which
 // counts the requests by operation and kind of key, and Clock, which
-// moves only when a test says so.
+// moves only when a test says so; Keys, WaitKeys, Snapshot and Manifest
+// read what a bucket holds, failing the test on any error.
 //
 // It is for tests only (nothing outside a _test.go file imports it), and it
 // must never fake a bucket: Faulty, Outage, Gate and Counting wrap a real

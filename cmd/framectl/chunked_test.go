@@ -19,12 +19,7 @@ import (
 func toFullSnapshot(t *testing.T, b bucket.Bucket, a frames.Actor, key string) {
 	t.Helper()
 	ctx := t.Context()
-	rc, _, err := b.Get(ctx, key)
-	require.NoError(t, err)
-	_, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
-	rc.Close()
-	require.NoError(t, err)
-	require.NotNil(t, m, "%s is a full snapshot already", key)
+	m := buckettest.Manifest(t, b, key)
 	set, _, err := chunks.Load(ctx, b, a, key, m, t.TempDir(), chunks.Options{})
 	require.NoError(t, err)
 	defer set.Close()
@@ -35,18 +30,6 @@ func toFullSnapshot(t *testing.T, b bucket.Bucket, a frames.Actor, key string) {
 	require.NoError(t, err)
 }
 
-// readManifest reads the manifest at key.
-func readManifest(t *testing.T, b bucket.Bucket, key string) *frames.Manifest {
-	t.Helper()
-	rc, _, err := b.Get(t.Context(), key)
-	require.NoError(t, err)
-	defer rc.Close()
-	_, m, err := frames.OpenSnapshot(rc, key, frames.Limits{})
-	require.NoError(t, err)
-	require.NotNil(t, m, "%s is a full snapshot", key)
-	return m
-}
-
 // TestManifestCommands: ls, inspect, restore and verify read the snapshot
 // a session starts with, a manifest, and a missing chunk is damage they
 // name.
@@ -55,7 +38,7 @@ func TestManifestCommands(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			f := replicate(t, be.New(t), 6)
 			key := f.snapshot(t)
-			m := readManifest(t, f.b, key)
+			m := buckettest.Manifest(t, f.b, key)
 			require.Len(t, m.Lanes, 1)
 			chunk := f.actor.ChunkKey(m.Lanes[0].Chunks[0].Hash)
 

@@ -122,13 +122,11 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	scratch := c.fs.String("scratch", "", "`DIR` to rebuild the database in before upload (default the system's temporary directory)")
 	sweep := c.fs.Duration("sweep-leases", 0, "also delete node leases last written more than `AGE` ago (an hour or more)")
 	out := c.outputFlags()
-	if code, ok := c.parseFlags(args); !ok {
+	sc, code, ok := c.parseScope(args, ns, actor)
+	if !ok {
 		return code
 	}
-	sc, err := resolveScope(ns, *actor)
 	switch {
-	case err != nil:
-		return c.usageError("%v", err)
 	case sc.namespace == "":
 		return c.usageError("--namespace (or --namespace-id) is required")
 	case *retention < 0:
@@ -149,7 +147,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		errs    []error // each failed pass (a *compact.Error naming its actor), then the sweep's
 	)
 	if sc.actor.Actor != "" {
-		if err := mustExist(ctx, b, sc.actor); err != nil {
+		if err := mustExist(ctx, b, sc); err != nil {
 			return c.fail(err)
 		}
 		r, err := compact.Actor(ctx, b, sc.actor, opts)
@@ -161,7 +159,7 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		var err error
 		results, err = compact.Namespace(ctx, b, sc.namespace, opts)
 		if err == nil && len(results) == 0 {
-			return c.fail(fmt.Errorf("namespace %s: %w: no actors under %s in %s", sc.namespace, errNotFound, sc.prefix(), b))
+			return c.fail(sc.notFound(b))
 		}
 		if err != nil {
 			errs = append(errs, unjoin(err)...)
@@ -213,14 +211,15 @@ func runCompact(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// mustExist fails with errNotFound when an actor has no object at all.
-func mustExist(ctx context.Context, b bucket.Bucket, a frames.Actor) error {
-	page, err := b.List(ctx, a.Prefix(), "", 1)
+// mustExist fails with errNotFound when an actor's scope has no object at
+// all.
+func mustExist(ctx context.Context, b bucket.Bucket, sc scope) error {
+	page, err := b.List(ctx, sc.prefix(), "", 1)
 	if err != nil {
-		return fmt.Errorf("listing %s: %w", a.Prefix(), err)
+		return fmt.Errorf("listing %s: %w", sc.prefix(), err)
 	}
 	if len(page.Objects) == 0 {
-		return fmt.Errorf("actor %s: %w: no objects under %s in %s", a.Actor, errNotFound, a.Prefix(), b)
+		return sc.notFound(b)
 	}
 	return nil
 }

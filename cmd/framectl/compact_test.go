@@ -17,29 +17,20 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func compactJSON(t *testing.T, r result) compactReport {
-	t.Helper()
-	var rep compactReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
-	}
-	return rep
-}
-
 func TestCompact(t *testing.T) {
 	f := replicate(t, buckettest.Dir(t), 8)
 	batches := f.batches(t)
 	first := f.snapshot(t)
 
 	// Retention: everything is younger than an hour, so nothing goes.
-	rep := compactJSON(t, runCLI(t, append([]string{"compact", "--retention", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	rep := jsonOf[compactReport](t, runCLI(t, append([]string{"compact", "--retention", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 	require.Len(t, rep.Actors, 1, "compact --retention 1h: %+v", rep)
 	require.Len(t, rep.Actors[0].Deleted, 0, "compact --retention 1h: %+v", rep)
 	require.Equal(t, "1h0m0s", rep.Retention, "compact --retention 1h: %+v", rep)
 
 	// Forced: a snapshot through seq 8, then everything it covers goes.
 	r := runCLI(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitOK)
-	rep = compactJSON(t, r)
+	rep = jsonOf[compactReport](t, r)
 	a := rep.Actors[0]
 	require.Equal(t, frames.Epoch(1), a.Epoch, "compact --force: %+v", a)
 	require.Equal(t, frames.Seq(8), a.Seq, "compact --force: %+v", a)
@@ -70,7 +61,7 @@ func TestCompact(t *testing.T) {
 
 	// The chunks of the snapshot the forced pass replaced are named by no
 	// snapshot now, and younger than the grace: kept, and counted.
-	rep = compactJSON(t, runCLI(t, append([]string{"compact", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	rep = jsonOf[compactReport](t, runCLI(t, append([]string{"compact", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 	a = rep.Actors[0]
 	require.Equal(t, "1h0m0s", rep.Grace)
 	if a.ChunksDeleted != 0 || a.ChunksKeptByGrace < 1 {
@@ -108,7 +99,7 @@ func TestCompactNamespaceNamesTheFailedActor(t *testing.T) {
 	damage(t, f.b, key, -6)
 
 	r := runCLI(t, "compact", "--bucket", f.url, "--namespace", testNamespace, "--force", "--json").want(t, exitDamage)
-	rep := compactJSON(t, r)
+	rep := jsonOf[compactReport](t, r)
 	if len(rep.Actors) != 2 || rep.Error == nil || rep.Error.Code != exitDamage {
 		t.Fatalf("compact over a namespace with one actor damaged: %+v", rep)
 	}
@@ -151,14 +142,14 @@ func TestCompactSweepLeases(t *testing.T) {
 	_, err := b.Put(t.Context(), frames.NodeKey("deadbeef"), bytes.NewReader(lease), int64(len(lease)), bucket.Condition{})
 	require.NoError(t, err)
 	// Young leases stay.
-	rep := compactJSON(t, runCLI(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	rep := jsonOf[compactReport](t, runCLI(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 	require.Len(t, rep.SweptLeases, 0, "swept a fresh lease")
 	// Ages under a minute are refused: they could remove live nodes.
 	runCLI(t, append([]string{"compact", "--sweep-leases", "5s"}, f.actorFlags()...)...).want(t, exitUsage)
 	// Made old (its file's modification time), it goes.
 	old := time.Now().Add(-2 * time.Hour)
 	require.NoError(t, os.Chtimes(filepath.Join(strings.TrimPrefix(f.url, "file://"), "nodes", "deadbeef.json"), old, old))
-	rep = compactJSON(t, runCLI(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+	rep = jsonOf[compactReport](t, runCLI(t, append([]string{"compact", "--sweep-leases", "1h", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 	require.Len(t, rep.SweptLeases, 1, "swept")
 	require.Equal(t, frames.NodeKey("deadbeef"), rep.SweptLeases[0], "swept")
 }

@@ -15,10 +15,7 @@ import (
 func TestDemo(t *testing.T) {
 	dir := t.TempDir()
 	r := runCLI(t, "demo", "--dir", dir, "--commits", "80", "--clients", "4", "--json").want(t, exitOK)
-	var rep demoReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
-	}
+	rep := jsonOf[demoReport](t, r)
 	wl := rep.Workload
 	if !rep.OK || !rep.Restore.Identical || !rep.Verify.OK || wl.Commits != 80 || rep.Replication.Commits != 80 ||
 		wl.Setup+wl.Inserts+wl.Updates+wl.Transfers+wl.Deletes != 80 || rep.Restore.Seq != 80 ||

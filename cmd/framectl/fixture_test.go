@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -142,6 +143,17 @@ func (r result) want(t *testing.T, code int) result {
 		t.Fatalf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
 	}
 	return r
+}
+
+// jsonOf decodes what a command printed with --json as a T, failing the
+// test with the output if it is not one.
+func jsonOf[T any](t *testing.T, r result) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	return v
 }
 
 // contains fails the test unless s contains every one of subs.

@@ -240,6 +240,29 @@ func (s scope) prefix() string {
 	return "do/"
 }
 
+// parseScope parses args for a command that takes no positional
+// arguments and turns --namespace* and --actor into its scope; ok false
+// carries the exit code to return.
+func (c *cmdFlags) parseScope(args []string, n *namespaceFlags, actor *string) (sc scope, code int, ok bool) {
+	if code, ok := c.parseFlags(args); !ok {
+		return scope{}, code, false
+	}
+	sc, err := resolveScope(n, *actor)
+	if err != nil {
+		return scope{}, c.usageError("%v", err), false
+	}
+	return sc, 0, true
+}
+
+// notFound is the errNotFound of a scope b holds nothing of, naming the
+// actor or the namespace and the prefix listed.
+func (s scope) notFound(b bucket.Bucket) error {
+	if s.actor.Actor != "" {
+		return fmt.Errorf("actor %s: %w: no objects under %s in %s", s.actor.Actor, errNotFound, s.prefix(), b)
+	}
+	return fmt.Errorf("namespace %s: %w: no actors under %s in %s", s.namespace, errNotFound, s.prefix(), b)
+}
+
 // resolveScope turns --namespace* and --actor into a scope. An actor needs
 // a namespace.
 func resolveScope(n *namespaceFlags, actor string) (scope, error) {

@@ -33,10 +33,7 @@ func TestInspectBatch(t *testing.T) {
 
 	// JSON, flags after the key; --pages adds the bytes.
 	r = runCLI(t, "inspect", "--bucket", f.url, key, "--json", "--pages").want(t, exitOK)
-	var rep inspectReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
-	}
+	rep := jsonOf[inspectReport](t, r)
 	if !rep.Verified || rep.Kind != kindBatch || rep.Batch == nil || len(rep.Batch.Frames) != 1 {
 		t.Fatalf("inspect --json: %+v", rep)
 	}

@@ -131,12 +131,9 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	actor := c.fs.String("actor", "", "list one actor's objects: its `HEX` key")
 	headers := c.fs.Bool("headers", false, "read every object's header (with --actor): first sequence numbers, frame counts")
 	out := c.outputFlags()
-	if code, ok := c.parseFlags(args); !ok {
+	sc, code, ok := c.parseScope(args, ns, actor)
+	if !ok {
 		return code
-	}
-	sc, err := resolveScope(ns, *actor)
-	if err != nil {
-		return c.usageError("%v", err)
 	}
 	if *headers && sc.actor.Actor == "" {
 		return c.usageError("--headers reads every object's header: it needs --actor")
@@ -152,7 +149,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if sc.actor.Actor != "" {
 		if len(rep.Actors) == 0 {
-			return c.fail(fmt.Errorf("actor %s: %w: no objects under %s in %s", sc.actor.Actor, errNotFound, sc.prefix(), b))
+			return c.fail(sc.notFound(b))
 		}
 		a := &rep.Actors[0]
 		a.Own = readOwn(ctx, b, sc.actor, a.HasOwn)
@@ -172,7 +169,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			p.finish()
 		}
 	} else if sc.namespace != "" && len(rep.Actors) == 0 {
-		return c.fail(fmt.Errorf("namespace %s: %w: no actors under %s in %s", sc.namespace, errNotFound, sc.prefix(), b))
+		return c.fail(sc.notFound(b))
 	}
 	if sc.namespace == "" {
 		for info, err := range bucket.All(ctx, b, frames.NodesPrefix) {

@@ -39,7 +39,7 @@ func TestManyObjects(t *testing.T) {
 			rep = ls(f.actorFlags()...)
 			require.Equal(t, commits+1, len(rep.Actors[0].Sessions[0].Objects), "ls --actor: objects of session 1")
 
-			v := verifyJSON(t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+			v := jsonOf[verifyReport](t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 			require.True(t, v.Clean, "verify: %+v", v.Actors)
 			require.Equal(t, objects, v.Actors[0].Objects, "verify: objects read")
 			require.Equal(t, frames.Seq(commits), v.Actors[0].Seq, "verify: seq reached")
@@ -48,7 +48,7 @@ func TestManyObjects(t *testing.T) {
 			runCLI(t, append([]string{"restore", "--out", out}, f.actorFlags()...)...).want(t, exitOK)
 			wantSameFile(t, f.source, out)
 
-			c := compactJSON(t, runCLI(t, append([]string{"compact", "--force", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+			c := jsonOf[compactReport](t, runCLI(t, append([]string{"compact", "--force", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 			require.Equal(t, f.actor.SnapshotKey(1, commits), c.Actors[0].Snapshot, "compact: snapshot")
 			require.Equal(t, objects-2, len(c.Actors[0].Deleted), "compact: deleted (all but own.json and the chunk)")
 			after := ls(f.actorFlags()...).Actors[0]

@@ -32,15 +32,6 @@ func rows(t *testing.T, path string) int {
 	return s.ColumnInt(0)
 }
 
-func restoreJSON(t *testing.T, r result) restoreReport {
-	t.Helper()
-	var rep restoreReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
-	}
-	return rep
-}
-
 func TestRestore(t *testing.T) {
 	for _, be := range buckettest.Backends() {
 		t.Run(be.Name, func(t *testing.T) {
@@ -53,7 +44,7 @@ func TestRestore(t *testing.T) {
 
 			// Again over the file it wrote, as JSON: nothing on stderr.
 			r = runCLI(t, append([]string{"restore", "--out", out, "--json"}, f.actorFlags()...)...).want(t, exitOK)
-			rep := restoreJSON(t, r)
+			rep := jsonOf[restoreReport](t, r)
 			assert.Len(t, rep.Restored, 1, "restore --json: %+v", rep)
 			assert.Equal(t, frames.Seq(8), rep.Restored[0].Seq, "restore --json: %+v", rep)
 			assert.Equal(t, out, rep.Restored[0].Path, "restore --json: %+v", rep)
@@ -63,7 +54,7 @@ func TestRestore(t *testing.T) {
 			// -v: progress on stderr even with --json.
 			r = runCLI(t, append([]string{"restore", "--out", out, "--json", "-v"}, f.actorFlags()...)...).want(t, exitOK)
 			contains(t, "restore --json -v", r.stderr, "100%")
-			restoreJSON(t, r)
+			jsonOf[restoreReport](t, r)
 		})
 	}
 }
@@ -76,7 +67,7 @@ func TestRestoreToSeq(t *testing.T) {
 	// Commits: 1 CREATE, 2 INSERT, 3 INSERT, 4 UPDATE, 5 INSERT, ...
 	out := filepath.Join(dir, "seq4.db")
 	r := runCLI(t, append([]string{"restore", "--out", out, "--to-seq", "4", "--json"}, f.actorFlags()...)...).want(t, exitOK)
-	rep := restoreJSON(t, r)
+	rep := jsonOf[restoreReport](t, r)
 	if got := rep.Restored[0]; got.Seq != 4 || got.CommitTime == nil || rep.Target != "seq 4" {
 		t.Fatalf("--to-seq 4 reached %+v", got)
 	}
@@ -97,7 +88,7 @@ func TestRestoreToSeq(t *testing.T) {
 	}{{at, 5, 3}, {at.Add(-time.Nanosecond), 4, 2}} {
 		out := filepath.Join(dir, "at.db")
 		r = runCLI(t, append([]string{"restore", "--out", out, "--at", tc.at.Format(time.RFC3339Nano), "--json"}, f.actorFlags()...)...).want(t, exitOK)
-		got := restoreJSON(t, r).Restored[0]
+		got := jsonOf[restoreReport](t, r).Restored[0]
 		assert.Equal(t, tc.seq, got.Seq, "--at %s reached seq", tc.at.Format(time.RFC3339Nano))
 		if n := rows(t, out); n != tc.rows {
 			t.Errorf("--at %s: %d rows, want %d", tc.at.Format(time.RFC3339Nano), n, tc.rows)
@@ -121,7 +112,7 @@ func TestRestoreOutOfRange(t *testing.T) {
 	contains(t, "stderr", r.stderr, "seq 99 is past the newest state: session 1 holds seq 0..8", "--nearest")
 	es, _ := os.ReadDir(dir)
 	require.Len(t, es, 0, "a failed restore left")
-	rep := restoreJSON(t, restoreTo(exitOK, "--to-seq", "99", "--nearest", "--json"))
+	rep := jsonOf[restoreReport](t, restoreTo(exitOK, "--to-seq", "99", "--nearest", "--json"))
 	got := rep.Restored[0]
 	if got.Seq != 8 || got.OutOfRange == nil || got.OutOfRange.Requested != "seq 99 or the nearest" ||
 		got.OutOfRange.FirstSeq != 0 || got.OutOfRange.LastSeq != 8 || rep.Target != "seq 99 or the nearest" {
@@ -140,13 +131,13 @@ func TestRestoreOutOfRange(t *testing.T) {
 	before := first.Add(-time.Nanosecond).Format(time.RFC3339Nano)
 	r = restoreTo(exitNotFound, "--at", before)
 	contains(t, "stderr", r.stderr, "is before the oldest state the session can place in time, seq 1 committed at "+first.Format(time.RFC3339Nano))
-	got = restoreJSON(t, restoreTo(exitOK, "--at", before, "--nearest", "--json")).Restored[0]
+	got = jsonOf[restoreReport](t, restoreTo(exitOK, "--at", before, "--nearest", "--json")).Restored[0]
 	if got.Seq != 0 || got.OutOfRange == nil || got.OutOfRange.EarliestSeq != 1 || !got.OutOfRange.EarliestTime.Equal(first) {
 		t.Fatalf("--at %s --nearest: %+v (out of range %+v)", before, got, got.OutOfRange)
 	}
 
 	// After the newest commit: the newest state, in range.
-	got = restoreJSON(t, restoreTo(exitOK, "--at", time.Now().Add(time.Hour).Format(time.RFC3339), "--json")).Restored[0]
+	got = jsonOf[restoreReport](t, restoreTo(exitOK, "--at", time.Now().Add(time.Hour).Format(time.RFC3339), "--json")).Restored[0]
 	if got.Seq != 8 || got.OutOfRange != nil {
 		t.Fatalf("--at an hour from now: %+v", got)
 	}

@@ -106,13 +106,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	parallel := c.fs.Int("parallel", 0, "`N` objects read at once, and actors verified at once (default 4)")
 	scratch := c.fs.String("scratch", "", "`DIR` to replay each actor's database in (default the system's temporary directory)")
 	out := c.outputFlags()
-	if code, ok := c.parseFlags(args); !ok {
+	sc, code, ok := c.parseScope(args, ns, actor)
+	if !ok {
 		return code
 	}
-	sc, err := resolveScope(ns, *actor)
 	switch {
-	case err != nil:
-		return c.usageError("%v", err)
 	case *parallel < 0:
 		return c.usageError("--parallel %d: must be positive", *parallel)
 	case *grace < 0:
@@ -131,10 +129,13 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	p.unit = "objects"
 	opts := restore.VerifyOptions{Parallelism: *parallel, Actors: *parallel, ScratchDir: *scratch, ChunkGrace: *grace,
 		Progress: func(restore.Progress) { p.add(1) }}
-	var reports []restore.Report
+	var (
+		reports []restore.Report
+		err     error
+	)
 	switch {
 	case sc.actor.Actor != "":
-		if err = mustExist(ctx, b, sc.actor); err == nil {
+		if err = mustExist(ctx, b, sc); err == nil {
 			var r restore.Report
 			r, err = restore.Verify(ctx, b, sc.actor, opts)
 			reports = []restore.Report{r}
@@ -142,7 +143,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case sc.namespace != "":
 		reports, err = restore.VerifyNamespace(ctx, b, sc.namespace, opts)
 		if err == nil && len(reports) == 0 {
-			err = fmt.Errorf("namespace %s: %w: no actors under %s in %s", sc.namespace, errNotFound, sc.prefix(), b)
+			err = sc.notFound(b)
 		}
 	default:
 		reports, err = restore.VerifyPrefix(ctx, b, "", opts)

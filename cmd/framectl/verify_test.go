@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,15 +12,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-func verifyJSON(t *testing.T, r result) verifyReport {
-	t.Helper()
-	var rep verifyReport
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("%v\n%s", err, r.stdout)
-	}
-	return rep
-}
 
 func TestVerifyClean(t *testing.T) {
 	for _, be := range buckettest.Backends() {
@@ -36,7 +26,7 @@ func TestVerifyClean(t *testing.T) {
 				contains(t, strings.Join(args, " "), r.stdout, f.actor.Actor, "ok: session 1 verified through seq 6", ": clean")
 			}
 			r := runCLI(t, "verify", "--bucket", f.url, "--json").want(t, exitOK)
-			rep := verifyJSON(t, r)
+			rep := jsonOf[verifyReport](t, r)
 			if !rep.Clean || rep.Damage != 0 || len(rep.Actors) != 1 || rep.Actors[0].Seq != 6 {
 				t.Errorf("verify --json: %+v", rep)
 			}
@@ -55,7 +45,7 @@ func TestVerifyDamaged(t *testing.T) {
 		contains(t, "verify", r.stdout, "DAMAGE", key, "DAMAGED")
 		contains(t, "stderr", r.stderr, "damage found")
 		assert.Equal(t, 1, strings.Count(r.stderr, "framectl verify:"), "want one error line on stderr:\n%s", r.stderr)
-		rep := verifyJSON(t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
+		rep := jsonOf[verifyReport](t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
 		found := false
 		for _, p := range rep.Actors[0].Problems {
 			found = found || p.Key == key && p.Severity == "damage"
@@ -70,7 +60,7 @@ func TestVerifyDamaged(t *testing.T) {
 		if err := f.b.Delete(t.Context(), batches[2]); err != nil { // frame 3
 			t.Fatal(err)
 		}
-		rep := verifyJSON(t, runCLI(t, "verify", "--bucket", f.url, "--namespace", testNamespace, "--json").want(t, exitDamage))
+		rep := jsonOf[verifyReport](t, runCLI(t, "verify", "--bucket", f.url, "--namespace", testNamespace, "--json").want(t, exitDamage))
 		var gap *verifyProblem
 		for i, p := range rep.Actors[0].Problems {
 			if p.Kind == "gap" && p.Severity == "damage" {
@@ -132,7 +122,7 @@ func TestVerifyWarnings(t *testing.T) {
 		require.NoError(t, err)
 		r := runCLI(t, append([]string{"verify"}, f.actorFlags()...)...).want(t, exitOK)
 		contains(t, "verify", r.stdout, "warning", own, tc.want, ": clean, 1 warnings")
-		rep := verifyJSON(t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitOK))
+		rep := jsonOf[verifyReport](t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitOK))
 		if !rep.Clean || rep.Warnings != 1 || len(rep.Actors[0].Problems) != 1 ||
 			rep.Actors[0].Problems[0].Severity != "warning" || !strings.Contains(rep.Actors[0].Problems[0].Message, tc.want) {
 			t.Errorf("verify --json: %+v", rep)
@@ -151,7 +141,7 @@ func TestTailLoss(t *testing.T) {
 			if err := f.b.Delete(t.Context(), batches[len(batches)-1]); err != nil { // frame 6
 				t.Fatal(err)
 			}
-			rep := verifyJSON(t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
+			rep := jsonOf[verifyReport](t, runCLI(t, append([]string{"verify", "--json"}, f.actorFlags()...)...).want(t, exitDamage))
 			var gap *verifyProblem
 			for i, p := range rep.Actors[0].Problems {
 				if p.Kind == "gap" && p.Severity == "damage" {

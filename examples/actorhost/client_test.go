@@ -297,17 +297,22 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// waitEveryAcked waits (up to hangGuard) until every actor of the workload
-// has acknowledged a write sent after since.
-func (w *workload) waitEveryAcked(ctx context.Context, since time.Time) bool {
-	return waitFor(ctx, hangGuard, func() bool {
+// startRound begins a round of a takeover test: it waits (up to
+// hangGuard) until every actor of the workload has acknowledged a write
+// sent from now on, and fails the test if one never does.
+func (w *workload) startRound(t *testing.T, round int) {
+	t.Helper()
+	since := time.Now()
+	if !waitFor(t.Context(), hangGuard, func() bool {
 		for _, s := range w.streams {
 			if len(s.acksSentAfter(since)) == 0 {
 				return false
 			}
 		}
 		return true
-	})
+	}) {
+		t.Fatalf("round %d: not every actor acknowledged a write", round)
+	}
 }
 
 // owners counts, per node, the actors whose latest acknowledgement it made.

@@ -29,16 +29,7 @@ const hangGuard = 90 * time.Second
 // it was acknowledged with, once; as the nodes serve it and as the bucket
 // restores it.
 func TestCrashTakeover(t *testing.T) {
-	rounds := map[string]int{"dir": 10, "s3": 5}
-	for _, be := range buckettest.Backends() {
-		t.Run(be.Name, func(t *testing.T) {
-			n := rounds[be.Name]
-			if testing.Short() {
-				n = 2
-			}
-			crashTakeover(t, be.New(t), n)
-		})
-	}
+	forBackends(t, map[string]int{"dir": 10, "s3": 5}, crashTakeover)
 }
 
 func crashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
@@ -48,24 +39,8 @@ func crashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 	c.startSupervisor()
 	w := startWorkload(t, c, "crash", 20)
 	for round := range rounds {
-		start := time.Now()
-		if !w.waitEveryAcked(ctx, start) {
-			t.Fatalf("round %d: not every actor acknowledged a write", round)
-		}
-		// The victim: a random node that holds at least one busy actor.
-		owners := w.owners()
-		var holders []string
-		for id := range owners {
-			if p := c.byID(id); p != nil && !p.isDown() {
-				holders = append(holders, id)
-			}
-		}
-		if len(holders) == 0 {
-			t.Fatalf("round %d: no live node holds an actor", round)
-		}
-		slices.Sort(holders)
-		victim := c.byID(holders[rand.IntN(len(holders))])
-		its := owners[victim.id]
+		w.startRound(t, round)
+		victim, its := busyHolder(t, c, w, round)
 		slowest := killAndAwaitTakeover(t, ctx, c, w, round, []*proc{victim}, its)
 		t.Logf("round %d: killed node%d holding %d actors; all served elsewhere %v later", round, victim.slot, len(its), slowest.Round(time.Millisecond))
 		c.start(victim.slot) // a new node at the same address
@@ -75,6 +50,40 @@ func crashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 	t.Logf("%d writes attempted, %d acknowledged, %d answered 503 + Retry-After", attempts, acks, unavail)
 	w.checkNoUnexpected(t)
 	checkFinalState(t, ctx, c, b, w)
+}
+
+// forBackends runs run on every backend with the rounds given for it (2
+// with -short).
+func forBackends(t *testing.T, rounds map[string]int, run func(t *testing.T, b bucket.Bucket, rounds int)) {
+	for _, be := range buckettest.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			n := rounds[be.Name]
+			if testing.Short() {
+				n = 2
+			}
+			run(t, be.New(t), n)
+		})
+	}
+}
+
+// busyHolder picks the victim of a round: a random live node that holds
+// at least one of w's busy actors. It returns the node and the streams of
+// the actors it holds.
+func busyHolder(t *testing.T, c *cluster, w *workload, round int) (*proc, []*stream) {
+	t.Helper()
+	owners := w.owners()
+	var holders []string
+	for id := range owners {
+		if p := c.byID(id); p != nil && !p.isDown() {
+			holders = append(holders, id)
+		}
+	}
+	if len(holders) == 0 {
+		t.Fatalf("round %d: no live node holds an actor", round)
+	}
+	slices.Sort(holders)
+	p := c.byID(holders[rand.IntN(len(holders))])
+	return p, owners[p.id]
 }
 
 // killAndAwaitTakeover SIGKILLs victims together, waits until every

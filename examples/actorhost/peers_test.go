@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/framectl/framectl/bucket"
-	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/fence"
 	"github.com/stretchr/testify/require"
 )
@@ -40,15 +39,7 @@ func TestPeersCrashTakeover(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv(peersRoundsEnv)); err == nil && n > 0 {
 		rounds["dir"] = n
 	}
-	for _, be := range buckettest.Backends() {
-		t.Run(be.Name, func(t *testing.T) {
-			n := rounds[be.Name]
-			if testing.Short() {
-				n = 2
-			}
-			peersCrashTakeover(t, be.New(t), n)
-		})
-	}
+	forBackends(t, rounds, peersCrashTakeover)
 }
 
 func peersCrashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
@@ -58,23 +49,8 @@ func peersCrashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 	c.startSupervisor()
 	w := startWorkload(t, c, "peers", 10)
 	for round := range rounds {
-		start := time.Now()
-		if !w.waitEveryAcked(ctx, start) {
-			t.Fatalf("round %d: not every actor acknowledged a write", round)
-		}
-		owners := w.owners()
-		var holders []string
-		for id := range owners {
-			if p := c.byID(id); p != nil && !p.isDown() {
-				holders = append(holders, id)
-			}
-		}
-		if len(holders) == 0 {
-			t.Fatalf("round %d: no live node holds an actor", round)
-		}
-		slices.Sort(holders)
-		owner := c.byID(holders[rand.IntN(len(holders))])
-		its := owners[owner.id]
+		w.startRound(t, round)
+		owner, its := busyHolder(t, c, w, round)
 		// One follower of one of its actors dies with it.
 		rec, _, err := fence.ReadRecord(ctx, b, actorOf(its[0].ns, its[0].id))
 		require.NoError(t, err)

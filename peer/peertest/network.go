@@ -253,6 +253,18 @@ func btoi(b bool) int {
 	return 0
 }
 
+// pass reports whether a message held or delayed until now goes on from
+// p.from to p.to, and counts it: Partitioned when the pair was cut
+// meanwhile, else Sent. n.mu held.
+func (n *Network) pass(p pair) bool {
+	if n.cut[p] {
+		n.stats.Partitioned++
+		return false
+	}
+	n.stats.Sent++
+	return true
+}
+
 // draw is true with probability p. n.mu held.
 func (n *Network) draw(p float64) bool { return p > 0 && n.rng.Float64() < p }
 
@@ -287,14 +299,9 @@ func (t *transport) deliver(to follow.FollowerID, m msg, d time.Duration) error 
 			return
 		}
 		delete(n.timers, timer)
-		cut := n.cut[pair{t.self, to}]
-		if cut {
-			n.stats.Partitioned++
-		} else {
-			n.stats.Sent++
-		}
+		ok := n.pass(pair{t.self, to})
 		n.mu.Unlock()
-		if !cut {
+		if ok {
 			n.sendLater(t.next, to, m)
 		}
 	})
@@ -310,14 +317,9 @@ func (n *Network) releaseHeld(p pair, h *heldMsg) {
 		return
 	}
 	delete(n.held, p)
-	cut := n.cut[p]
-	if cut {
-		n.stats.Partitioned++
-	} else {
-		n.stats.Sent++
-	}
+	ok := n.pass(p)
 	n.mu.Unlock()
-	if !cut {
+	if ok {
 		n.sendLater(h.next, p.to, h.msg)
 	}
 }
