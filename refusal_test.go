@@ -20,11 +20,23 @@ import (
 // database/sql alike (Refusal), and is still an I/O error to SQLite.
 func TestRefusal(t *testing.T) {
 	b := buckettest.Dir(t)
+	// The extended codes are part of the API (refusal.go): an application
+	// in another language reads them, not Refusal. SQLITE_IOERR is 10.
+	codes := map[error]sqlite3.ExtendedErrorCode{
+		session.ErrFenced:       0xF10A,
+		session.ErrBackpressure: 0xF20A,
+		session.ErrStopped:      0xF30A,
+		session.ErrClosed:       0xF40A,
+		session.ErrSyncTimeout:  0xF50A,
+	}
 	check := func(t *testing.T, what string, err, want error) {
 		t.Helper()
 		r := framectl.Refusal(err)
 		if !errors.Is(r, want) || !errors.Is(err, sqlite3.IOERR) {
 			t.Fatalf("%s: %v (refusal %v), want an I/O error whose refusal is %v", what, err, r, want)
+		}
+		if code, ok := errors.AsType[sqlite3.ExtendedErrorCode](err); !ok || code != codes[want] {
+			t.Errorf("%s: extended code %#x, want %#x", what, code, codes[want])
 		}
 		for _, other := range []error{session.ErrFenced, session.ErrBackpressure, session.ErrStopped, session.ErrClosed, session.ErrSyncTimeout} {
 			if other != want && errors.Is(r, other) {

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// Errors of the alarm operations. Their texts, and those of the errors
-// this package wraps, begin "host:" as they did when the alarms were part
-// of package host, so that the host's log lines stay as they were.
+// Errors of the alarm operations. Their texts begin "alarm:" (they began
+// "host:" while the alarms were part of package host); match them with
+// errors.Is, never by their text.
 var (
 	// ErrBadTime: an alarm's time is zero or before 1970 (the index
 	// orders Unix milliseconds, which are never negative).

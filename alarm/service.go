@@ -90,7 +90,7 @@ type Actor interface {
 type Config struct {
 	// Bucket holds the alarm index and the actors' own.json.
 	Bucket bucket.Bucket
-	// Tenant is the actors' tenant (vfs.Config.Tenant): a namespace's
+	// Tenant is the actors' tenant (session.Config.Tenant; host.Config.VFS.Tenant): a namespace's
 	// element in bucket keys is frames.NamespaceID(Tenant, namespace).
 	Tenant string
 	// Namespaces are those whose alarms this node runs: it schedules and

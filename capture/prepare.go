@@ -72,8 +72,6 @@ func headerPageSize(hdr []byte) uint32 {
 	return ps
 }
 
-func validPageSize(n uint32) bool { return n >= 512 && n <= 65536 && n&(n-1) == 0 }
-
 // checkPrepared checks Attach's precondition on the files. It reads the
 // files directly: the capture only ever wraps a file-backed base VFS. With
 // a page source whose local file lacks page 1, the header comes from the

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/framectl/framectl/frames"
 	"github.com/ncruces/go-sqlite3/util/vfsutil"
 	"github.com/ncruces/go-sqlite3/vfs"
 )
@@ -41,7 +42,7 @@ func (v *captureVFS) attach(path string, opts Options) (detach func(), err error
 	if opts.Sink == nil {
 		return nil, fmt.Errorf("capture: attach %s: Options.Sink is nil", path)
 	}
-	if opts.Pages != nil && !validPageSize(opts.PageSize) {
+	if opts.Pages != nil && !frames.ValidPageSize(opts.PageSize) {
 		return nil, fmt.Errorf("capture: attach %s: a page source needs Options.PageSize, a power of two in 512..65536 (got %d)", path, opts.PageSize)
 	}
 	if opts.PageTimeout <= 0 {

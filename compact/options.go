@@ -57,7 +57,7 @@ type Options struct {
 	// clock (Now) and the bucket's.
 	Grace time.Duration
 	// Owner, set by the writer of the session own.json names (package
-	// vfs), makes the pass its owner's: it collects the chunks the owner
+	// session), makes the pass its owner's: it collects the chunks the owner
 	// put itself once nothing names them, without the grace, and reads
 	// each manifest once across the owner's passes (owner.go). The same
 	// Owner goes to every pass of the session.

@@ -29,7 +29,7 @@ type pageTracker interface {
 	PageSize() uint32
 }
 
-// replicator is the sink of one database (Capture): it numbers commits, merges them
+// replicator is the sink of one database (sink.go): it numbers commits, merges them
 // into batches and uploads the batches in order, one at a time, retrying
 // until each succeeds. While one upload is in flight the next batch grows,
 // so the number of PUTs adapts to the bucket's latency (group commit).

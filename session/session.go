@@ -37,8 +37,10 @@ type Session struct {
 
 // Local is what a session needs done to its database file that only the
 // SQLite side knows how to do: a session knows the file as pages of a
-// size, never SQLite's formats. capture.Local is one (package framectl
-// gives it, with the reasons its refusals carry).
+// size, never SQLite's formats. capture.Local is one; package framectl
+// wraps it so that the writes a session refuses carry their reason
+// (framectl.Refusal). A program that passes capture.Local directly gets
+// the refusals, as SQLite I/O errors, without the reason.
 type Local interface {
 	// Prepare puts the file at path in the state the capture starts from
 	// (capture.Prepare): WAL mode, the WAL recovered, checkpointed and

@@ -199,7 +199,7 @@ func bringUpToDate(ctx context.Context, cfg Config, l Local, a frames.Actor, pat
 	}
 	how.From = StartRestored
 	return sessionStart{pos: pos, how: how, inBucket: epoch,
-		pred: frames.Lineage{Epoch: frames.Epoch(epoch), Seq: pos.seq}, prior: m}, nil
+		pred: frames.Lineage{Epoch: epoch, Seq: pos.seq}, prior: m}, nil
 }
 
 // newestManifest returns the newest snapshot of session s when it is a

@@ -53,7 +53,7 @@ func main() {
 		rounds := fs.Int("rounds", 7, "alternating rounds per variant")
 		commits := fs.Int("commits", 2000, "commits per round")
 		profile := fs.String("cpuprofile", "", "write a CPU profile to this file")
-		interval := fs.Duration("upload-interval", 0, "the paced variants' session.Config.UploadInterval (default: the session.s default for the bucket)")
+		interval := fs.Duration("upload-interval", 0, "the paced variants' session.Config.UploadInterval (default: the session's default for the bucket)")
 		fs.Parse(os.Args[2:])
 		if *profile != "" {
 			f, perr := os.Create(*profile)

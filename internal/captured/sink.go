@@ -38,6 +38,9 @@ type Attachment struct {
 	Sink Sink
 	// Pages, when set, supplies the pages the local file does not hold
 	// (a lazy open), of PageSize bytes; nil: the file holds them all.
+	// How long a read may wait on it is the capture's option
+	// (capture.Options.PageTimeout), not the attachment's: a session that
+	// plugs in a lazy source will want to set it per attachment.
 	Pages    PageSource
 	PageSize uint32
 }
