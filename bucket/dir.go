@@ -87,11 +87,9 @@ import (
 type Dir struct {
 	root  string   // absolute and clean
 	locks keyLocks // the in-process half of the key locks
-	// lists keeps large directories' sorted names for List; listSettle
-	// is how long ago a directory must have last changed for its names
-	// to be kept (see listCache).
-	lists      *listCache
-	listSettle time.Duration
+	// lists keeps large directories' sorted names for the later pages of
+	// a listing (see listCache).
+	lists *listCache
 }
 
 var _ Bucket = (*Dir)(nil)
@@ -121,7 +119,7 @@ func NewDir(root string) (*Dir, error) {
 // newDir opens the bucket at abs; prepare makes NewDir's writes, without
 // which opening changes nothing on disk (the first Put creates tmp/).
 func newDir(abs string, prepare bool) (*Dir, error) {
-	d := &Dir{root: abs, lists: newListCache(), listSettle: listSettle}
+	d := &Dir{root: abs, lists: newListCache()}
 	fi, err := os.Stat(abs)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // List walks the directory tree in the byte order of the keys it holds.
@@ -28,10 +27,11 @@ import (
 // subtree whose keys all sort at or before startAfter is never read. A
 // page therefore costs the directories it walks through plus an lstat per
 // key returned. On Linux a large directory's sorted entries are also kept
-// between pages while it does not change (listCache): a page of 1,000
-// from a directory of 100,000 keys then costs about what a page from a
-// directory of 1,000 does, instead of a read and sort of all 100,000
-// names (BenchmarkDirList).
+// for the later pages of the listing that read them (listCache): a page
+// of 1,000 from a directory of 100,000 keys then costs about what a page
+// from a directory of 1,000 does, instead of a read and sort of all
+// 100,000 names (BenchmarkDirList). A listing sees every key stored
+// before its first page began, whatever the clocks say.
 func (d *Dir) List(ctx context.Context, prefix, startAfter string, limit int) (Page, error) {
 	if limit <= 0 {
 		limit = DefaultPageSize
@@ -47,7 +47,7 @@ func (d *Dir) List(ctx context.Context, prefix, startAfter string, limit int) (P
 	if keyDir != "" && CheckKey(keyDir[:len(keyDir)-1]) != nil {
 		return Page{}, nil // no storable key has this prefix
 	}
-	l := dirLister{ctx: ctx, d: d, limit: limit}
+	l := dirLister{ctx: ctx, d: d, limit: limit, since: d.lists.begin(prefix, startAfter)}
 	var err error
 	fsDir := filepath.Join(d.root, filepath.FromSlash(keyDir))
 	switch rest, inside := strings.CutPrefix(startAfter, keyDir); {
@@ -62,6 +62,9 @@ func (d *Dir) List(ctx context.Context, prefix, startAfter string, limit int) (P
 	if err != nil && err != errPageFull {
 		return Page{}, &Error{Op: "list", Key: prefix, Err: err}
 	}
+	if l.more && len(l.out) > 0 {
+		d.lists.continued(prefix, l.out[len(l.out)-1].Key, l.since)
+	}
 	return Page{Objects: l.out, More: l.more}, nil
 }
 
@@ -72,6 +75,7 @@ type dirLister struct {
 	ctx   context.Context
 	d     *Dir
 	limit int
+	since uint64 // when the listing began (listCache)
 	out   []Info
 	more  bool
 }
@@ -159,27 +163,29 @@ func (b *entriesBuilder) done() []listEntry {
 	return slices.Concat(b.chunks...)
 }
 
-// sortedEntries returns the entries of directory path in key order, from
-// the cache if they are current there (fresh reports a read).
-func (d *Dir) sortedEntries(path string) (ents []listEntry, fresh bool, err error) {
+// sortedEntries returns the entries of directory path in key order, for
+// a listing begun at since: from the cache if a read begun after since
+// kept them and the directory looks unchanged since (fresh reports a
+// read).
+func (d *Dir) sortedEntries(path string, since uint64) (ents []listEntry, fresh bool, err error) {
 	if d.lists.has(path) {
 		st, err := stampDir(path)
 		if err != nil {
 			d.lists.forget(path)
 			return nil, false, err
 		}
-		if ents, ok := d.lists.get(path, st); ok {
+		if ents, ok := d.lists.get(path, st, since); ok {
 			return ents, false, nil
 		}
 	}
-	start := time.Now()
+	gen := d.lists.next()
 	ents, before, after, err := readDir(path)
 	if err != nil {
 		return nil, false, err
 	}
 	slices.SortFunc(ents, compareEntries)
-	if before == after && before.settled(start, d.listSettle) {
-		d.lists.put(path, before, ents)
+	if before == after {
+		d.lists.put(path, before, gen, ents)
 	}
 	return ents, true, nil
 }
@@ -191,7 +197,7 @@ func (l *dirLister) walk(fsDir, keyDir, partial, rest string, after bool) error 
 	if err := l.ctx.Err(); err != nil {
 		return err
 	}
-	ents, fresh, err := l.d.sortedEntries(fsDir)
+	ents, fresh, err := l.d.sortedEntries(fsDir, l.since)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			return nil // no keys here, or removed while we walked

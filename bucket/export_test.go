@@ -1,7 +1,5 @@
 package bucket
 
-import "time"
-
 // SetTestHook makes every directory bucket in this process call f at
 // named points, with the key (or key prefix) concerned:
 //
@@ -14,13 +12,24 @@ import "time"
 // nil removes the hook. Set it only while no commit or listing runs.
 func SetTestHook(f func(point, key string)) { testHook = f }
 
-// SetListSettle sets how long ago a directory must have last changed for
-// d to keep its names between listings (listSettle by default).
-func SetListSettle(d *Dir, settle time.Duration) { d.listSettle = settle }
-
-// ListSettle is the default of SetListSettle.
-const ListSettle = listSettle
-
 // ListCacheMinEntries is the fewest names a directory must hold for a
 // listing to keep them.
 const ListCacheMinEntries = listCacheMinEntries
+
+// RestampKept gives the names d keeps for directory path the directory's
+// current stamp, as if what changed it since they were read had left its
+// timestamps as they were (a change in the same tick). It reports whether
+// names were kept.
+func RestampKept(d *Dir, path string) bool {
+	st, err := stampDir(path)
+	if err != nil {
+		panic(err)
+	}
+	d.lists.mu.Lock()
+	defer d.lists.mu.Unlock()
+	sd, ok := d.lists.dirs[path]
+	if ok {
+		sd.stamp = st
+	}
+	return ok
+}
