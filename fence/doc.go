@@ -57,6 +57,43 @@
 // parse is reported as damaged ([ErrBadRecord]), never taken for an absent
 // one.
 //
+// # Proof of ownership
+//
+// A lease says when a node should stop; it never says that a node may
+// acknowledge. A clock that does not count the time its machine was away
+// (a VM restored from a snapshot, a hypervisor pause, a live migration)
+// keeps a lease valid after a peer judged it dead and claimed its actors,
+// and batch uploads are unconditional PUTs, so they land regardless. What
+// makes an acknowledgement safe is a read of the bucket: the owner tells a
+// caller that a commit is durable in the bucket only once [Node.Confirm],
+// begun after the upload holding the commit landed, found own.json still
+// naming its claim. One Confirm covers every upload that landed before it
+// began, so the owner makes one only when someone waits, and a writer that
+// never waits pays nothing (package session, "Acknowledgement").
+//
+// The proof rests on two properties of the bucket and one rule for
+// claimants:
+//
+//   - a conditional PUT of own.json and a later GET of it are strongly
+//     consistent (S3 has been since December 2020; the directory bucket's
+//     renames are atomic): a Confirm that reads the claimed version began
+//     before any claim's PUT landed;
+//   - a listing begun after a PUT completed includes that PUT's key
+//     (read-after-write for listings; S3's is strong, and the directory
+//     bucket's listing cache serves a listing only with directories read
+//     after it began, with no clock involved: bucket/dir_list_cache.go);
+//   - a claimant lists the old epoch's log only after its own.json write
+//     landed (package session: the claim comes first, then the restore
+//     that brings the local copy up to date lists the log).
+//
+// Together: the upload landed before the Confirm began, the Confirm before
+// the claim, and the claim before the claimant's listing, so the claimant
+// finds the upload and its history contains every acknowledged commit. An
+// upload that lands after the claim is never acknowledged: its Confirm
+// reads the claimant's record and fails with ErrFenced. In peer mode the
+// followers' epoch check is the proof of what they acknowledge (package
+// follow); the lease clock stays on both paths as an early stop.
+//
 // # Node lease (nodes/<node>.json)
 //
 // nodes/<node>.json is a node's lease ([Lease], encoded by [Lease.Marshal],

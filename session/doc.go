@@ -35,9 +35,30 @@
 // followers the replaced owner recorded, and the tail they hold becomes
 // the session's first batch (tail.go).
 //
+// # Acknowledgement
+//
+// Every path that tells a caller "durable" goes through Durable: Sync
+// commits, the host's output gate, an alarm's completion, a drain's final
+// flush, Close's flush before it releases. With a node, an acknowledgement
+// by the bucket rests on a proof of ownership read from the bucket, never
+// on a clock (proof.go; package fence, "Proof of ownership"): once the
+// upload holding the commit landed, one GET of own.json that still names
+// the session's claim. One proof covers every upload that landed before it
+// began, it is made only while someone waits, and Stats.Proofs counts
+// them. A proof that finds another claim stops the session with
+// ErrFenced. An acknowledgement by q followers rests on their epoch check
+// (package follow) and needs no read of the bucket. The node's lease is
+// asked too, as an early stop: a node that knows it lost its lease
+// acknowledges nothing. A Durable call with nothing new to acknowledge (a
+// read-only reply), in either mode, passes on a proof begun less than
+// Config.ReadProofAge ago and makes one otherwise: a read may be that
+// stale; a write never rests on an old proof.
+//
 // What it must never do: skip a commit or upload one out of order,
 // acknowledge a commit that is neither in the bucket nor held by a quorum
-// of followers, block the capture's calls on the network in async mode, go
+// of followers, acknowledge one by the bucket without a proof of
+// ownership read after its upload landed, block the capture's calls on
+// the network in async mode, go
 // on replicating after the capture reported a write it cannot account for
 // (Broken), or start a session from a state older than one the bucket
 // acknowledged.

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,6 +131,18 @@ type Config struct {
 	// Sync commit returns: a non-nil error (for example the node's lease
 	// has expired) refuses the acknowledgement. Package fence provides it.
 	Acknowledge func() error
+	// ReadProofAge bounds how stale a read-only reply may be (proof.go): a
+	// Durable call with nothing new to acknowledge (every commit it covers
+	// was acknowledged before), by the bucket or by followers, passes on a
+	// read of own.json that found the claim and began less than this ago,
+	// and reads own.json again otherwise (default DefaultReadProofAge;
+	// negative: every such call reads it). Writes are never acknowledged
+	// on an old proof. Only with Node: without one there is no claim to
+	// prove.
+	ReadProofAge time.Duration
+	// confirm, set by Open with a node, is the proof of ownership
+	// (fence.Node.Confirm of the session's claim).
+	confirm func(context.Context) error
 	// Peers, with Node set, acknowledges commits once q of the actor's
 	// followers hold them, or the bucket does, whichever comes first
 	// (peers.go); package quorum provides it. Nil: the bucket alone.
@@ -193,6 +206,11 @@ const (
 	// follower's round trip and fsync on a LAN, and short enough that an
 	// acknowledgement without a quorum costs about a PUT more.
 	DefaultPeerWait = 500 * time.Millisecond
+	// DefaultReadProofAge is Config.ReadProofAge's default: a read-only
+	// reply is at most about a second staler than the bucket, and an
+	// actor that only serves reads costs at most one GET of own.json a
+	// second.
+	DefaultReadProofAge = time.Second
 	// DefaultKeptBytes holds every object a pass reads for a database of
 	// up to about 40 MB of compressible pages: a pass then makes no GET
 	// but own.json's. Larger databases fetch what does not fit.
@@ -252,6 +270,9 @@ func (c Config) withDefaults() (Config, error) {
 		if c.PeerWait <= 0 {
 			c.PeerWait = DefaultPeerWait
 		}
+	}
+	if c.ReadProofAge == 0 {
+		c.ReadProofAge = DefaultReadProofAge
 	}
 	if c.UploadInterval == 0 {
 		switch underlying(c.Bucket).(type) {

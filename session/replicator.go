@@ -60,7 +60,9 @@ type replicator struct {
 	done      chan struct{}   // closed when the uploader has exited
 	blocked   atomic.Bool     // writable() must take the slow path
 	durable   atomicSeq       // last sequence in the bucket
+	told      atomicSeq       // last sequence a waitDurable acknowledged
 	pool      *captured.Pool
+	proof     prover        // acknowledgements by the bucket (proof.go)
 	inflight  *pendingBatch // being uploaded
 	freeBatch *pendingBatch // one spare, so a steady stream allocates no maps
 
@@ -117,8 +119,10 @@ func newReplicator(cfg Config, actor frames.Actor, start position, track pageTra
 		shipWake:  make(chan struct{}, 1),
 		shipDone:  make(chan struct{}),
 	}
+	r.proof = prover{confirm: cfg.confirm, maxAge: cfg.ReadProofAge, stats: &r.stats}
 	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
 	r.durable.Store(start.seq)
+	r.told.Store(start.seq) // what the previous session held needs a proof now
 	r.durableTime = start.commitTime
 	return r
 }
@@ -128,6 +132,12 @@ type atomicSeq struct{ v atomic.Uint64 }
 
 func (a *atomicSeq) Load() frames.Seq   { return frames.Seq(a.v.Load()) }
 func (a *atomicSeq) Store(s frames.Seq) { a.v.Store(uint64(s)) }
+
+// raise stores s unless the value is at least s already.
+func (a *atomicSeq) raise(s frames.Seq) {
+	for old := a.v.Load(); old < uint64(s) && !a.v.CompareAndSwap(old, uint64(s)); old = a.v.Load() {
+	}
+}
 
 func (r *replicator) startUploads() {
 	if r.peers != nil {
@@ -352,13 +362,27 @@ func (r *replicator) waitDurable(ctx context.Context, target frames.Seq, byPeers
 			return err
 		}
 		inBucket := r.durable.Load() >= target
-		if inBucket || (byPeers && acked >= target) {
+		byQuorum := byPeers && acked >= target
+		if inBucket || byQuorum {
 			r.mu.Unlock()
 			if r.cfg.Acknowledge != nil {
 				if err := r.cfg.Acknowledge(); err != nil {
 					return err
 				}
 			}
+			// The followers' epoch check proves what they hold when they
+			// acknowledge it; the bucket's acknowledgement needs its own
+			// proof, and so does one of nothing new (proof.go).
+			reread := target <= r.told.Load()
+			if !byQuorum || reread {
+				if err := r.proof.prove(ctx, target, reread, r.durable.Load); err != nil {
+					if errors.Is(err, ErrFenced) {
+						r.stop(err)
+					}
+					return err
+				}
+			}
+			r.told.raise(target)
 			if byPeers {
 				if inBucket {
 					r.stats.ackedByBucket.Add(1)

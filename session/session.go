@@ -78,9 +78,12 @@ type Local interface {
 //     does not name are uploaded, so a wake that changed nothing uploads
 //     the manifest alone (Stats.Start counts what it uploaded).
 //
-// With a node, acknowledgements also require the node's lease to be valid,
-// the database stops (ErrFenced) when the node is fenced or loses its lease,
-// and Close releases the actor after the final flush.
+// With a node, an acknowledgement by the bucket also requires proof that
+// the claim still stands, read from own.json after the upload landed
+// (proof.go); the node's lease must be valid too, as an early stop, never
+// as the proof. The database stops (ErrFenced) when the proof finds
+// another claim, or the node is fenced or loses its lease, and Close
+// releases the actor after the final flush.
 func Open(ctx context.Context, cfg Config, local Local) (*Session, error) {
 	if local == nil {
 		return nil, errors.New("session: Open needs a Local (framectl.Open gives the capture's)")
@@ -106,6 +109,7 @@ func Open(ctx context.Context, cfg Config, local Local) (*Session, error) {
 		}
 		own = &o
 		cfg.Epoch = o.Epoch
+		cfg.confirm = func(ctx context.Context) error { return cfg.Node.Confirm(ctx, o) }
 		ack := cfg.Acknowledge
 		cfg.Acknowledge = func() error {
 			if err := cfg.Node.Valid(); err != nil {

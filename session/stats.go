@@ -49,6 +49,12 @@ type Stats struct {
 	// that the bucket gave first; PeerBackpressure how often the shipper
 	// waited for the bucket because the followers held their bound.
 	Entries, AckedByPeers, AckedByBucket, PeerBackpressure int64
+	// Proofs counts the reads of own.json that acknowledgements by the
+	// bucket waited for (proof.go: one covers every upload before it, and
+	// none is made while nobody waits); ProofErrors those that failed
+	// without proving a fence (a bucket that did not answer), and were
+	// retried.
+	Proofs, ProofErrors int64
 	// Stopped is why replication stopped, nil while it runs.
 	Stopped error
 	// Start says how Open found the local copy (session.go).
@@ -122,6 +128,7 @@ type counters struct {
 	keptFallbacks                                           atomic.Int64
 	entries, ackedByPeers, ackedByBucket, peerBackpressure  atomic.Int64
 	lastPutNanos                                            atomic.Int64
+	proofs, proofErrors                                     atomic.Int64
 
 	errMu        sync.Mutex
 	uploadErr    error
@@ -153,9 +160,10 @@ func (r *replicator) Stats() Stats {
 		KeptFallbacks: c.keptFallbacks.Load(),
 		Entries:       c.entries.Load(), AckedByPeers: c.ackedByPeers.Load(), AckedByBucket: c.ackedByBucket.Load(),
 		PeerBackpressure: c.peerBackpressure.Load(),
-		LastPUT:          time.Duration(c.lastPutNanos.Load()),
-		Durable:          r.durable.Load(),
-		Start:            r.start,
+		Proofs:           c.proofs.Load(), ProofErrors: c.proofErrors.Load(),
+		LastPUT: time.Duration(c.lastPutNanos.Load()),
+		Durable: r.durable.Load(),
+		Start:   r.start,
 	}
 	if k, ok := r.cfg.Bucket.(*kept); ok {
 		s.KeptReads = k.served()
