@@ -46,6 +46,9 @@
 //	framectl_vfs_compaction_duration_seconds          histogram  their duration
 //	framectl_vfs_restores_total{result}               counter    restores from the bucket at open: ok, error
 //	framectl_vfs_restore_duration_seconds             histogram  their duration
+//	framectl_vfs_proofs_total{result}                 counter    reads of own.json acknowledgements waited for: ok,
+//	                                                             fenced (another claim), error (retried)
+//	framectl_vfs_proof_duration_seconds               histogram  their duration
 //
 // From host.Stats, read at each scrape ([Metrics.Watch]):
 //

@@ -296,6 +296,10 @@ func TestHostMetrics(t *testing.T) {
 	assert.Zero(t, s.Value(t, "framectl_vfs_pending_bytes"), "pending once durable")
 	assert.Zero(t, s.Value(t, "framectl_vfs_lagging_actors"))
 	assert.Equal(t, 2.0, s.Value(t, "framectl_vfs_durable_wait_seconds"), "durable waits")
+	// Each of the two waited for an upload, then for a proof of ownership.
+	assert.Equal(t, 2.0, s.Value(t, "framectl_vfs_proofs_total", "result", "ok"), "proofs")
+	assert.Zero(t, s.Value(t, "framectl_vfs_proofs_total", "result", "fenced"))
+	assert.Equal(t, 2.0, s.Value(t, "framectl_vfs_proof_duration_seconds"), "proofs timed")
 
 	// The session's first compaction pass runs in the background.
 	deadline := time.Now().Add(30 * time.Second)

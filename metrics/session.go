@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/session"
 )
 
@@ -21,9 +22,12 @@ type sessionMetrics struct {
 	compactionDuration prometheus.Histogram
 	restores           *prometheus.CounterVec
 	restoreDuration    prometheus.Histogram
+	proofs             *prometheus.CounterVec
+	proofDuration      prometheus.Histogram
 
 	compactionOK, compactionError, compactionCanceled prometheus.Counter
 	restoreOK, restoreError                           prometheus.Counter
+	proofOK, proofFenced, proofError                  prometheus.Counter
 }
 
 // durableSeconds are the buckets of Durable's wait: one upload, of a few
@@ -57,17 +61,25 @@ func newSessionMetrics() *sessionMetrics {
 			"Restores from the bucket that opening a database ran, by result (ok, error)."),
 		restoreDuration: histogram("framectl_vfs_restore_duration_seconds",
 			"Duration of the restores that opening a database ran, whatever their result.", passSeconds),
+		proofs: byResult("framectl_vfs_proofs_total",
+			"Reads of own.json that an acknowledgement by the bucket waited for (the proof of ownership), by result (ok; fenced: another claim; error: the read failed, retried)."),
+		proofDuration: histogram("framectl_vfs_proof_duration_seconds",
+			"Duration of those reads of own.json, whatever their result.", durableSeconds),
 	}
 	m.compactionOK = m.compactions.WithLabelValues("ok")
 	m.compactionError = m.compactions.WithLabelValues("error")
 	m.compactionCanceled = m.compactions.WithLabelValues("canceled")
 	m.restoreOK = m.restores.WithLabelValues("ok")
 	m.restoreError = m.restores.WithLabelValues("error")
+	m.proofOK = m.proofs.WithLabelValues("ok")
+	m.proofFenced = m.proofs.WithLabelValues("fenced")
+	m.proofError = m.proofs.WithLabelValues("error")
 	return m
 }
 
 func (m *sessionMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.durableWait, m.durableErrors, m.compactions, m.compactionDuration, m.restores, m.restoreDuration}
+	return []prometheus.Collector{m.durableWait, m.durableErrors, m.compactions, m.compactionDuration, m.restores, m.restoreDuration,
+		m.proofs, m.proofDuration}
 }
 
 // observer returns a session.Observer that feeds m, then calls next's funcs.
@@ -105,6 +117,20 @@ func (m *sessionMetrics) observer(next session.Observer) session.Observer {
 			}
 			if next.Restore != nil {
 				next.Restore(took, err)
+			}
+		},
+		Proof: func(took time.Duration, err error) {
+			m.proofDuration.Observe(took.Seconds())
+			switch {
+			case err == nil:
+				m.proofOK.Inc()
+			case errors.Is(err, session.ErrFenced) || errors.Is(err, fence.ErrFenced):
+				m.proofFenced.Inc()
+			default:
+				m.proofError.Inc()
+			}
+			if next.Proof != nil {
+				next.Proof(took, err)
 			}
 		},
 	}

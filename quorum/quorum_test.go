@@ -48,6 +48,7 @@ func startNode(t testing.TB, b bucket.Bucket, key []byte) *node {
 type nodeOptions struct {
 	store tails.Config      // the follower store's
 	net   *peertest.Network // faults between the nodes (nil: none)
+	clock fence.Clock       // the fence node's (nil: the system's)
 }
 
 func startNodeWith(t testing.TB, b bucket.Bucket, key []byte, o nodeOptions) *node {
@@ -58,7 +59,7 @@ func startNodeWith(t testing.TB, b bucket.Bucket, key []byte, o nodeOptions) *no
 	store, err := tails.Open(t.TempDir(), o.store)
 	require.NoError(t, err)
 	opts := testLease
-	opts.PeerAddress, opts.Follower = ln.Addr().String(), store.ID()
+	opts.PeerAddress, opts.Follower, opts.Clock = ln.Addr().String(), store.ID(), o.clock
 	fn, err := fence.Register(ctx, b, "127.0.0.1:1", opts)
 	require.NoError(t, err)
 	n := &node{fn: fn, store: store}

@@ -26,4 +26,9 @@ type Observer struct {
 	// StartRestored when it succeeded), with how long it took, and its
 	// error, which Open then returns.
 	Restore func(took time.Duration, err error)
+	// Proof is called after each read of own.json that an acknowledgement
+	// waited for (proof.go), with how long it took and its error: nil (the
+	// claim holds), one matching ErrFenced (another claim), or a failed
+	// read, which is retried.
+	Proof func(took time.Duration, err error)
 }

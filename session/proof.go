@@ -36,6 +36,7 @@ type prover struct {
 	confirm func(context.Context) error // nil: no node, nothing to prove
 	maxAge  time.Duration               // Config.ReadProofAge
 	stats   *counters
+	observe func(took time.Duration, err error) // Observer.Proof, or nil
 
 	mu     sync.Mutex
 	proven frames.Seq    // every commit up to proven is proven
@@ -86,6 +87,9 @@ func (p *prover) prove(ctx context.Context, target frames.Seq, reread bool, dura
 
 		p.stats.proofs.Add(1)
 		err := p.confirm(ctx)
+		if p.observe != nil {
+			p.observe(time.Since(began), err)
+		}
 
 		p.mu.Lock()
 		p.round = nil

@@ -119,7 +119,7 @@ func newReplicator(cfg Config, actor frames.Actor, start position, track pageTra
 		shipWake:  make(chan struct{}, 1),
 		shipDone:  make(chan struct{}),
 	}
-	r.proof = prover{confirm: cfg.confirm, maxAge: cfg.ReadProofAge, stats: &r.stats}
+	r.proof = prover{confirm: cfg.confirm, maxAge: cfg.ReadProofAge, stats: &r.stats, observe: cfg.Observer.Proof}
 	r.stopCtx, r.stopCancel = context.WithCancel(context.Background())
 	r.durable.Store(start.seq)
 	r.told.Store(start.seq) // what the previous session held needs a proof now

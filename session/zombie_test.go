@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,51 +17,11 @@ import (
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/frames"
 	"github.com/framectl/framectl/internal/dbtest"
+	"github.com/framectl/framectl/internal/stopclock"
+	"github.com/framectl/framectl/restore"
+	"github.com/ncruces/go-sqlite3"
 	"github.com/stretchr/testify/require"
 )
-
-// stoppableClock is the real clock until Stop: then Now and BootTime stand
-// still and no timer fires, as on a machine whose clock does not count the
-// time it was away. A node on it believes its lease valid for ever, and
-// never renews again to learn otherwise.
-type stoppableClock struct {
-	stopped atomic.Bool
-	mu      sync.Mutex
-	now     time.Time
-	boot    time.Duration
-}
-
-func (c *stoppableClock) Stop() {
-	c.mu.Lock()
-	c.now, c.boot = time.Now(), fence.SystemClock{}.BootTime()
-	c.mu.Unlock()
-	c.stopped.Store(true)
-}
-
-func (c *stoppableClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped.Load() {
-		return c.now
-	}
-	return time.Now()
-}
-
-func (c *stoppableClock) BootTime() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped.Load() {
-		return c.boot
-	}
-	return fence.SystemClock{}.BootTime()
-}
-
-func (c *stoppableClock) After(d time.Duration) <-chan time.Time {
-	if c.stopped.Load() {
-		return nil // never
-	}
-	return time.After(d)
-}
 
 // ownLog orders the reads of own.json by one node against the moment
 // another node's claim landed: seq counts events across both.
@@ -132,7 +93,7 @@ func TestZombieWithStoppedClock(t *testing.T) {
 			cfgA := replTestConfig(t, shared)
 			actor := frames.Actor{Namespace: frames.NamespaceID(cfgA.Tenant, cfgA.Namespace), Actor: frames.ActorKey(cfgA.Actor)}
 			log := &ownLog{}
-			clock := &stoppableClock{}
+			clock := &stopclock.Clock{}
 			optsA := shortLease
 			optsA.Clock = clock
 			bucketA := &readsOwn{Bucket: shared, key: actor.OwnKey(), log: log}
@@ -249,6 +210,25 @@ func TestZombieWithStoppedClock(t *testing.T) {
 			}
 			require.NotZero(t, after, "A read own.json after B's claim (that is how it learned)")
 			t.Logf("A: %d acknowledged, %d reads of own.json (%d after B's claim), told %v", len(acked), len(log.reads), after, zombieErr)
+
+			// What A uploaded after B's claim (unconditional PUTs) is no
+			// damage: the bucket verifies, and restores B's history.
+			require.NoError(t, dbB.Close(ctx))
+			rep, err := restore.Verify(ctx, shared, actor, restore.VerifyOptions{})
+			require.NoError(t, err)
+			require.False(t, rep.Damaged(), "the bucket after the zombie is damaged: %v", rep.Problems)
+			t.Logf("verify: %d warnings (A's objects superseded by B's session)", len(rep.Problems))
+			dest := filepath.Join(t.TempDir(), "r.db")
+			_, err = restore.Restore(ctx, shared, actor, dest, restore.Options{})
+			require.NoError(t, err)
+			rc, err := sqlite3.Open(dest)
+			require.NoError(t, err)
+			defer rc.Close()
+			for _, id := range append(acked, 1000000) {
+				if got := dbtest.Query1(t, rc, fmt.Sprintf("SELECT count(*) FROM t WHERE id = %d", id)); got != "1" {
+					t.Errorf("row %d is not in the restored bucket", id)
+				}
+			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	crand "crypto/rand"
 	"fmt"
 	"net/http"
@@ -15,6 +16,24 @@ import (
 	"github.com/framectl/framectl/bucket/buckettest"
 	"github.com/framectl/framectl/metrics/metricstest"
 )
+
+// scrapeProc GETs a node process's /metrics and parses it; an error (the
+// process died meanwhile) is returned, not a test failure.
+func scrapeProc(ctx context.Context, p *proc) (metricstest.Scrape, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := testClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return metricstest.ParseText(resp.Body)
+}
 
 // scrapeMetrics GETs the node's /metrics over HTTP and parses the text
 // exposition.

@@ -29,7 +29,9 @@ const peersRoundsEnv = "PEERS_ROUNDS"
 // the killed slots restart on their directories (the same follower
 // stores). In the end every acknowledged write is there, with the id it
 // was acknowledged with, once: as the nodes serve it and as the bucket
-// restores it.
+// restores it. And the followers did the work: acknowledgements came from
+// them (not all from the bucket, which would pass the rest of the test
+// too), and takeovers recovered tails the bucket lacked from them.
 //
 // By hand, 100 rounds:
 //
@@ -48,8 +50,10 @@ func peersCrashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 	c.startN(5)
 	c.startSupervisor()
 	w := startWorkload(t, c, "peers", 10)
+	tally := peerTally{}
 	for round := range rounds {
 		w.startRound(t, round)
+		tally.scrape(t, c) // before any of them dies with its counters
 		owner, its := busyHolder(t, c, w, round)
 		// One follower of one of its actors dies with it.
 		rec, _, err := fence.ReadRecord(ctx, b, actorOf(its[0].ns, its[0].id))
@@ -71,10 +75,45 @@ func peersCrashTakeover(t *testing.T, b bucket.Bucket, rounds int) {
 		}
 	}
 	w.stop()
+	tally.scrape(t, c)
 	attempts, acks, unavail := w.totals()
-	t.Logf("%d writes attempted, %d acknowledged, %d answered 503 + Retry-After", attempts, acks, unavail)
+	byFollowers, recovered := tally.sum()
+	t.Logf("%d writes attempted, %d acknowledged, %d answered 503 + Retry-After; %v acknowledgements by followers, %v takeovers recovered a tail",
+		attempts, acks, unavail, byFollowers, recovered)
+	require.Positive(t, byFollowers, "acknowledgements by followers (framectl_quorum_acks_total{by=followers}, summed over every process)")
+	require.Positive(t, recovered, "takeovers that recovered a tail from the followers (framectl_quorum_tails_recovered_total)")
 	w.checkNoUnexpected(t)
 	checkFinalState(t, ctx, c, b, w)
+}
+
+// peerTally keeps, per process, the last figures of the follower protocol
+// scraped from its /metrics: a killed process takes its counters with it.
+type peerTally map[*proc][2]float64
+
+// scrape reads every live process's acknowledgements by followers and
+// takeovers that recovered a tail.
+func (pt peerTally) scrape(t *testing.T, c *cluster) {
+	t.Helper()
+	for _, p := range c.live() {
+		s, err := scrapeProc(t.Context(), p)
+		if err != nil {
+			t.Logf("node%d: %v (its last figures stand)", p.slot, err)
+			continue
+		}
+		// Absent series are zero: nothing counted yet.
+		acks, _ := s.Find("framectl_quorum_acks_total", "by", "followers")
+		recovered, _ := s.Find("framectl_quorum_tails_recovered_total")
+		pt[p] = [2]float64{acks, recovered}
+	}
+}
+
+// sum adds up the last figures of every process.
+func (pt peerTally) sum() (byFollowers, recovered float64) {
+	for _, v := range pt {
+		byFollowers += v[0]
+		recovered += v[1]
+	}
+	return byFollowers, recovered
 }
 
 // peerFlags make a node acknowledge writes by followers as these tests

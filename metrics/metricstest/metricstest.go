@@ -6,6 +6,7 @@
 package metricstest
 
 import (
+	"fmt"
 	"io"
 	"testing"
 
@@ -40,12 +41,21 @@ func Gather(t testing.TB, c prometheus.Collector) Scrape {
 // Parse reads a scrape in the text exposition format.
 func Parse(t testing.TB, r io.Reader) Scrape {
 	t.Helper()
+	s, err := ParseText(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ParseText is Parse without a test.
+func ParseText(r io.Reader) (Scrape, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
-		t.Fatalf("parsing the text exposition: %v", err)
+		return nil, fmt.Errorf("parsing the text exposition: %w", err)
 	}
-	return fams
+	return fams, nil
 }
 
 // Value is the value of the series of name with exactly labels (name,
@@ -53,27 +63,34 @@ func Parse(t testing.TB, r io.Reader) Scrape {
 // sample count. It fails the test if there is no such series.
 func (s Scrape) Value(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	f, ok := s[name]
-	if !ok {
+	if _, ok := s[name]; !ok {
 		t.Fatalf("no metric %s", name)
 	}
-	for _, m := range f.GetMetric() {
+	v, ok := s.Find(name, labels...)
+	if !ok {
+		t.Fatalf("no series %s%v", name, labels)
+	}
+	return v
+}
+
+// Find is Value without a test: ok is false if there is no such series.
+func (s Scrape) Find(name string, labels ...string) (v float64, ok bool) {
+	for _, m := range s[name].GetMetric() {
 		if !hasLabels(m, labels) {
 			continue
 		}
 		switch {
 		case m.Counter != nil:
-			return m.Counter.GetValue()
+			return m.Counter.GetValue(), true
 		case m.Gauge != nil:
-			return m.Gauge.GetValue()
+			return m.Gauge.GetValue(), true
 		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
+			return float64(m.Histogram.GetSampleCount()), true
 		case m.Summary != nil:
-			return float64(m.Summary.GetSampleCount())
+			return float64(m.Summary.GetSampleCount()), true
 		}
 	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
+	return 0, false
 }
 
 // hasLabels reports whether m's labels are exactly labels (name, value
