@@ -70,6 +70,14 @@ type ClaimOptions struct {
 	// (Record.Retention) so that compaction by anyone keeps covered
 	// objects that long.
 	Retention time.Duration
+	// Suspect, when set, is asked about a held record whose holder's
+	// lease is alive: nil means the holder is confirmed gone (by failure
+	// detection: package quorum's Suspicion), and the claim replaces the
+	// record without waiting for the lease or fencing it ("Claims on
+	// suspicion" in the package doc). An error says why not, and the
+	// claim is a *HeldError as without it. lease is the holder's, as
+	// Judge read it.
+	Suspect func(ctx context.Context, held Record, lease Lease) error
 }
 
 // maxClaimRounds bounds the retries of a claim that keeps losing races.
@@ -85,7 +93,9 @@ const maxClaimRounds = 8
 // (then fenced first), or without a lease for Lease+Grace on this node's
 // clock → replaced (If-Match) with the new epoch naming this node; held by
 // a live node → *HeldError; held by a node whose lease this node has not
-// yet seen missing for that long → ErrHolderUnseen. A lost race (412) is
+// yet seen missing for that long → ErrHolderUnseen; held by a live node
+// that opts.Suspect confirms gone → replaced, without fencing its lease
+// ("Claims on suspicion" in the package doc). A lost race (412) is
 // read back before it counts as lost, because a retried PUT that landed
 // answers 412 too.
 //
@@ -149,7 +159,18 @@ func (n *Node) Claim(ctx context.Context, a frames.Actor, opts ClaimOptions) (Ow
 				return Ownership{}, n.notClaiming(ctx, a, cur)
 			}
 			if !cur.Released() && cur.Node != n.id {
-				live, err := n.Observer.Fence(ctx, cur.Node)
+				live, lease, err := n.Observer.Judge(ctx, cur.Node)
+				if err == nil && live == Alive && opts.Suspect != nil && !stopped {
+					if serr := opts.Suspect(ctx, cur, lease); serr == nil {
+						live = Suspected
+						n.log.Warn("claiming from a suspected holder", logattr.Key, key, logattr.Holder, cur.Node, logattr.Epoch, cur.Epoch)
+					} else {
+						n.log.Debug("holder not confirmed gone", logattr.Key, key, logattr.Holder, cur.Node, logattr.Err, serr)
+					}
+				}
+				if err == nil && live == Expired {
+					live, err = n.Observer.Fence(ctx, cur.Node)
+				}
 				if err != nil {
 					return Ownership{}, err
 				}

@@ -94,6 +94,25 @@
 // followers' epoch check is the proof of what they acknowledge (package
 // follow); the lease clock stays on both paths as an early stop.
 //
+// # Claims on suspicion
+//
+// Since no acknowledgement rests on a lease, waiting for one to run out
+// buys availability, not safety: a claim may replace own.json while its
+// holder still runs, and the holder then acknowledges nothing more (its
+// proofs read the claimant's record; in peer mode the claimant's takeover
+// fences the followers, which then refuse it). So a claimant need not
+// wait for the holder's lease once it is confident the holder is gone:
+// [ClaimOptions].Suspect, given by a host in peer mode (package quorum,
+// Suspicion: this node and a follower of the actor have not heard the
+// holder for peer.Config.SuspectAfter), lets [Node.Claim] replace a
+// record whose holder's lease is alive. Such a claim replaces one actor's
+// own.json and fences nothing else: the holder's lease stays unfenced,
+// since its other actors may be well. A false suspicion (a holder cut off
+// from its followers but serving callers) costs that actor's availability
+// for a moment, never data: the holder's callers are answered 503, and
+// retry where the actor is now. Without Suspect, or when it does not
+// confirm, a claim waits for the lease as below.
+//
 // # Node lease (nodes/<node>.json)
 //
 // nodes/<node>.json is a node's lease ([Lease], encoded by [Lease.Marshal],

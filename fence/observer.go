@@ -36,6 +36,11 @@ const (
 	// renewal and may acknowledge until its last renewal is a lease old. So
 	// an absent lease is waited out like an unchanged heartbeat.
 	Unseen
+	// Suspected: its lease is alive, but failure detection confirmed it
+	// gone (ClaimOptions.Suspect). Judge never returns it; a claim that
+	// found it replaces the node's record of one actor and fences
+	// nothing else of it.
+	Suspected
 )
 
 func (l Liveness) String() string {
@@ -50,6 +55,8 @@ func (l Liveness) String() string {
 		return "gone"
 	case Unseen:
 		return "unseen"
+	case Suspected:
+		return "suspected"
 	}
 	return fmt.Sprintf("Liveness(%d)", uint8(l))
 }

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/framectl/framectl/follow"
 	"github.com/framectl/framectl/frames"
@@ -334,10 +336,11 @@ func FuzzPeerFrames(f *testing.F) {
 // FuzzPeerPayload plays a dialer after an honest handshake whose first
 // frame authenticates (sealed with the connection's key) and carries the
 // fuzz bytes as its payload: what is behind the MAC. The listener
+// passes over a well-formed control frame (wellFormedControl), and
 // delivers the actor and message exactly when the bytes are an actor's
 // length of 1 to follow.MaxActorBytes, that many bytes and a message
 // follow accepts, which the actor and message encode back to; otherwise
-// it delivers nothing, and an actor length of 0 or past the bound is
+// it delivers nothing, and an actor length past the bound is
 // frames.ErrCorrupt and one past the payload frames.ErrTruncated, both
 // before follow's decoder runs.
 func FuzzPeerPayload(f *testing.F) {
@@ -349,6 +352,11 @@ func FuzzPeerPayload(f *testing.F) {
 		f.Add(p)
 	}
 	f.Add([]byte{1, 'a', 1, 99, 0, 0, 0, 0})
+	f.Add([]byte{0, 1})                                                   // a heartbeat
+	f.Add([]byte{0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 1, 'a'})                   // a question about a
+	f.Add([]byte{0, 3, 1, 2, 3, 4, 5, 6, 7, 8, 1, 'a', 1, 0xf4, 1, 0, 0}) // its answer: 500 ms
+	f.Add([]byte{0, 3, 1, 2, 3, 4, 5, 6, 7, 8, 1, 'a', 2, 0xf4, 1, 0, 0}) // known byte 2
+	f.Add([]byte{0, 2, 1, 2, 3, 4, 5, 6, 7, 8, 2, 'a', 0x01})             // a control character
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		if int64(len(payload)) > 1+follow.MaxActorBytes+peerLimits.MaxMessageBytes() {
 			return // past the frame bound: FuzzPeerFrames' and peer's own tests'
@@ -379,7 +387,19 @@ func FuzzPeerPayload(f *testing.F) {
 			if !errors.Is(err, frames.ErrTruncated) || errors.As(err, &me) {
 				t.Fatalf("an empty payload gave %v, want frames.ErrTruncated before follow's decoder", err)
 			}
-		case payload[0] == 0 || payload[0] > follow.MaxActorBytes:
+		case payload[0] == 0:
+			// A control frame (peer's doc, "Control frames"): passed over
+			// by Receive when well formed, so the stream's end comes next.
+			if wellFormedControl(payload) {
+				if err != io.EOF {
+					t.Fatalf("control payload %x gave %v, want it passed over (io.EOF after it)", payload, err)
+				}
+				return
+			}
+			if !errors.Is(err, frames.ErrCorrupt) && !errors.Is(err, frames.ErrTruncated) || errors.As(err, &me) {
+				t.Fatalf("control payload %x gave %v, want frames.ErrCorrupt or frames.ErrTruncated", payload, err)
+			}
+		case payload[0] > follow.MaxActorBytes:
 			if !errors.Is(err, frames.ErrCorrupt) || errors.As(err, &me) {
 				t.Fatalf("payload %x: actor length %d gave %v, want frames.ErrCorrupt before follow's decoder", payload, payload[0], err)
 			}
@@ -400,4 +420,38 @@ func FuzzPeerPayload(f *testing.F) {
 			t.Fatalf("payload\n%x\ndelivered for %q as %#v, which encodes as\n%x (%v)", payload, actor, m, again, aerr)
 		}
 	})
+}
+
+// wellFormedControl is the grammar of a control payload as peer's doc.go
+// draws it: 0, then a heartbeat (kind 1, nothing more), a question (kind
+// 2: an 8-byte query ID, a subject's length and the subject, a node ID)
+// or an answer (kind 3: the same, a known byte of 0 or 1 and 4 bytes of
+// silence).
+func wellFormedControl(p []byte) bool {
+	if len(p) < 2 || p[0] != 0 {
+		return false
+	}
+	switch p[1] {
+	case 1:
+		return len(p) == 2
+	case 2, 3:
+	default:
+		return false
+	}
+	if len(p) < 11 {
+		return false
+	}
+	n := int(p[10])
+	tail := 0
+	if p[1] == 3 {
+		tail = 5
+	}
+	if n == 0 || len(p) != 11+n+tail {
+		return false
+	}
+	id := string(p[11 : 11+n])
+	if !utf8.ValidString(id) || strings.ContainsFunc(id, unicode.IsControl) {
+		return false
+	}
+	return p[1] == 2 || p[11+n] <= 1
 }

@@ -74,6 +74,25 @@
 // commit. A node that registers anew after losing its lease keeps the
 // store, the transport and the hub.
 //
+// # Failover
+//
+// In peer mode a dead or silent holder is taken over by failure
+// detection, not by its lease running out. The host watches the holder of
+// every actor it forwards to (peer.Node.Watch), so that it hears the
+// holder's heartbeats too. Once it has not heard the holder for
+// PeersConfig.SuspectAfter (500 ms by default) it stops forwarding (a
+// forward in flight is ended and answered 503: it was sent, so it may
+// have run), retries the claim every 100 ms, and the claim takes the
+// actor as soon as one of the followers own.json names confirms the
+// silence (quorum.Suspicion; fence: "Claims on suspicion"). The takeover
+// then fences those followers and recovers the tail they hold, as after a
+// lease ran out. Measured on five real processes: 0.6–0.7 s from SIGKILL
+// or SIGSTOP of the owner to the first write acknowledged by another node
+// (BENCHMARKS.md, "Failover by failure detection"). A holder cut off from
+// its followers but not from its callers loses its actors the same way;
+// its callers get 503 and retry. A bucket-only actor (no followers) still
+// waits for the holder's lease.
+//
 // # Differences from Durable Objects
 //
 // A runtime author coming from Cloudflare's Durable Objects should know:
@@ -88,10 +107,11 @@
 //     wasmkeep) and its next request may start it on any node, from the
 //     bucket or from a local copy that is still current.
 //   - When the holder dies, requests wait (within the handler's timeout)
-//     until its lease plus grace has run out and this node can claim the
-//     actor, then run here; past the timeout they get 503 with Retry-After,
-//     as does a request whose forward reached a holder that did not
-//     answer (it may have run there).
+//     until this node can claim the actor, then run here: in peer mode
+//     once failure detection confirms the holder gone (see Failover),
+//     otherwise once its lease plus grace has run out. Past the timeout
+//     they get 503 with Retry-After, as does a request whose forward
+//     reached a holder that did not answer (it may have run there).
 //   - Forwarding is one hop: a forwarded request that reaches a node that
 //     does not hold the actor either is answered 503 with Retry-After.
 //   - Alarms are Durable Objects' in what a handler sees, with the

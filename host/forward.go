@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl/fence"
@@ -64,7 +65,40 @@ func (hd *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, 
 		// Never to itself: a predecessor at this address.
 		h.suspect(held.Node)
 		return true
+	case h.watchHolder(lease):
+		// This node's failure detection suspects the holder: claim,
+		// which asks the actor's followers to confirm (quorum.Suspicion).
+		h.suspect(held.Node)
+		return true
 	}
+	// A holder that stops answering mid-request (SIGSTOP, a partition)
+	// would hold the request until the caller gives up: once this node
+	// suspects it, the request ends (503: it was sent, so it may have
+	// run), and the caller's retry claims.
+	fctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var abandoned atomic.Bool
+	if h.peers != nil && lease.Follower != "" {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			t := time.NewTicker(h.peers.node.SuspectAfter() / 5)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if h.watchHolder(lease) {
+						abandoned.Store(true)
+						cancel()
+						return
+					}
+				}
+			}
+		}()
+	}
+	r = r.WithContext(fctx)
 	var failed error
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -88,6 +122,13 @@ func (hd *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, 
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	rp.ServeHTTP(w, r)
 	if failed == nil {
+		return false
+	}
+	if abandoned.Load() {
+		h.suspect(held.Node)
+		h.log.Info("holder suspected while it had a request", logattr.Holder, held.Node, logattr.Address, lease.Address)
+		w.Header().Set(HeaderVia, self.ID())
+		hd.unavailable(w, r, fmt.Sprintf("the actor's holder %s at %s stopped answering: it is suspected gone", held.Node, lease.Address))
 		return false
 	}
 	var op *net.OpError

@@ -243,6 +243,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			unlock()
 			return nil, fmt.Errorf("host: %w", err)
 		}
+		peers.suspicion = &quorum.Suspicion{Self: follow.FollowerID(peers.store.ID()), Detector: peers.node, Directory: peers.leases,
+			Logger: cfg.Logger.With(logattr.Subsystem, logattr.SubsystemQuorum)}
 		go peers.node.Serve(context.Background(), peers.ln)
 	}
 	bctx, cancel := context.WithCancel(context.Background())

@@ -154,7 +154,7 @@ func (hd *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, retryMax)
+		delay = hd.h.nextRetry(held, delay)
 	}
 }
 

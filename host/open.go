@@ -97,7 +97,11 @@ func (h *Host) openRetrying(a *Actor) error {
 			return fmt.Errorf("%w: %w", ErrStopped, err)
 		case <-h.clock.After(wait):
 		}
-		delay = min(2*delay, retryMax)
+		if held := (*fence.HeldError)(nil); errors.As(err, &held) {
+			delay = h.nextRetry(held, delay)
+		} else {
+			delay = min(2*delay, retryMax)
+		}
 	}
 }
 
@@ -198,6 +202,9 @@ func (h *Host) vfsConfig(a *Actor, node *fence.Node, peers *quorum.Session) sess
 	if peers != nil { // a nil *quorum.Session is not a nil session.Peers
 		cfg.Peers = peers
 	}
+	if h.peers != nil {
+		cfg.Suspect = h.peers.suspicion.Confirm
+	}
 	return cfg
 }
 
@@ -254,6 +261,29 @@ func (h *Host) retryable(err error) bool {
 	// (two live processes cannot serve one address): forwarding there
 	// would reach this process, so wait for its lease instead.
 	return earlier || held.Address == h.cfg.Address || suspect && h.clock.Now().Before(until)
+}
+
+// suspectRetry is the longest wait between claims of an actor whose
+// holder this node's failure detection watches and suspects: the claim
+// can succeed as soon as a follower confirms (quorum.Suspicion), a
+// fraction of peer.DefaultSuspectAfter after the first suspicion.
+const suspectRetry = 100 * time.Millisecond
+
+// nextRetry is the wait after delay before the next claim of an actor
+// held by held: doubling up to retryMax, or at most suspectRetry while
+// the holder is a suspect in peer mode.
+func (h *Host) nextRetry(held *fence.HeldError, delay time.Duration) time.Duration {
+	next := min(2*delay, retryMax)
+	if h.peers == nil {
+		return next
+	}
+	h.mu.Lock()
+	until, suspect := h.suspects[held.Node]
+	h.mu.Unlock()
+	if suspect && h.clock.Now().Before(until) {
+		return min(next, suspectRetry)
+	}
+	return next
 }
 
 // suspect records that a holder did not accept a connection: for

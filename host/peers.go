@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"time"
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
@@ -42,6 +43,13 @@ type PeersConfig struct {
 	// MaxStoreBytes bounds what the follower store holds for every actor
 	// together (tails.Config.MaxBytes; 0: its default).
 	MaxStoreBytes int64
+	// Heartbeat and SuspectAfter are the transport's failure detection
+	// (peer.Config; defaults peer.DefaultHeartbeat and
+	// peer.DefaultSuspectAfter): an actor whose owner its followers and
+	// this node have not heard for SuspectAfter is claimed without
+	// waiting for the owner's lease (quorum.Suspicion; "Failover" in the
+	// package doc).
+	Heartbeat, SuspectAfter time.Duration
 }
 
 // tailsDir is the follower store's directory under Config.Dir: no actor's
@@ -54,8 +62,10 @@ type peering struct {
 	node   *peer.Node
 	hub    *quorum.Hub
 	leases *quorum.Leases
-	ln     net.Listener
-	addr   string // advertised
+	// suspicion confirms a holder gone for claims (session.Config.Suspect).
+	suspicion *quorum.Suspicion
+	ln        net.Listener
+	addr      string // advertised
 }
 
 // startPeering opens the follower store and the transport's listener; the
@@ -76,7 +86,7 @@ func startPeering(cfg Config) (*peering, error) {
 		p.addr = pc.Advertise
 	}
 	p.node, err = peer.NewNode(peer.Config{ID: follow.FollowerID(store.ID()), Key: pc.Key, TLS: pc.TLS, Limits: pc.Limits,
-		Logger: cfg.Logger, Handler: func(from follow.FollowerID, actor string, m follow.Message) { p.hub.Handle(from, actor, m) }})
+		Heartbeat: pc.Heartbeat, SuspectAfter: pc.SuspectAfter, Logger: cfg.Logger, Handler: func(from follow.FollowerID, actor string, m follow.Message) { p.hub.Handle(from, actor, m) }})
 	if err != nil {
 		ln.Close()
 		store.Close()
@@ -109,4 +119,27 @@ func (h *Host) newSession(a *Actor) *quorum.Session {
 		return nil
 	}
 	return h.peers.hub.Session(frames.Actor{Namespace: h.namespaceID(a.key.ns), Actor: frames.ActorKey([]byte(a.key.id))})
+}
+
+// watchHolder makes this node watch the holder of an actor it forwards to,
+// whose lease is lease (peer.Node.Watch), so that its own failure
+// detection has an opinion when the holder dies; it reports whether this
+// node suspects it now. Without peers, or for a holder without a peer
+// transport, it does nothing and reports false.
+func (h *Host) watchHolder(lease fence.Lease) bool {
+	if h.peers == nil || lease.Follower == "" || lease.Peer == "" {
+		return false
+	}
+	id := follow.FollowerID(lease.Follower)
+	if id == h.peers.node.ID() {
+		return false
+	}
+	v := h.peers.node.Silence(id)
+	if !v.Known {
+		if h.peers.node.SetAddr(id, lease.Peer) == nil {
+			h.peers.node.Watch(id)
+		}
+		return false
+	}
+	return v.Suspected
 }

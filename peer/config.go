@@ -23,6 +23,18 @@ const (
 	DefaultHandshakeTimeout = 10 * time.Second
 	// DefaultStallTimeout is Config.StallTimeout when zero.
 	DefaultStallTimeout = 30 * time.Second
+	// DefaultHeartbeat is Config.Heartbeat when zero: ten beats a second
+	// on each connection, 54 bytes each.
+	DefaultHeartbeat = 100 * time.Millisecond
+	// DefaultSuspectAfter is Config.SuspectAfter when zero: five beats
+	// missed. On one network a beat takes well under a millisecond; a
+	// Go program's pauses (GC, scheduling on 2 busy cores) are
+	// milliseconds. Five beats is the least that kept the tests of a
+	// loaded machine free of false suspicions, and a false suspicion
+	// costs availability, never data.
+	DefaultSuspectAfter = 500 * time.Millisecond
+	// DefaultTrustAfter is Config.TrustAfter when zero.
+	DefaultTrustAfter = 5 * time.Second
 )
 
 // Config is one node's side of the transport. Client and Server use ID,
@@ -46,11 +58,14 @@ type Config struct {
 	// wire. The handshake authenticates the cluster key either way.
 	TLS *tls.Config
 	// Handler receives every message that arrives, authenticated and
-	// decoded, with the actor it is for. Node calls it on the reading
-	// goroutine of the connection the message came on: one at a time per
-	// connection, concurrently across connections. While it runs that connection reads nothing more, which
-	// is the back-pressure a sender sees; it must return (Close waits for
-	// it). It may call Send. Required by NewNode.
+	// decoded, with the actor it is for. Node calls it on a goroutine of
+	// the connection the message came on, beside the one reading it: one
+	// at a time per connection, in the order received, concurrently
+	// across connections. While it runs the connection goes on being
+	// read (heartbeats and questions are answered on time) until
+	// MaxQueueBytes of messages wait for it; then the connection reads
+	// nothing more, which is the back-pressure a sender sees. It must
+	// return (Close waits for it). It may call Send. Required by NewNode.
 	Handler Handler
 	// MaxQueueBytes bounds the messages queued for one peer, in the bytes
 	// of their frames, header, actor and MAC included (ErrBackpressure
@@ -64,6 +79,19 @@ type Config struct {
 	// stopped reading, or vanished with data in flight) ends the
 	// connection. Negative: never. Default DefaultStallTimeout.
 	StallTimeout time.Duration
+	// Heartbeat is how often a node beats on a connection that carried
+	// nothing meanwhile (doc.go, "Failure detection"). Default
+	// DefaultHeartbeat.
+	Heartbeat time.Duration
+	// SuspectAfter: a peer this node wants to hear from (Node.Watch, or
+	// any connection it had) and did not hear from for this long is
+	// suspected (Node.Silence). At least twice Heartbeat. Default
+	// DefaultSuspectAfter.
+	SuspectAfter time.Duration
+	// TrustAfter: a suspected peer heard again stays suspected this long
+	// (hysteresis: a flapping link does not make it come and go).
+	// Default DefaultTrustAfter.
+	TrustAfter time.Duration
 	// Logger receives connections made and broken; nil discards.
 	Logger *slog.Logger
 	// Rand draws the handshake's nonces; nil is crypto/rand. Only tests
@@ -82,6 +110,9 @@ type settings struct {
 	maxQueue         int64
 	handshakeTimeout time.Duration
 	stall            time.Duration
+	heartbeat        time.Duration
+	suspectAfter     time.Duration
+	trustAfter       time.Duration
 	log              *slog.Logger
 	rand             io.Reader
 }
@@ -107,6 +138,19 @@ func (c Config) settings() (*settings, error) {
 	s := &settings{
 		id: c.ID, keys: keys, lim: c.Limits, maxPayload: maxActorPrefix + c.Limits.MaxMessageBytes(), handler: c.Handler,
 		maxQueue: c.MaxQueueBytes, handshakeTimeout: c.HandshakeTimeout, stall: c.StallTimeout, log: c.Logger, rand: c.Rand,
+		heartbeat: c.Heartbeat, suspectAfter: c.SuspectAfter, trustAfter: c.TrustAfter,
+	}
+	if s.heartbeat <= 0 {
+		s.heartbeat = DefaultHeartbeat
+	}
+	if s.suspectAfter <= 0 {
+		s.suspectAfter = DefaultSuspectAfter
+	}
+	if s.suspectAfter < 2*s.heartbeat {
+		return nil, fmt.Errorf("%w: SuspectAfter %v is less than two heartbeats of %v", ErrInvalid, s.suspectAfter, s.heartbeat)
+	}
+	if s.trustAfter <= 0 {
+		s.trustAfter = DefaultTrustAfter
 	}
 	if c.TLS != nil {
 		s.tls = c.TLS.Clone()

@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl/follow"
@@ -65,10 +67,19 @@ type Conn struct {
 	rbuf    []byte
 	rerr    error
 
+	wmu     sync.Mutex // one writer at a time: the sender, the heartbeat
 	sendMAC hash.Hash
 	sendSeq uint64
 	wbuf    []byte
 	werr    error
+
+	// lastWrite is when a frame last went (UnixNano): a heartbeat is
+	// sent only on a connection that has carried nothing for a beat.
+	lastWrite atomic.Int64
+	// held: the reader holds a message it cannot hand on (the Handler's
+	// queue is full), so the peer's silence is this node's, not its own
+	// (hearing.go).
+	held atomic.Bool
 }
 
 func newConn(c net.Conn, br *bufio.Reader, s *settings, peer follow.FollowerID, sendKey, recvKey []byte) *Conn {
@@ -87,75 +98,105 @@ func (c *Conn) RemoteAddr() string { return c.addr }
 // Close closes the connection; a Receive or Send blocked on it returns.
 func (c *Conn) Close() error { return c.c.Close() }
 
-// Receive reads the next frame and returns the actor it names and its
-// message, once its length is within the frame bound, its MAC verifies (it
-// is the peer's next frame, unaltered), its actor's length is 1 to
-// follow.MaxActorBytes within the payload and the rest decodes as a follow
-// message. A peer that closed between frames is io.EOF; anything else is a
-// *ConnError (see ConnError for what it matches). After an error every
-// call returns it: the stream cannot be trusted past a frame that failed,
-// so close the Conn.
+// Receive reads the next frame that carries a message and returns the
+// actor it names and its message, once its length is within the frame
+// bound, its MAC verifies (it is the peer's next frame, unaltered), its
+// actor's length is 1 to follow.MaxActorBytes within the payload and the
+// rest decodes as a follow message. Control frames (heartbeats, and the
+// questions of doc.go's "Control frames") are checked the same way and
+// passed over: answering them is Node's. A peer that closed between
+// frames is io.EOF; anything else is a *ConnError (see ConnError for what
+// it matches). After an error every call returns it: the stream cannot be
+// trusted past a frame that failed, so close the Conn.
 func (c *Conn) Receive() (actor string, m follow.Message, err error) {
-	if c.rerr != nil {
-		return "", nil, c.rerr
+	for {
+		f, err := c.next()
+		if err != nil {
+			return "", nil, err
+		}
+		if f.m != nil {
+			return f.actor, f.m, nil
+		}
 	}
-	actor, m, err = c.receive()
+}
+
+// frame is what one frame carried: an actor's message, or a control.
+type frame struct {
+	actor string
+	m     follow.Message // nil: a control frame
+	ctl   control
+	size  int64 // the payload's bytes, as a dispatch queue counts them
+}
+
+// next reads the next frame, of either kind.
+func (c *Conn) next() (frame, error) {
+	if c.rerr != nil {
+		return frame{}, c.rerr
+	}
+	f, err := c.receive()
 	if err != nil {
 		if err != io.EOF {
 			err = &ConnError{Op: "receive", Addr: c.addr, Peer: c.peer, Err: err}
 		}
 		c.rerr = err
-		return "", nil, err
+		return frame{}, err
 	}
-	return actor, m, nil
+	return f, nil
 }
 
-func (c *Conn) receive() (string, follow.Message, error) {
+func (c *Conn) receive() (frame, error) {
 	seq := c.recvSeq
 	var hdr [headerBytes]byte
 	if n, err := io.ReadFull(c.br, hdr[:]); err != nil {
 		switch {
 		case n == 0 && err == io.EOF:
-			return "", nil, io.EOF
+			return frame{}, io.EOF
 		case err == io.ErrUnexpectedEOF:
-			return "", nil, fmt.Errorf("frame %d header: the stream ended after %d of %d bytes: %w", seq, n, headerBytes, frames.ErrTruncated)
+			return frame{}, fmt.Errorf("frame %d header: the stream ended after %d of %d bytes: %w", seq, n, headerBytes, frames.ErrTruncated)
 		}
-		return "", nil, fmt.Errorf("frame %d header: %w", seq, err)
+		return frame{}, fmt.Errorf("frame %d header: %w", seq, err)
 	}
 	length := hdr[:lengthBytes]
 	// The length is checked before anything is read for it: a length
 	// altered on the wire fails here, not after the bytes it claims.
 	if !hmac.Equal(hdr[lengthBytes:], headerMAC(c.recvMAC, seq, length)) {
-		return "", nil, fmt.Errorf("frame %d header: MAC does not verify: altered, replayed, reordered or cut on the wire: %w", seq, ErrAuth)
+		return frame{}, fmt.Errorf("frame %d header: MAC does not verify: altered, replayed, reordered or cut on the wire: %w", seq, ErrAuth)
 	}
 	n := int64(binary.LittleEndian.Uint32(length))
 	if n > c.maxPayload {
-		return "", nil, fmt.Errorf("frame %d: %d bytes, past the frame bound of %d: %w", seq, n, c.maxPayload, frames.ErrTooLarge)
+		return frame{}, fmt.Errorf("frame %d: %d bytes, past the frame bound of %d: %w", seq, n, c.maxPayload, frames.ErrTooLarge)
 	}
 	payload, err := c.readPayload(int(n), seq)
 	if err != nil {
-		return "", nil, err
+		return frame{}, err
 	}
 	var tag [macBytes]byte
 	if err := readFull(c.br, tag[:], fmt.Sprintf("frame %d MAC", seq)); err != nil {
-		return "", nil, err
+		return frame{}, err
 	}
 	if !hmac.Equal(tag[:], frameMAC(c.recvMAC, seq, length, payload)) {
-		return "", nil, fmt.Errorf("frame %d of %d bytes: MAC does not verify: altered on the wire: %w", seq, n, ErrAuth)
+		return frame{}, fmt.Errorf("frame %d of %d bytes: MAC does not verify: altered on the wire: %w", seq, n, ErrAuth)
 	}
 	c.recvSeq++
 	if cap(c.rbuf) > keepBufferBytes {
 		c.rbuf = nil
 	}
+	if len(payload) > 0 && payload[0] == 0 {
+		ctl, err := parseControl(payload)
+		if err != nil {
+			return frame{}, fmt.Errorf("frame %d of %d bytes: %w", seq, n, err)
+		}
+		return frame{ctl: ctl}, nil
+	}
 	actor, body, err := splitActor(payload)
 	if err != nil {
-		return "", nil, fmt.Errorf("frame %d of %d bytes: %w", seq, n, err)
+		return frame{}, fmt.Errorf("frame %d of %d bytes: %w", seq, n, err)
 	}
 	m, err := follow.DecodeMessage(body, string(c.peer), c.lim)
 	if err != nil {
-		return "", nil, fmt.Errorf("frame %d, actor %q: %w", seq, actor, err)
+		return frame{}, fmt.Errorf("frame %d, actor %q: %w", seq, actor, err)
 	}
-	return actor, m, nil
+	return frame{actor: actor, m: m, size: n}, nil
 }
 
 // splitActor reads the actor in front of an authenticated payload: its
@@ -231,8 +272,8 @@ func macOf(m hash.Hash, label byte, seq uint64, length, payload []byte) []byte {
 	return m.Sum(nil)
 }
 
-// Send writes actor and m as the next frame. Only one goroutine may Send
-// at a time. An actor follow.ValidActor refuses, or a message follow
+// Send writes actor and m as the next frame; concurrent calls write one
+// frame after the other. An actor follow.ValidActor refuses, or a message follow
 // refuses to encode, is ErrInvalid, and the Conn stays usable; after a
 // write fails every call returns that *ConnError.
 func (c *Conn) Send(actor string, m follow.Message) error {
@@ -247,8 +288,16 @@ func (c *Conn) Send(actor string, m follow.Message) error {
 // peer's queue counts against Config.MaxQueueBytes.
 func frameBytes(payload []byte) int64 { return headerBytes + int64(len(payload)) + macBytes }
 
-// sendPayload writes a payload (appendPayload) as the next frame.
+// sendPayload writes a payload (appendPayload, appendControl) as the next
+// frame.
 func (c *Conn) sendPayload(payload []byte) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.sendLocked(payload)
+}
+
+// sendLocked is sendPayload with c.wmu held.
+func (c *Conn) sendLocked(payload []byte) error {
 	if c.werr != nil {
 		return c.werr
 	}
@@ -273,6 +322,7 @@ func (c *Conn) sendPayload(payload []byte) error {
 		return c.werr
 	}
 	c.sendSeq++
+	c.lastWrite.Store(time.Now().UnixNano())
 	return nil
 }
 

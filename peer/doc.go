@@ -68,7 +68,7 @@
 //	| magic   | version | role | nonce   | ID length | ID      |
 //	| 8 bytes | 1       | 1    | 32      | 1         | 1..255  |
 //	+---------+---------+------+---------+-----------+---------+
-//	magic "fctlpeer"; version 2; role 1 dialer, 2 listener; nonce: fresh
+//	magic "fctlpeer"; version 3; role 1 dialer, 2 listener; nonce: fresh
 //	random bytes; ID: the sender's node ID, UTF-8 without control
 //	characters. proof: 32 bytes.
 //
@@ -120,6 +120,17 @@
 //	actor: the name of the actor the message is for, any bytes
 //	       (follow.ValidActor)
 //
+//	or, with 0 where the actor's length would be, a control frame:
+//	+------+------+--------------------------------------------------+
+//	| 0    | kind | body                                             |
+//	| 1    | 1    | by kind, exactly:                                |
+//	+------+------+--------------------------------------------------+
+//	kind 1 heartbeat: nothing
+//	kind 2 question:  query ID (8) | subject length (1) | subject (1..255)
+//	kind 3 answer:    query ID (8) | subject length (1) | subject (1..255) |
+//	                  known (1: 0 or 1) | silence in ms (4, saturating)
+//	subject: a node ID, as a hello's
+//
 // Receive checks the header MAC and then the length against the frame
 // bound (frames.ErrTooLarge) before it reads the payload, so a length
 // altered on the wire fails at once, not once the bytes it claims have
@@ -129,10 +140,16 @@
 // frames.ErrCorrupt, past the payload (or no byte for it) is
 // frames.ErrTruncated, both before the name is copied; then it decodes
 // the rest with follow.DecodeMessage (its errors, a *follow.MessageError
-// naming the peer, are in the chain). Send refuses an actor
+// naming the peer, are in the chain). A control frame has exactly the
+// length its kind draws: any other, an unknown kind, a subject that is
+// not a node ID or a known byte past 1 is frames.ErrCorrupt (frames.ErrTruncated
+// when it stops short), at most 271 bytes read. Send refuses an actor
 // follow.ValidActor refuses (ErrInvalid). The frame layout is part of
-// version 2 of the handshake: a node of version 1, whose frames carry no
-// actor, is refused in its hello. Integers of the handshake and frames
+// version 3 of the handshake: a node of version 1, whose frames carry no
+// actor, or of version 2, which knows no control frame, is refused in its
+// hello, so a cluster moves to version 3 with all its nodes at once (until
+// then, an owner whose followers cannot be reached acknowledges by the
+// bucket). Integers of the handshake and frames
 // are little-endian like follow's. The constants marked as part of the
 // wire format in handshake.go, conn.go and key.go change only with a new
 // version (helloVersion, and new key-schedule labels); testdata/golden
@@ -181,11 +198,41 @@
 // waits: it queues, or refuses with ErrBackpressure when the queue is
 // full, so one slow follower never stalls an owner's sends to the others,
 // and what it refused is resent by the protocol like anything lost. The
-// queue drains as fast as the peer reads: a Handler that takes its time
-// stops its connection being read, TCP's window closes, and the sender's
-// queue fills. A write that makes no progress for StallTimeout (30 s)
+// queue drains as fast as the peer reads: the messages of a connection
+// wait for its Handler in a queue of their own (dispatch.go), and once
+// Config.MaxQueueBytes of them wait the connection is not read until the
+// Handler catches up: TCP's window closes, and the sender's queue fills.
+// A write that makes no progress for StallTimeout (30 s)
 // ends the connection: the peer stopped reading or vanished with data in
-// flight. An idle connection to a vanished host is found by TCP keepalive.
+// flight. A connection to a vanished host is found by its silence
+// (Failure detection), and by TCP keepalive.
+//
+// # Failure detection
+//
+// A node beats on every connection it has, every Config.Heartbeat (100 ms),
+// when the connection carried nothing else meanwhile: a control frame of
+// 54 bytes, written beside the peer's queue, never behind it (a
+// connection busy writing a frame needs no beat). Every frame read, of any
+// kind, is hearing from its peer, and the reader never waits for the
+// Handler while less than MaxQueueBytes of messages wait for it, so
+// neither end's fsyncs delay the beats. Node.Silence says how long a
+// node has not heard from a peer it wanted to hear from (one it had a
+// connection with, or Node.Watch dialed), and suspects it past
+// Config.SuspectAfter (500 ms): a peer killed (its connections close, its
+// address refuses) and one stopped or cut off (its beats stop) look the
+// same. A peer heard again after a silence stays suspected for
+// Config.TrustAfter (5 s), so a flapping link keeps it suspected rather
+// than coming and going. While a connection's reader holds a message the
+// Handler has no room for, its peer counts as heard: that silence is this
+// node's own.
+//
+// Node.Ask puts the question to another node: it sends a question naming
+// the subject and a random query ID, and the observer answers from its
+// own Silence (it reads and answers on its reading goroutine, so a busy
+// Handler does not delay it). An answer is taken only from the node asked,
+// for the subject and query ID asked. What a claimant makes of the
+// answers is package quorum's (Suspicion): this package only reports
+// what each node heard.
 //
 // # Connections and reconnects
 //

@@ -20,10 +20,13 @@ import (
 const (
 	helloMagic = "fctlpeer"
 	// helloVersion is the version of the handshake and of the frames
-	// after it: 2 since frames name their actor. A node of another
+	// after it: 2 since frames name their actor, 3 since a payload that
+	// starts with 0 is a control frame (control.go). A node of another
 	// version is refused in its hello (frames.ErrUnknownKind), so a frame
-	// of one layout is never read as the other.
-	helloVersion   = 2
+	// of one layout is never read as the other. The key schedule's labels
+	// are version 2's: the version byte is in the transcript, so the keys
+	// of two versions differ anyway.
+	helloVersion   = 3
 	roleDialer     = 1
 	roleListener   = 2
 	nonceBytes     = 32

@@ -128,8 +128,8 @@ func TestHandshakeMalformed(t *testing.T) {
 		{"magic", edit(func(b []byte) []byte { b[0] = 'F'; return b }), frames.ErrUnknownKind},
 		{"HTTP", append([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), make([]byte, 40)...), frames.ErrUnknownKind},
 		// Version 1 is the frames without an actor: refused, as any other.
-		{"version 1", edit(func(b []byte) []byte { b[8] = 1; return b }), frames.ErrUnknownKind},
-		{"version 3", edit(func(b []byte) []byte { b[8] = 3; return b }), frames.ErrUnknownKind},
+		{"version 2", edit(func(b []byte) []byte { b[8] = 2; return b }), frames.ErrUnknownKind},
+		{"version 4", edit(func(b []byte) []byte { b[8] = 4; return b }), frames.ErrUnknownKind},
 		{"role", edit(func(b []byte) []byte { b[9] = roleListener; return b }), frames.ErrCorrupt},
 		{"empty ID", edit(func(b []byte) []byte { b[helloFixed-1] = 0; return b }), frames.ErrCorrupt},
 		{"control character", edit(func(b []byte) []byte { b[helloFixed] = '\n'; return b }), frames.ErrCorrupt},

@@ -43,6 +43,9 @@ type Node struct {
 	peers     map[follow.FollowerID]*peerState
 	listeners map[net.Listener]struct{}
 	lastErr   error
+	hear      map[follow.FollowerID]*hearing // hearing.go
+	asks      map[uint64]pendingAsk
+	dispatchs map[*dispatch]struct{} // of live readers, woken by Close
 
 	sent, delivered, refused, lost, dials, accepted, failed atomic.Uint64
 }
@@ -85,10 +88,14 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	s.log = s.log.With(logattr.Subsystem, logattr.SubsystemPeer, logattr.Node, string(s.id))
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Node{
+	n := &Node{
 		s: s, ctx: ctx, cancel: cancel, handshakes: make(chan struct{}, maxHandshakes),
 		addrs: map[follow.FollowerID]string{}, peers: map[follow.FollowerID]*peerState{}, listeners: map[net.Listener]struct{}{},
-	}, nil
+		hear: map[follow.FollowerID]*hearing{}, asks: map[uint64]pendingAsk{}, dispatchs: map[*dispatch]struct{}{},
+	}
+	n.wg.Add(1)
+	go n.beatLoop()
+	return n, nil
 }
 
 // ID is the node's own ID.
@@ -210,6 +217,15 @@ func (n *Node) Send(to follow.FollowerID, actor string, m follow.Message) error 
 	payload, err := appendPayload(nil, actor, m, n.s.lim)
 	if err != nil {
 		return fmt.Errorf("peer: send to %s: %w", to, err)
+	}
+	return n.enqueue(to, payload)
+}
+
+// enqueue queues a payload (a message's or a control's) for peer to, on
+// Send's terms.
+func (n *Node) enqueue(to follow.FollowerID, payload []byte) error {
+	if to == n.s.id {
+		return fmt.Errorf("%w: node %s sending to itself", ErrInvalid, to)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -372,6 +388,7 @@ func (n *Node) attach(c *Conn) {
 		n.peers[c.Peer()] = p
 	}
 	p.conns = append(p.conns, c)
+	n.watchLocked(c.Peer(), time.Now())
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -385,16 +402,38 @@ func (n *Node) attach(c *Conn) {
 	go n.reader(p, c)
 }
 
+// reader reads c: a frame counts as hearing from the peer (hearing.go), a
+// control frame is acted on at once, a message goes to the connection's
+// dispatch, which runs the Handler.
 func (n *Node) reader(p *peerState, c *Conn) {
 	defer n.wg.Done()
+	d := n.startDispatch(c.Peer())
+	n.mu.Lock()
+	n.dispatchs[d] = struct{}{}
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.dispatchs, d)
+		n.mu.Unlock()
+		d.close()
+	}()
 	for {
-		actor, m, err := c.Receive()
+		f, err := c.next()
 		if err != nil {
 			n.detach(p, c, err)
 			return
 		}
-		n.delivered.Add(1)
-		n.s.handler(c.Peer(), actor, m)
+		n.mu.Lock()
+		n.heardLocked(c.Peer(), time.Now())
+		n.mu.Unlock()
+		if f.m == nil {
+			n.onControl(c.Peer(), f.ctl)
+			continue
+		}
+		if !d.push(c, f) {
+			n.lost.Add(1)
+			return // closing
+		}
 	}
 }
 
@@ -489,6 +528,9 @@ func (n *Node) Close() error {
 	n.cancel()
 	for ln := range n.listeners {
 		ln.Close()
+	}
+	for d := range n.dispatchs {
+		go d.wake() // outside n.mu: a push waiting holds d.mu
 	}
 	var conns []*Conn
 	for _, p := range n.peers {

@@ -63,7 +63,7 @@ func TestWireLayout(t *testing.T) {
 		return b
 	}
 	hello := func(role byte, seed byte, id string) []byte {
-		b := append([]byte("fctlpeer"), 2, role)
+		b := append([]byte("fctlpeer"), 3, role)
 		b = append(b, nonce(seed)...)
 		return append(append(b, byte(len(id))), id...)
 	}

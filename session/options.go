@@ -52,6 +52,11 @@ type Config struct {
 	// fence) and take the claim's epoch; acknowledgements then also need
 	// the node's lease to be valid, and Close releases the actor.
 	Node *fence.Node
+	// Suspect, with Node, lets the claim take the actor from a holder
+	// whose lease is alive once failure detection confirms it gone
+	// (fence.ClaimOptions.Suspect; a host in peer mode gives
+	// quorum.Suspicion.Confirm). nil: a claim waits for the lease.
+	Suspect func(ctx context.Context, held fence.Record, lease fence.Lease) error
 	// Epoch is the ownership epoch of this session when Node is nil: every
 	// object this database writes goes under it, and it must be greater
 	// than every epoch that wrote this actor before.

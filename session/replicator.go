@@ -372,9 +372,14 @@ func (r *replicator) waitDurable(ctx context.Context, target frames.Seq, byPeers
 			}
 			// The followers' epoch check proves what they hold when they
 			// acknowledge it; the bucket's acknowledgement needs its own
-			// proof, and so does one of nothing new (proof.go).
+			// proof, and so does one of nothing new (proof.go). The
+			// owner's Acked counts what the bucket holds too
+			// (follow.Owner.BucketDurable), so a commit in the bucket is
+			// proven however it was counted: durable is read after acked,
+			// and the bucket's point reaches the owner only after durable
+			// moved, so a count that came from the bucket finds inBucket.
 			reread := target <= r.told.Load()
-			if !byQuorum || reread {
+			if !byQuorum || reread || inBucket {
 				if err := r.proof.prove(ctx, target, reread, r.durable.Load); err != nil {
 					if errors.Is(err, ErrFenced) {
 						r.stop(err)

@@ -103,7 +103,7 @@ func Open(ctx context.Context, cfg Config, local Local) (*Session, error) {
 	}
 	var own *fence.Ownership
 	if cfg.Node != nil {
-		o, err := cfg.Node.Claim(ctx, actor, fence.ClaimOptions{Retention: cfg.Retention})
+		o, err := cfg.Node.Claim(ctx, actor, fence.ClaimOptions{Retention: cfg.Retention, Suspect: cfg.Suspect})
 		if err != nil {
 			return nil, err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/host"
+	"github.com/framectl/framectl/peer"
 )
 
 // config is the command line.
@@ -41,6 +42,8 @@ type config struct {
 	followers     int
 	quorum        int
 	upload        time.Duration // session.Config.UploadInterval (0: the session.s default)
+	heartbeat     time.Duration // host.PeersConfig.Heartbeat
+	suspectAfter  time.Duration // host.PeersConfig.SuspectAfter
 }
 
 const usageText = `actorhost: an HTTP server hosting actors, each one replicated SQLite
@@ -100,6 +103,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.keyFile, "cluster-key-file", "", "`file` holding the cluster key every node shares (32 random bytes or more); required with -peer-listen")
 	fs.IntVar(&c.followers, "followers", 3, "followers per actor with -peer-listen")
 	fs.IntVar(&c.quorum, "quorum", 0, "followers that must hold a write before it is acknowledged (0: a majority of -followers)")
+	fs.DurationVar(&c.heartbeat, "heartbeat", peer.DefaultHeartbeat, "with -peer-listen: how often a node beats on an idle connection with a peer")
+	fs.DurationVar(&c.suspectAfter, "suspect-after", peer.DefaultSuspectAfter, "with -peer-listen: an owner its followers and this node have not heard for this long is taken over without waiting for its lease (at least 2×-heartbeat)")
 	fs.DurationVar(&c.upload, "upload-interval", 0, "shortest interval between uploads nobody waits for (0: the default, 10s with -peer-listen)")
 	var alarmNS string
 	fs.StringVar(&alarmNS, "alarm-namespaces", "", "comma-separated `namespaces` whose actors' alarms this node runs (give every node the same)")
@@ -143,6 +148,8 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 		return usage("-followers must be positive and -quorum from 0 to -followers")
 	case c.upload < 0:
 		return usage("-upload-interval must not be negative")
+	case c.heartbeat <= 0 || c.suspectAfter < 2*c.heartbeat:
+		return usage("-heartbeat must be positive and -suspect-after at least twice it")
 	}
 	c.alarmNamespaces = map[string]bool{}
 	for _, ns := range strings.Split(alarmNS, ",") {

@@ -42,7 +42,7 @@ func newServer(ctx context.Context, cfg config, b bucket.Bucket, addr string, lo
 			return nil, fmt.Errorf("-cluster-key-file: %w", err)
 		}
 		peers = &host.PeersConfig{Listen: cfg.peerListen, Advertise: cfg.peerAdvertise, Key: key,
-			Followers: cfg.followers, Quorum: cfg.quorum}
+			Followers: cfg.followers, Quorum: cfg.quorum, Heartbeat: cfg.heartbeat, SuspectAfter: cfg.suspectAfter}
 	}
 	m := metrics.New()
 	h, err := host.New(ctx, m.Instrument(host.Config{
