@@ -34,7 +34,7 @@ type Verdict struct {
 	Suspected bool
 }
 
-// heard records a frame from p. n.mu held.
+// heardLocked records a frame from peer id at now. n.mu held.
 func (n *Node) heardLocked(id follow.FollowerID, now time.Time) {
 	h := n.hear[id]
 	if h == nil {

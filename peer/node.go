@@ -211,9 +211,6 @@ func (n *Node) accept(raw net.Conn) {
 // (ErrNoRoute); a peer whose queue holds Config.MaxQueueBytes
 // (ErrBackpressure); anything once the node is closed (ErrClosed).
 func (n *Node) Send(to follow.FollowerID, actor string, m follow.Message) error {
-	if to == n.s.id {
-		return fmt.Errorf("%w: node %s sending to itself", ErrInvalid, to)
-	}
 	payload, err := appendPayload(nil, actor, m, n.s.lim)
 	if err != nil {
 		return fmt.Errorf("peer: send to %s: %w", to, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"slices"
@@ -161,6 +162,41 @@ func rows(t *testing.T, c *sqlite3.Conn) []int {
 	}
 	require.NoError(t, s.Err())
 	return out
+}
+
+// rowWriter inserts rows 0, 1, 2, … into a database's table t, each
+// followed by Durable, and keeps the ones acknowledged: what a zombie
+// test then looks for in the new owner's history.
+type rowWriter struct {
+	db    *framectl.DB
+	c     *sqlite3.Conn
+	next  int
+	acked []int
+}
+
+// newRowWriter creates table t in db and makes it durable.
+func newRowWriter(t *testing.T, db *framectl.DB) *rowWriter {
+	t.Helper()
+	c, err := db.Conn()
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.Exec("CREATE TABLE t(i INTEGER)"))
+	require.NoError(t, db.Durable(t.Context()))
+	return &rowWriter{db: db, c: c}
+}
+
+// write inserts the next row and waits for Durable.
+func (w *rowWriter) write(ctx context.Context) error {
+	i := w.next
+	w.next++
+	if err := w.c.Exec(fmt.Sprintf("INSERT INTO t(i) VALUES (%d)", i)); err != nil {
+		return err
+	}
+	if err := w.db.Durable(ctx); err != nil {
+		return err
+	}
+	w.acked = append(w.acked, i)
+	return nil
 }
 
 func seq(n int) []int {

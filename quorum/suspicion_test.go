@@ -3,7 +3,6 @@ package quorum_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -31,25 +30,8 @@ func TestFalseSuspicion(t *testing.T) {
 	owner := ns[0]
 	dbA := openActor(t, owner, b, t.TempDir())
 	defer dbA.Close(context.Background())
-	c, err := dbA.Conn()
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.Exec("CREATE TABLE t(i INTEGER)"))
-	require.NoError(t, dbA.Durable(ctx))
-	var acked []int
-	next := 0
-	write := func() error {
-		i := next
-		next++
-		if err := c.Exec(fmt.Sprintf("INSERT INTO t(i) VALUES (%d)", i)); err != nil {
-			return err
-		}
-		if err := dbA.Durable(ctx); err != nil {
-			return err
-		}
-		acked = append(acked, i)
-		return nil
-	}
+	w := newRowWriter(t, dbA)
+	write := func() error { return w.write(ctx) }
 	for range 20 {
 		require.NoError(t, write())
 	}
@@ -115,12 +97,12 @@ func TestFalseSuspicion(t *testing.T) {
 	require.NoError(t, cb.Exec("INSERT INTO t(i) VALUES (1000000)"))
 	require.NoError(t, dbB.Durable(ctx))
 	got := rows(t, cb)
-	for _, i := range acked {
+	for _, i := range w.acked {
 		if !slices.Contains(got, i) {
 			t.Errorf("row %d, acknowledged by the owner, is not in the new owner's history", i)
 		}
 	}
 	require.Equal(t, uint64(2), s.Stats().Confirmed, "the loop's confirmation and the claim's")
 	t.Logf("confirmed %v after the cut; the owner acknowledged %d (%d by followers), stopped with %v",
-		confirmed.Round(time.Millisecond), len(acked), dbA.Stats().AckedByPeers, stopped)
+		confirmed.Round(time.Millisecond), len(w.acked), dbA.Stats().AckedByPeers, stopped)
 }

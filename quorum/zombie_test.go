@@ -3,7 +3,6 @@ package quorum_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -36,25 +35,8 @@ func TestZombieWithStoppedClockPeers(t *testing.T) {
 	ctx := t.Context()
 	dbA := openActor(t, ns[0], b, t.TempDir())
 	defer dbA.Close(context.Background())
-	c, err := dbA.Conn()
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.Exec("CREATE TABLE t(i INTEGER)"))
-	require.NoError(t, dbA.Durable(ctx))
-	var acked []int
-	next := 0
-	write := func() error {
-		i := next
-		next++
-		if err := c.Exec(fmt.Sprintf("INSERT INTO t(i) VALUES (%d)", i)); err != nil {
-			return err
-		}
-		if err := dbA.Durable(ctx); err != nil {
-			return err
-		}
-		acked = append(acked, i)
-		return nil
-	}
+	w := newRowWriter(t, dbA)
+	write := func() error { return w.write(ctx) }
 	for range 20 {
 		require.NoError(t, write())
 	}
@@ -101,10 +83,10 @@ writing:
 		"A stopped with %v, told %v", stopped, zombieErr)
 
 	got := rows(t, cb)
-	for _, i := range acked {
+	for _, i := range w.acked {
 		if !slices.Contains(got, i) {
 			t.Errorf("row %d, acknowledged by A, is not in the new owner's history", i)
 		}
 	}
-	t.Logf("A: %d acknowledged (%d by followers, %d by the bucket), stopped with %v", len(acked), dbA.Stats().AckedByPeers, dbA.Stats().AckedByBucket, stopped)
+	t.Logf("A: %d acknowledged (%d by followers, %d by the bucket), stopped with %v", len(w.acked), dbA.Stats().AckedByPeers, dbA.Stats().AckedByBucket, stopped)
 }
