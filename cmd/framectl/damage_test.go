@@ -165,6 +165,7 @@ func soundErrors(t *testing.T) map[string]error {
 		"peer.ErrInvalid":                  peer.ErrInvalid,
 		"peer.ConnError of a timeout":      &peer.ConnError{Op: "receive", Err: os.ErrDeadlineExceeded},
 		"quorum.ErrClosed":                 quorum.ErrClosed,
+		"quorum.ErrNotSuspected":           quorum.ErrNotSuspected,
 		"session.ErrFenced":                session.ErrFenced,
 		"session.ErrClosed":                session.ErrClosed,
 		"session.ErrBackpressure":          session.ErrBackpressure,
