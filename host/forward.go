@@ -56,8 +56,11 @@ func (hd *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, 
 	case err != nil:
 		if !errors.Is(r.Context().Err(), context.Canceled) {
 			h.log.Warn("cannot read a holder's lease", logattr.Holder, held.Node, logattr.Err, err)
-			hd.unavailable(w, r, fmt.Sprintf("reading the lease of the actor's holder %s: %v", held.Node, err))
 		}
+		// Answered even when the request's context was cancelled: that
+		// may be the server's read deadline with the caller still there,
+		// and a handler that writes nothing sends an empty 200.
+		hd.unavailable(w, r, fmt.Sprintf("reading the lease of the actor's holder %s: %v", held.Node, err))
 		return false
 	case live != fence.Alive:
 		return true
@@ -137,9 +140,7 @@ func (hd *handler) forward(w http.ResponseWriter, r *http.Request, body []byte, 
 		h.suspect(held.Node)
 		return true
 	}
-	if errors.Is(r.Context().Err(), context.Canceled) {
-		return false // the caller left
-	}
+	// A cancelled request is answered too (see above): never an empty 200.
 	h.log.Debug("forwarding failed", logattr.Holder, held.Node, logattr.Address, lease.Address, logattr.Err, failed)
 	w.Header().Set(HeaderVia, self.ID())
 	hd.unavailable(w, r, fmt.Sprintf("the actor's holder %s at %s did not answer: %v", held.Node, lease.Address, failed))

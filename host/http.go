@@ -177,10 +177,12 @@ func readBody(r *http.Request, max int64) ([]byte, int, error) {
 
 // notHere answers a request for an actor this node could not acquire.
 func (hd *handler) notHere(w http.ResponseWriter, r *http.Request, ns string, id []byte, err error) {
-	if errors.Is(r.Context().Err(), context.Canceled) {
-		return // the caller left: nobody reads an answer
-	}
+	// Answered even when the request's context was cancelled: that may be
+	// the server's read deadline with the caller still there, and a
+	// handler that writes nothing sends an empty 200.
+	left := errors.Is(r.Context().Err(), context.Canceled)
 	switch {
+	case left:
 	case errors.Is(err, ErrBadActorID):
 		hd.opts.Error(w, r, http.StatusBadRequest, err.Error())
 		return
