@@ -1,7 +1,8 @@
 // Package fence owns who may write an actor: node leases (nodes/<node>.json,
 // renewed heartbeats), ownership records (do/<ns>/<actor>/own.json: epoch,
-// node, address, follower set), claims, release, and fencing of owners
-// whose lease ran out.
+// node, address, follower set), claims, release, fencing of owners
+// whose lease ran out, and which follower store may answer under a
+// follower ID (followers/<follower>.json).
 //
 // It must never let two nodes acknowledge writes to one actor in the same
 // epoch, never judge another node's liveness by wall clocks, never judge
@@ -112,6 +113,33 @@
 // for a moment, never data: the holder's callers are answered 503, and
 // retry where the actor is now. Without Suspect, or when it does not
 // confirm, a claim waits for the lease as below.
+//
+// # Follower identity (followers/<follower>.json)
+//
+// A follower is its store (package tails), named by an ID the store draws
+// once; a copied store directory (a restored backup, a cloned machine)
+// would be a second store with the same ID, and a promise given by one
+// would be counted for the other. So every open of a store is recorded
+// ([Identity], [OpenIdentity]):
+//
+//	{"follower":"9a0b1c2d3e4f5a6b","generation":3,"open":"<32 hex digits>"}
+//
+// generation is the store's generation after the open (1 or more), open a
+// random tag of the open that wrote it. An open of a store at generation g
+// writes g+1 conditional on the record it read holding g (or on there
+// being none, for g = 0), then the store makes g+1 its own, durably. A
+// store whose g is not the record's, or whose write loses, is a copy, or a
+// copy of it opened since ([ErrIdentityCopied]): it takes a new ID, in no
+// follower set. A restart of the same store finds its own generation and
+// stays the same follower. The node serving a store checks the record now
+// and then ([CheckIdentity]; host: every second) and stops once another
+// open wrote it, and the copy, at its start, fences the leases naming its
+// ID ([Node.RetirePredecessors]): a copy started beside a running
+// original takes the ID, and the original stops answering within one
+// check. Within that window both may answer as the follower: that, and a
+// store whose write of g+1 landed before a crash kept it from recording
+// g+1 itself (it comes back as a new follower: its promises are lost to
+// the owners, who replace it, and never counted twice), are the limits.
 //
 // # Node lease (nodes/<node>.json)
 //

@@ -150,6 +150,9 @@ func (n *Node) Restart(ctx context.Context) (*Node, error) {
 // ID returns the node ID.
 func (n *Node) ID() string { return n.id }
 
+// Bucket is the bucket the node registered in.
+func (n *Node) Bucket() bucket.Bucket { return n.b }
+
 // Address returns the node's address.
 func (n *Node) Address() string { return n.address }
 

@@ -75,7 +75,10 @@
 // LogEpoch, the epoch whose owner wrote its log; and the log. It refuses
 // every message of an epoch older than Promised (RefuseStale, naming the
 // newer one), and entries that are not chained from their message's point
-// (RefuseBroken). The first message of a new owner is a reset: Prev is the
+// (RefuseBroken). Only a Fence or a reset raises Promised: an Append of a
+// newer epoch without one is refused (RefuseNeedReset) and changes nothing,
+// as if it were lost, so that whoever checks a raise (package quorum reads
+// own.json first) checks those two kinds. The first message of a new owner is a reset: Prev is the
 // owner's durable point, Entries everything past it, and the follower
 // replaces its log with it whole. After that, Appends of that epoch extend
 // the log at its end; a copy, a late retransmission or a reset of the same
@@ -196,19 +199,26 @@
 //	| version | kind | fields of the kind           | CRC-32C  |
 //	| 1 byte  | 1    | (below)                      | 4 bytes  |
 //	+---------+------+------------------------------+----------+
-//	version 1; the CRC (Castagnoli) covers every byte before it.
+//	version 1, or 2 for a Fence or Append that names its actor; the CRC
+//	(Castagnoli) covers every byte before it.
 //
-//	kind 1 Fence    epoch u64
+//	kind 1 Fence    epoch u64 [| actor]
 //	kind 2 Promise  epoch u64 | log epoch u64 | base point | entries
-//	kind 3 Append   epoch u64 | flags u8 (bit 0 reset) | prev point | durable point | entries
+//	kind 3 Append   epoch u64 | flags u8 (bit 0 reset) | prev point | durable point [| actor] | entries
 //	kind 4 Ack      epoch u64 | end point
 //	kind 5 Refuse   epoch u64 | reason u8 | newest epoch u64 | end point
 //
 //	point   = seq u64 | chain u64
 //	entries = count u32 | count x ( seq u64 | before u64 | after u64 | body length u32 | body )
+//	actor   = length u16 (1..MaxBucketActorBytes) | bytes; present in version 2 only
 //
-// The decoder accepts only what the encoder writes: version 1, a known kind
-// and reason, flags other than bit 0 clear, epoch 1 or more, a log epoch not
+// Version 2 added the actor (Fence.Actor) without changing version 1, which
+// package tails keeps on disk as its records: a store written before reads
+// as it was, and a message without an actor still encodes as version 1.
+//
+// The decoder accepts only what the encoder writes: version 1 or (Fence and
+// Append) 2, a known kind and reason, flags other than bit 0 clear, an actor
+// of 1 or more bytes in version 2, epoch 1 or more, a log epoch not
 // past its promise, a stale refusal naming a newer epoch, entries chained
 // from their point, exactly the bytes the fields take, then the CRC. It
 // checks the message against Limits.MaxMessageBytes (a whole tail and the

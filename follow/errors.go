@@ -55,6 +55,9 @@ type TooFewAnswersError struct {
 	Need     int          // n-q+1
 	Answered []FollowerID // sorted
 	Broken   []FollowerID // answered with a log that is not chained; not counted
+	// Unproven refused the fence: they found no claim of Epoch in the
+	// bucket (RefuseUnproven).
+	Unproven []FollowerID
 	Waited   time.Duration
 }
 
@@ -64,6 +67,9 @@ func (e *TooFewAnswersError) Error() string {
 		e.Epoch, len(e.Answered), e.Need, e.Waited, joinIDs(e.Answered))
 	if len(e.Broken) > 0 {
 		fmt.Fprintf(&b, "; answers not chained, not counted: %s", joinIDs(e.Broken))
+	}
+	if len(e.Unproven) > 0 {
+		fmt.Fprintf(&b, "; refused, finding no claim of epoch %d in the bucket: %s", e.Epoch, joinIDs(e.Unproven))
 	}
 	return b.String()
 }

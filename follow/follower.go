@@ -106,6 +106,11 @@ func (f *Follower) append(m *Append) Message {
 	if m.Epoch < f.st.Promised && !faults.noFenceCheck {
 		return f.refuse(m.Epoch, RefuseStale)
 	}
+	if m.Epoch > f.st.Promised && !m.Reset {
+		// Only a Fence or a reset raises the promise (doc.go, "The
+		// follower"): this one changes nothing, as if it were lost.
+		return f.refuse(m.Epoch, RefuseNeedReset)
+	}
 	// An owner of a newer epoch exists: refuse the older ones from now on,
 	// whatever becomes of this message.
 	f.st.Promised = max(f.st.Promised, m.Epoch)

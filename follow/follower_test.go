@@ -58,19 +58,25 @@ func TestFollowerRefusesUnchained(t *testing.T) {
 	}
 }
 
-// A new epoch's first Append must be a reset; the promise rises anyway, so
-// the old epoch is refused from then on.
+// A new epoch's first Append must be a reset. One that is not changes
+// nothing, the promise included (only a Fence or a reset raises it, so that
+// package quorum checks those two against the bucket): the old epoch goes
+// on until the reset, after which it is refused.
 func TestFollowerNeedsReset(t *testing.T) {
 	f := NewFollower(Limits{})
 	old := entries(Point{}, 4, 1)
 	mustAck(t, f.Handle(&Append{Epoch: 1, Reset: true, Entries: old}), 1, old[3].Point())
 	mine := entries(old[1].Point(), 1, 2)
 	mustRefuse(t, f.Handle(&Append{Epoch: 2, Prev: old[1].Point(), Entries: mine}), RefuseNeedReset)
-	mustRefuse(t, f.Handle(&Append{Epoch: 1, Prev: old[3].Point()}), RefuseStale)
+	if st := f.State(); st.Promised != 1 {
+		t.Fatalf("an Append of epoch 2 without a reset raised the promise to %d", st.Promised)
+	}
+	mustAck(t, f.Handle(&Append{Epoch: 1, Prev: old[3].Point()}), 1, old[3].Point())
 	// The reset replaces the old epoch's log, including what it held past
 	// the new owner's log.
 	tail := append(old[:2:2], mine...)
 	mustAck(t, f.Handle(&Append{Epoch: 2, Reset: true, Entries: tail}), 2, mine[0].Point())
+	mustRefuse(t, f.Handle(&Append{Epoch: 1, Prev: old[3].Point()}), RefuseStale)
 	if st := f.State(); st.LogEpoch != 2 || len(st.Entries) != 3 || st.End() != mine[0].Point() {
 		t.Fatalf("state after the reset: %+v", st)
 	}

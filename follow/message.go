@@ -16,6 +16,13 @@ type Message interface {
 // hold (a Promise).
 type Fence struct {
 	Epoch frames.Epoch
+	// Actor names the actor where the bucket keeps it ("<namespace>/<actor
+	// ID>", as frames.Actor spells it; MaxBucketActorBytes at most), so
+	// that a follower can check that an owner of Epoch exists before it
+	// promises to refuse every older one (package quorum reads own.json:
+	// a fence for epoch 2^64-1 from anyone holding the cluster key must
+	// not brick the actor). The protocol itself never reads it.
+	Actor string
 }
 
 // Promise answers a Fence: the follower will refuse every epoch older than
@@ -42,6 +49,10 @@ type Append struct {
 	Prev    Point
 	Durable Point
 	Entries []Entry
+	// Actor is Fence's: an owner sets it on resets, the only Appends that
+	// raise a follower's promise (a follower added after the takeover
+	// gets no Fence), and leaves it empty on the others.
+	Actor string
 }
 
 // Ack says that the follower holds, on its disk, the log of Epoch's owner
@@ -82,7 +93,19 @@ const (
 	// with another chain value, epoch 0). Never sent to a correct owner;
 	// the owner treats the follower as failed.
 	RefuseBroken Reason = 5
+	// RefuseUnproven: the message would raise the follower's promise to
+	// its epoch, and the bucket does not show an owner of that epoch
+	// (own.json at an older one, missing, or a Fence naming no actor or
+	// another actor than the one it came for). Never sent to a correct
+	// owner, whose claim precedes its first message; the owner treats the
+	// follower as failed.
+	RefuseUnproven Reason = 6
 )
+
+// MaxBucketActorBytes bounds Fence.Actor and Append.Actor: a frames.Actor
+// takes 279 bytes at most (a namespace of 22, a slash, an ID of 256 hex
+// digits).
+const MaxBucketActorBytes = 512
 
 func (r Reason) String() string {
 	switch r {
@@ -96,6 +119,8 @@ func (r Reason) String() string {
 		return "full"
 	case RefuseBroken:
 		return "broken"
+	case RefuseUnproven:
+		return "unproven"
 	}
 	return "unknown reason"
 }

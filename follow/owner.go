@@ -18,6 +18,8 @@ type OwnerConfig struct {
 	// Retransmit: what a follower has not acknowledged this long after it
 	// was sent is sent again. Default DefaultRetransmit.
 	Retransmit time.Duration
+	// Actor is set on every reset (Append.Actor).
+	Actor string
 }
 
 // Owner is the owner side of the protocol, without I/O: it takes the
@@ -31,6 +33,7 @@ type Owner struct {
 	q          int
 	lim        Limits
 	retransmit time.Duration
+	actor      string
 
 	set   []FollowerID // the set own.json records
 	next  []FollowerID // the set being changed to (ChangeSet), nil when none
@@ -73,7 +76,7 @@ func NewOwner(r Recovery, cfg OwnerConfig, now time.Time) (*Owner, error) {
 		return nil, fmt.Errorf("%w: recovered tail not chained from seq %d", ErrInvalid, r.Base.Seq)
 	}
 	o := &Owner{
-		epoch: r.Epoch, q: r.Quorum, lim: cfg.Limits, retransmit: cfg.Retransmit,
+		epoch: r.Epoch, q: r.Quorum, lim: cfg.Limits, retransmit: cfg.Retransmit, actor: cfg.Actor,
 		set: slices.Clone(r.Followers), peers: map[FollowerID]*peer{},
 		base: r.Base, log: slices.Clip(r.Tail), bytes: sizeOf(r.Tail),
 		start: endOf(r.Base, r.Tail).Seq, acked: r.Base.Seq, now: now,
@@ -252,6 +255,8 @@ func (o *Owner) refused(from FollowerID, p *peer, m *Refuse) {
 		p.failed = ErrFollowerFull
 	case RefuseBroken:
 		p.failed = fmt.Errorf("%w: it refused a message as broken", ErrFollowerBroken)
+	case RefuseUnproven:
+		p.failed = fmt.Errorf("%w: it found no owner of epoch %d in the bucket", ErrFollowerBroken, o.epoch)
 	}
 }
 
@@ -329,7 +334,7 @@ func (o *Owner) flush(force bool) {
 			if faults.partialReset && len(es) > 1 {
 				es = es[:len(es)/2]
 			}
-			o.send(id, p, &Append{Epoch: o.epoch, Reset: true, Prev: o.base, Durable: o.base, Entries: slices.Clip(es)})
+			o.send(id, p, &Append{Epoch: o.epoch, Reset: true, Prev: o.base, Durable: o.base, Entries: slices.Clip(es), Actor: o.actor})
 			p.reset = false
 		case !p.adopted:
 			// Its reset is on the way (or lost: Tick sends another); an

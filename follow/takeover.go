@@ -29,6 +29,8 @@ type TakeoverConfig struct {
 	// Retransmit: a follower that has not answered this long is sent the
 	// fence again. Default DefaultRetransmit.
 	Retransmit time.Duration
+	// Actor is set on every Fence (Fence.Actor).
+	Actor string
 }
 
 // Recovery is what a takeover recovered: the new owner's log, which
@@ -58,6 +60,7 @@ type Takeover struct {
 	asked    map[FollowerID]time.Time
 	answers  map[FollowerID]*Promise
 	broken   map[FollowerID]bool
+	unproven map[FollowerID]bool
 	out      []Envelope
 	done     bool
 	recovery Recovery
@@ -76,7 +79,7 @@ func NewTakeover(cfg TakeoverConfig, now time.Time) (*Takeover, error) {
 		cfg.Retransmit = DefaultRetransmit
 	}
 	cfg.Followers = slices.Clone(cfg.Followers)
-	t := &Takeover{cfg: cfg, started: now, asked: map[FollowerID]time.Time{}, answers: map[FollowerID]*Promise{}, broken: map[FollowerID]bool{}}
+	t := &Takeover{cfg: cfg, started: now, asked: map[FollowerID]time.Time{}, answers: map[FollowerID]*Promise{}, broken: map[FollowerID]bool{}, unproven: map[FollowerID]bool{}}
 	t.fence(now)
 	return t, nil
 }
@@ -123,13 +126,19 @@ func (t *Takeover) Receive(from FollowerID, m Message) {
 			return
 		}
 		delete(t.broken, from)
+		delete(t.unproven, from)
 		t.answers[from] = m
 		if len(t.answers) >= Need(len(t.cfg.Followers), t.cfg.Quorum) {
 			t.finish(t.choose())
 		}
 	case *Refuse:
-		if m.Reason == RefuseStale && m.Newest > t.cfg.Epoch {
+		switch {
+		case m.Reason == RefuseStale && m.Newest > t.cfg.Epoch:
 			t.finish(Recovery{}, &SupersededError{Epoch: t.cfg.Epoch, Newer: m.Newest, By: from})
+		case m.Reason == RefuseUnproven && m.Epoch == t.cfg.Epoch && t.answers[from] == nil:
+			// It found no claim of this epoch in the bucket: it will not
+			// promise, and the takeover waits for the others.
+			t.unproven[from] = true
 		}
 	}
 }
@@ -141,7 +150,8 @@ func (t *Takeover) Tick(now time.Time) {
 	}
 	if waited := now.Sub(t.started); waited >= t.cfg.Wait {
 		t.finish(Recovery{}, &TooFewAnswersError{Epoch: t.cfg.Epoch, Need: Need(len(t.cfg.Followers), t.cfg.Quorum),
-			Answered: t.Answered(), Broken: slices.Sorted(maps.Keys(t.broken)), Waited: waited})
+			Answered: t.Answered(), Broken: slices.Sorted(maps.Keys(t.broken)),
+			Unproven: slices.Sorted(maps.Keys(t.unproven)), Waited: waited})
 		return
 	}
 	t.fence(now)
@@ -150,7 +160,7 @@ func (t *Takeover) Tick(now time.Time) {
 func (t *Takeover) fence(now time.Time) {
 	for _, id := range t.cfg.Followers {
 		if at, ok := t.asked[id]; t.answers[id] == nil && (!ok || now.Sub(at) >= t.cfg.Retransmit) {
-			t.out = append(t.out, Envelope{To: id, Msg: &Fence{Epoch: t.cfg.Epoch}})
+			t.out = append(t.out, Envelope{To: id, Msg: &Fence{Epoch: t.cfg.Epoch, Actor: t.cfg.Actor}})
 			t.asked[id] = now
 		}
 	}

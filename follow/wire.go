@@ -12,6 +12,12 @@ import (
 // Part of the wire format (doc.go, "Wire format"): never change these.
 const (
 	wireVersion = 1
+	// wireVersionActor is version 1 with the actor's bucket name after
+	// the fixed fields of a Fence or an Append (Fence.Actor): the encoding
+	// of those messages when they carry one. Version 1 stays the encoding
+	// of every other message, so that the stores of followers (package
+	// tails keeps these messages as its records) read as before.
+	wireVersionActor = 2
 
 	kindFence   = 1
 	kindPromise = 2
@@ -25,9 +31,9 @@ const (
 	headerBytes = 2 // version, kind
 	pointBytes  = 16
 	// maxFixedBytes bounds everything of a message but its entries: an
-	// Append's version, kind, epoch, flags, two points, entry count and CRC
-	// are 51 bytes.
-	maxFixedBytes = 64
+	// Append's version, kind, epoch, flags, two points, actor (2 +
+	// MaxBucketActorBytes), entry count and CRC are 565 bytes.
+	maxFixedBytes = 576
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -43,8 +49,9 @@ func AppendMessage(dst []byte, m Message, lim Limits) ([]byte, error) {
 	start := len(dst)
 	switch m := m.(type) {
 	case *Fence:
-		dst = append(dst, wireVersion, kindFence)
+		dst = append(dst, versionOf(m.Actor), kindFence)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Epoch))
+		dst = appendActor(dst, m.Actor)
 	case *Promise:
 		dst = append(dst, wireVersion, kindPromise)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Epoch))
@@ -52,7 +59,7 @@ func AppendMessage(dst []byte, m Message, lim Limits) ([]byte, error) {
 		dst = appendPoint(dst, m.Base)
 		dst = appendEntries(dst, m.Entries)
 	case *Append:
-		dst = append(dst, wireVersion, kindAppend)
+		dst = append(dst, versionOf(m.Actor), kindAppend)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(m.Epoch))
 		var flags byte
 		if m.Reset {
@@ -61,6 +68,7 @@ func AppendMessage(dst []byte, m Message, lim Limits) ([]byte, error) {
 		dst = append(dst, flags)
 		dst = appendPoint(dst, m.Prev)
 		dst = appendPoint(dst, m.Durable)
+		dst = appendActor(dst, m.Actor)
 		dst = appendEntries(dst, m.Entries)
 	case *Ack:
 		dst = append(dst, wireVersion, kindAck)
@@ -90,16 +98,21 @@ func checkMessage(m Message) error {
 		return fmt.Errorf("epoch 0")
 	}
 	switch m := m.(type) {
-	case *Fence, *Ack:
+	case *Fence:
+		return checkActor(m.Actor)
+	case *Ack:
 	case *Promise:
 		if m.LogEpoch > m.Epoch {
 			return fmt.Errorf("log epoch %d past the promised epoch %d", m.LogEpoch, m.Epoch)
 		}
 		return checkEntries(m.Base, m.Entries)
 	case *Append:
+		if err := checkActor(m.Actor); err != nil {
+			return err
+		}
 		return checkEntries(m.Prev, m.Entries)
 	case *Refuse:
-		if m.Reason < RefuseStale || m.Reason > RefuseBroken {
+		if m.Reason < RefuseStale || m.Reason > RefuseUnproven {
 			return fmt.Errorf("reason %d", m.Reason)
 		}
 		if m.Reason == RefuseStale && m.Newest <= m.Epoch {
@@ -121,6 +134,31 @@ func checkEntries(p Point, es []Entry) error {
 		return fmt.Errorf("entries not chained from seq %d", p.Seq)
 	}
 	return nil
+}
+
+func checkActor(actor string) error {
+	if len(actor) > MaxBucketActorBytes {
+		return fmt.Errorf("actor of %d bytes, past %d", len(actor), MaxBucketActorBytes)
+	}
+	return nil
+}
+
+// versionOf is the version of a Fence or Append that carries actor.
+func versionOf(actor string) byte {
+	if actor == "" {
+		return wireVersion
+	}
+	return wireVersionActor
+}
+
+// appendActor writes a Fence's or Append's actor, present in version 2
+// only.
+func appendActor(dst []byte, actor string) []byte {
+	if actor == "" {
+		return dst
+	}
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(actor)))
+	return append(dst, actor...)
 }
 
 func appendPoint(dst []byte, p Point) []byte {
@@ -171,8 +209,12 @@ func DecodeMessage(data []byte, from string, lim Limits) (Message, error) {
 	if len(data) < headerBytes+crcBytes {
 		return fail(0, frames.ErrTruncated, "%d bytes, shorter than any message", len(data))
 	}
-	if data[0] != wireVersion {
-		return fail(0, frames.ErrUnknownKind, "version %d", data[0])
+	version := data[0]
+	switch {
+	case version == wireVersionActor && data[1] != kindFence && data[1] != kindAppend:
+		return fail(0, frames.ErrUnknownKind, "version %d of message kind %d", version, data[1])
+	case version != wireVersion && version != wireVersionActor:
+		return fail(0, frames.ErrUnknownKind, "version %d", version)
 	}
 	// Bodies point into one copy of the message, made once its length is
 	// known to be within the bound.
@@ -181,7 +223,9 @@ func DecodeMessage(data []byte, from string, lim Limits) (Message, error) {
 	var m Message
 	switch data[1] {
 	case kindFence:
-		m = &Fence{Epoch: frames.Epoch(r.u64("epoch"))}
+		f := &Fence{Epoch: frames.Epoch(r.u64("epoch"))}
+		f.Actor = r.actor(version)
+		m = f
 	case kindPromise:
 		p := &Promise{Epoch: frames.Epoch(r.u64("epoch")), LogEpoch: frames.Epoch(r.u64("log epoch")), Base: r.point("base")}
 		p.Entries = r.entries()
@@ -195,6 +239,7 @@ func DecodeMessage(data []byte, from string, lim Limits) (Message, error) {
 		}
 		a.Reset = flags&flagReset != 0
 		a.Prev, a.Durable = r.point("prev"), r.point("durable")
+		a.Actor = r.actor(version)
 		a.Entries = r.entries()
 		m = a
 	case kindAck:
@@ -213,7 +258,7 @@ func DecodeMessage(data []byte, from string, lim Limits) (Message, error) {
 	if want, got := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(data[len(body):]); want != got {
 		return fail(len(body), frames.ErrCorrupt, "CRC-32C %08x, the bytes give %08x", got, want)
 	}
-	if rf, ok := m.(*Refuse); ok && (rf.Reason < RefuseStale || rf.Reason > RefuseBroken) {
+	if rf, ok := m.(*Refuse); ok && (rf.Reason < RefuseStale || rf.Reason > RefuseUnproven) {
 		return fail(headerBytes+8, frames.ErrUnknownKind, "refusal reason %d", rf.Reason)
 	}
 	if err := checkMessage(m); err != nil {
@@ -249,6 +294,14 @@ func (r *reader) u8(what string) uint8 {
 	return r.b[r.off-1]
 }
 
+func (r *reader) u16(what string) uint16 {
+	if !r.need(2, what) {
+		return 0
+	}
+	r.off += 2
+	return binary.LittleEndian.Uint16(r.b[r.off-2:])
+}
+
 func (r *reader) u32(what string) uint32 {
 	if !r.need(4, what) {
 		return 0
@@ -263,6 +316,25 @@ func (r *reader) u64(what string) uint64 {
 	}
 	r.off += 8
 	return binary.LittleEndian.Uint64(r.b[r.off-8:])
+}
+
+// actor reads the actor of a version 2 Fence or Append: a length of 1 to
+// MaxBucketActorBytes (version 2 with none is not what the encoder
+// writes), then the bytes.
+func (r *reader) actor(version byte) string {
+	if version != wireVersionActor {
+		return ""
+	}
+	at := r.off
+	n := int(r.u16("actor length"))
+	if r.err == nil && (n == 0 || n > MaxBucketActorBytes) {
+		r.err, r.errAt = fmt.Errorf("actor length %d, not 1 to %d: %w", n, MaxBucketActorBytes, frames.ErrCorrupt), at
+	}
+	if !r.need(n, "actor") {
+		return ""
+	}
+	r.off += n
+	return string(r.b[r.off-n : r.off])
 }
 
 func (r *reader) point(what string) Point {

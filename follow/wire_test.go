@@ -25,11 +25,14 @@ func goldenMessages() map[string]Message {
 		{Seq: 43, Before: 0x0102030405060708, After: 0xa1a2a3a4a5a6a7a8},
 	}
 	return map[string]Message{
-		"fence":   &Fence{Epoch: 7},
-		"promise": &Promise{Epoch: 7, LogEpoch: 6, Base: base, Entries: es},
-		"append":  &Append{Epoch: 7, Reset: true, Prev: base, Durable: base, Entries: es},
-		"ack":     &Ack{Epoch: 7, End: es[1].Point()},
-		"refuse":  &Refuse{Epoch: 6, Reason: RefuseStale, Newest: 7, End: base},
+		"fence": &Fence{Epoch: 7},
+		// Version 2: the actor as the bucket names it.
+		"fence-actor":  &Fence{Epoch: 7, Actor: "Zm9sbG93IHRoZSBvd25lcg/0a1b"},
+		"append-actor": &Append{Epoch: 7, Reset: true, Prev: base, Durable: base, Entries: es, Actor: "Zm9sbG93IHRoZSBvd25lcg/0a1b"},
+		"promise":      &Promise{Epoch: 7, LogEpoch: 6, Base: base, Entries: es},
+		"append":       &Append{Epoch: 7, Reset: true, Prev: base, Durable: base, Entries: es},
+		"ack":          &Ack{Epoch: 7, End: es[1].Point()},
+		"refuse":       &Refuse{Epoch: 6, Reason: RefuseStale, Newest: 7, End: base},
 	}
 }
 
@@ -133,7 +136,11 @@ func TestDecodeRejects(t *testing.T) {
 	decodeErr(t, at(0, 2), Limits{}, frames.ErrUnknownKind)
 	decodeErr(t, at(1, 9), Limits{}, frames.ErrUnknownKind)
 	decodeErr(t, withCRC(append(bytes.Clone(good[:len(good)-4]), 0, 0, 0, 0, 0)), Limits{}, frames.ErrCorrupt)
-	decodeErr(t, good, Limits{MaxTailBytes: int64(len(good)) - maxFixedBytes - 1}, frames.ErrTooLarge)
+	large, err := AppendMessage(nil, &Promise{Epoch: 7, Entries: []Entry{{Seq: 1, Body: make([]byte, 2*maxFixedBytes)}}}, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	decodeErr(t, large, Limits{MaxTailBytes: int64(len(large)) - maxFixedBytes - 1}, frames.ErrTooLarge)
 
 	// An entry count no bytes could hold fails before the list is made:
 	// 2^32-1 entries would be 200 GB of Entry values.
@@ -153,7 +160,7 @@ func TestDecodeRejects(t *testing.T) {
 	decodeErr(t, at(countAt+4, 44), Limits{}, frames.ErrCorrupt)
 	refuse, _ := AppendMessage(nil, goldenMessages()["refuse"], Limits{})
 	r := bytes.Clone(refuse)
-	r[10] = 6
+	r[10] = 7
 	decodeErr(t, withCRC(r), Limits{}, frames.ErrUnknownKind)
 	r = bytes.Clone(refuse)
 	r[11] = 5 // newest 5, not past epoch 6
@@ -162,6 +169,40 @@ func TestDecodeRejects(t *testing.T) {
 	a := bytes.Clone(app)
 	a[10] = 3
 	decodeErr(t, withCRC(a), Limits{}, frames.ErrCorrupt)
+}
+
+// Version 2 is a Fence's or an Append's with an actor, and only that:
+// version 1 still decodes (the records of package tails' stores), and
+// the actor's length is checked before its bytes are read.
+func TestDecodeActor(t *testing.T) {
+	fence, _ := AppendMessage(nil, goldenMessages()["fence-actor"], Limits{})
+	if fence[0] != wireVersionActor {
+		t.Fatalf("a Fence with an actor encodes as version %d", fence[0])
+	}
+	if plain, _ := AppendMessage(nil, &Fence{Epoch: 7}, Limits{}); plain[0] != wireVersion {
+		t.Fatalf("a Fence without an actor encodes as version %d", plain[0])
+	}
+	lengthAt := 2 + 8
+	withLength := func(n uint16) []byte {
+		b := bytes.Clone(fence[:len(fence)-4])
+		binary.LittleEndian.PutUint16(b[lengthAt:], n)
+		return withCRC(b)
+	}
+	decodeErr(t, withLength(0), Limits{}, frames.ErrCorrupt)
+	decodeErr(t, withLength(MaxBucketActorBytes+1), Limits{}, frames.ErrCorrupt)
+	decodeErr(t, withLength(uint16(len(fence))), Limits{}, frames.ErrTruncated)
+	// Version 2 of a kind that carries no actor.
+	ack, _ := AppendMessage(nil, goldenMessages()["ack"], Limits{})
+	v2 := bytes.Clone(ack[:len(ack)-4])
+	v2[0] = wireVersionActor
+	decodeErr(t, withCRC(v2), Limits{}, frames.ErrUnknownKind)
+	// Version 1 with an actor's bytes after the epoch: bytes past the end.
+	v1 := bytes.Clone(fence[:len(fence)-4])
+	v1[0] = wireVersion
+	decodeErr(t, withCRC(v1), Limits{}, frames.ErrCorrupt)
+	if _, err := AppendMessage(nil, &Fence{Epoch: 1, Actor: string(make([]byte, MaxBucketActorBytes+1))}, Limits{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("an actor past the bound: AppendMessage: %v, want ErrInvalid", err)
+	}
 }
 
 // Decoded bodies are copies: the buffer can be reused at once.
@@ -186,7 +227,7 @@ func TestEncodeRefusesInvalid(t *testing.T) {
 		"log past promise":    &Promise{Epoch: 1, LogEpoch: 2},
 		"unknown reason":      &Refuse{Epoch: 1, Reason: 9, Newest: 1},
 		"stale, not newer":    &Refuse{Epoch: 2, Reason: RefuseStale, Newest: 2},
-		"larger than allowed": &Append{Epoch: 1, Entries: entries(Point{}, 10, 1)},
+		"larger than allowed": &Append{Epoch: 1, Entries: entries(Point{}, 40, 1)},
 		"no message":          nil,
 	} {
 		lim := Limits{}

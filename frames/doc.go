@@ -43,6 +43,7 @@
 //	do/<namespace>/<actor>/own.json                   ownership record
 //	do/<namespace>/<actor>/snapshot/<epoch>/<seq>     a snapshot file or a manifest
 //	nodes/<node>.json                                 a node's lease
+//	followers/<follower>.json                         a follower store's identity record
 //	alarms/<namespace>/<due>/<actor>.<gen>            an entry of a namespace's alarm index
 //
 // <namespace> is [NamespaceID](tenant, namespace): 22 characters of unpadded
@@ -53,10 +54,11 @@
 // sequence number the snapshot covers through. <hash> is the 64 lowercase
 // hex digits of the SHA-256 of the chunk's content ([ChunkHash]). <node> is
 // 1 to [MaxNodeIDLen] characters of [a-z0-9-] not starting with '-'
-// ([ValidNodeID]). [Actor.OwnKey], [Actor.LogKey], [Actor.SnapshotKey],
-// [Actor.ChunkKey], [NodeKey] and [Actor.AlarmKey] build keys; [ParseKey]
-// parses them. The contents of own.json and of a node's lease belong to
-// package fence.
+// ([ValidNodeID]), as is <follower>, a follower store's ID. [Actor.OwnKey],
+// [Actor.LogKey], [Actor.SnapshotKey], [Actor.ChunkKey], [NodeKey],
+// [FollowerKey] and [Actor.AlarmKey] build keys; [ParseKey] parses them.
+// The contents of own.json, of a node's lease and of a follower's identity
+// record belong to package fence.
 //
 // An actor's keys list in the order drawn: chunk/, log/, own.json,
 // snapshot/. A reader of a listing that wants only some of them can resume

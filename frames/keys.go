@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -184,6 +185,7 @@ const (
 	KeyNode                        // nodes/<node>.json
 	KeyChunk                       // do/<ns>/<actor>/chunk/<hash>
 	KeyAlarm                       // alarms/<ns>/<due>/<actor>.<gen>
+	KeyFollower                    // followers/<follower>.json
 )
 
 func (k KeyKind) String() string {
@@ -200,6 +202,8 @@ func (k KeyKind) String() string {
 		return "chunk"
 	case KeyAlarm:
 		return "alarm"
+	case KeyFollower:
+		return "follower"
 	}
 	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -212,7 +216,7 @@ type Key struct {
 	Actor     string    // lowercase hex
 	Epoch     Epoch     // KeyLog, KeySnapshot: the epoch that wrote the object
 	Seq       Seq       // KeyLog: the batch's last sequence number; KeySnapshot: the one it covers through
-	Node      string    // KeyNode
+	Node      string    // KeyNode; KeyFollower: the follower ID
 	Chunk     ChunkHash // KeyChunk: the hash of the chunk's content
 	Due       uint64    // KeyAlarm: when the alarm is due, Unix milliseconds
 	Gen       uint64    // KeyAlarm: the generation of the actor's alarm that was set for Due
@@ -226,6 +230,21 @@ type Actor struct {
 
 // Valid reports whether both elements are well formed.
 func (a Actor) Valid() bool { return validNamespace(a.Namespace) && validActor(a.Actor) }
+
+// String returns "<namespace>/<actor>", the form ParseActor reads (and the
+// follower protocol carries: follow.Fence.Actor).
+func (a Actor) String() string { return a.Namespace + "/" + a.Actor }
+
+// ParseActor reads what Actor.String writes; anything else, an actor that
+// is not Valid included, is an error matching ErrCorrupt.
+func ParseActor(s string) (Actor, error) {
+	ns, id, ok := strings.Cut(s, "/")
+	a := Actor{Namespace: ns, Actor: id}
+	if !ok || !a.Valid() {
+		return Actor{}, fmt.Errorf("frames: %q is not <namespace>/<actor>: %w", s, ErrCorrupt)
+	}
+	return a, nil
+}
 
 // Prefix returns "do/<ns>/<actor>/".
 func (a Actor) Prefix() string { return "do/" + a.Namespace + "/" + a.Actor + "/" }
@@ -276,6 +295,13 @@ const NodesPrefix = "nodes/"
 // NodeKey returns the key of a node's lease. id must satisfy ValidNodeID.
 func NodeKey(id string) string { return NodesPrefix + id + ".json" }
 
+// FollowersPrefix is the prefix of every follower store's identity record.
+const FollowersPrefix = "followers/"
+
+// FollowerKey returns the key of a follower store's identity record (package
+// fence). id must satisfy ValidNodeID.
+func FollowerKey(id string) string { return FollowersPrefix + id + ".json" }
+
 // AlarmsPrefix is the prefix of every namespace's alarm index.
 const AlarmsPrefix = "alarms/"
 
@@ -309,6 +335,8 @@ func (k Key) String() string {
 		return a.SnapshotKey(k.Epoch, k.Seq)
 	case KeyNode:
 		return NodeKey(k.Node)
+	case KeyFollower:
+		return FollowerKey(k.Node)
 	case KeyChunk:
 		return a.ChunkKey(k.Chunk)
 	case KeyAlarm:
@@ -334,12 +362,19 @@ func ParseKey(s string) (Key, error) {
 		}
 		return Key{Kind: KeyNode, Node: id}, nil
 	}
+	if rest, ok := strings.CutPrefix(s, FollowersPrefix); ok {
+		id, ok := strings.CutSuffix(rest, ".json")
+		if !ok || !ValidNodeID(id) {
+			return fail("not followers/<follower>.json with a valid follower ID")
+		}
+		return Key{Kind: KeyFollower, Node: id}, nil
+	}
 	if rest, ok := strings.CutPrefix(s, AlarmsPrefix); ok {
 		return parseAlarmKey(rest, fail)
 	}
 	parts := strings.Split(s, "/")
 	if len(parts) < 4 || parts[0] != "do" {
-		return fail("not under do/<namespace>/<actor>/ or nodes/")
+		return fail("not under do/<namespace>/<actor>/, nodes/, followers/ or alarms/")
 	}
 	k := Key{Namespace: parts[1], Actor: parts[2]}
 	if !validNamespace(k.Namespace) {

@@ -102,8 +102,48 @@ func FuzzLease(f *testing.F) {
 	})
 }
 
+const (
+	identityKey = "followers/9a0b1c2d3e4f5a6b.json"
+	identity    = `{"follower":"9a0b1c2d3e4f5a6b","generation":3,"open":"00112233445566778899aabbccddeeff"}`
+)
+
+// A follower store's identity record (followers/<id>.json) is bucket data
+// like the others.
+func FuzzIdentity(f *testing.F) {
+	for _, s := range []string{
+		identity,
+		`{"follower":"9a0b1c2d3e4f5a6b","generation":0,"open":"00112233445566778899aabbccddeeff"}`,
+		`{"follower":"1111111111111111","generation":3,"open":"00112233445566778899aabbccddeeff"}`,
+		`{"follower":"9a0b1c2d3e4f5a6b","generation":3,"open":"00112233445566778899AABBCCDDEEFF"}`,
+		`{"follower":"9a0b1c2d3e4f5a6b","generation":18446744073709551615,"open":"00112233445566778899aabbccddeeff"}`,
+		`{"follower":"9a0b1c2d3e4f5a6b","generation":3}`,
+		``, `{}`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := fence.ParseIdentity(identityKey, data)
+		if err != nil {
+			if !errors.Is(err, fence.ErrBadIdentity) || !strings.Contains(err.Error(), identityKey) {
+				t.Fatalf("error %q does not match ErrBadIdentity or name %s", err, identityKey)
+			}
+			return
+		}
+		if r.Follower != "9a0b1c2d3e4f5a6b" || r.Generation == 0 || len(r.Open) != 32 {
+			t.Fatalf("accepted %+v under key %s", r, identityKey)
+		}
+		again, err := fence.ParseIdentity(identityKey, r.Marshal())
+		if err != nil || again != r {
+			t.Fatalf("record %+v re-encoded as %q parses to %+v, %v", r, r.Marshal(), again, err)
+		}
+	})
+}
+
 // The valid seeds must parse, or the fuzzers above start from errors only.
 func TestFenceSeedsParse(t *testing.T) {
+	if _, err := fence.ParseIdentity(identityKey, []byte(identity)); err != nil {
+		t.Error(err)
+	}
 	if _, err := fence.ParseRecord(ownKey, []byte(`{"epoch":7,"node":"0123456789abcdef0123456789abcdef","address":"10.0.0.5:8080"}`)); err != nil {
 		t.Error(err)
 	}

@@ -26,7 +26,7 @@ const followPeer = "fuzz-peer"
 
 func followSeeds(t testing.TB) [][]byte {
 	var seeds [][]byte
-	for _, name := range []string{"fence", "promise", "append", "ack", "refuse"} {
+	for _, name := range []string{"fence", "promise", "append", "ack", "refuse", "fence-actor", "append-actor"} {
 		b, err := os.ReadFile(filepath.Join("..", "follow", "testdata", "golden", name+".bin"))
 		if err != nil {
 			t.Fatal(err)
@@ -133,6 +133,10 @@ func checkFollowerStep(t *testing.T, fl *follow.Follower, lim follow.Limits, pre
 		t.Fatalf("promise %d -> %d, log epoch %d", prev.Promised, st.Promised, st.LogEpoch)
 	case st.LogEpoch == prev.LogEpoch && st.End().Seq < prev.End().Seq:
 		t.Fatalf("log of epoch %d shrank from %d to %d", st.LogEpoch, prev.End().Seq, st.End().Seq)
+	case st.Promised > prev.Promised && !raises(m):
+		// quorum checks a raise against the bucket for these two kinds
+		// only (quorum/admit.go).
+		t.Fatalf("a %T raised the promise from %d to %d: only a Fence or a reset may", m, prev.Promised, st.Promised)
 	}
 	if st.LogEpoch == prev.LogEpoch {
 		for _, e := range prev.Entries {
@@ -162,6 +166,16 @@ func checkFollowerStep(t *testing.T, fl *follow.Follower, lim follow.Limits, pre
 		}
 	}
 	return st
+}
+
+func raises(m follow.Message) bool {
+	switch m := m.(type) {
+	case *follow.Fence:
+		return true
+	case *follow.Append:
+		return m.Reset
+	}
+	return false
 }
 
 func endOf(base follow.Point, es []follow.Entry) follow.Point {

@@ -217,7 +217,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	fopts := fence.Options{Lease: cfg.Lease, Grace: cfg.Grace, Clock: cfg.Clock, Logger: cfg.Logger}
 	var peers *peering
 	if cfg.Peers != nil {
-		if peers, err = startPeering(cfg); err != nil {
+		if peers, err = startPeering(ctx, cfg); err != nil {
 			unlock()
 			return nil, err
 		}
@@ -268,6 +268,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	go h.watchNode()
 	go h.hibernateLoop()
 	go h.sweepLoop()
+	if peers != nil {
+		h.bg.Add(1)
+		go h.identityLoop()
+	}
 	h.log.Info("host serving", logattr.Node, node.ID(), logattr.Address, cfg.Address, "dir", cfg.Dir,
 		"idle", cfg.Idle, "maxOpens", cfg.MaxOpens, "sweepAge", cfg.SweepAge)
 	return h, nil
@@ -283,6 +287,13 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("host: Config.Dir is required")
 	case c.VFS.Bucket != nil || c.VFS.Namespace != "" || c.VFS.Actor != nil || c.VFS.Node != nil || c.VFS.Epoch != 0 || c.VFS.Dir != "":
 		return c, errors.New("host: Config.VFS: Bucket, Namespace, Actor, Node, Epoch and Dir are set by the host")
+	}
+	if c.Peers != nil {
+		pc := *c.Peers // the caller's stays as it was
+		if pc.IdentityCheck <= 0 {
+			pc.IdentityCheck = DefaultIdentityCheck
+		}
+		c.Peers = &pc
 	}
 	if c.Lease <= 0 {
 		c.Lease = fence.DefaultLease

@@ -50,6 +50,10 @@ type PeersConfig struct {
 	// waiting for the owner's lease (quorum.Suspicion; "Failover" in the
 	// package doc).
 	Heartbeat, SuspectAfter time.Duration
+	// IdentityCheck is how often the node checks that its follower store
+	// is the one the bucket's identity record names (DefaultIdentityCheck
+	// when zero; identity.go).
+	IdentityCheck time.Duration
 }
 
 // tailsDir is the follower store's directory under Config.Dir: no actor's
@@ -65,23 +69,29 @@ type peering struct {
 	// suspicion confirms a holder gone for claims (session.Config.Suspect).
 	suspicion *quorum.Suspicion
 	ln        net.Listener
-	addr      string // advertised
+	addr      string         // advertised
+	identity  fence.Identity // this open of the store (identity.go)
 }
 
 // startPeering opens the follower store and the transport's listener; the
 // hub starts once the node is registered (attach).
-func startPeering(cfg Config) (*peering, error) {
+func startPeering(ctx context.Context, cfg Config) (*peering, error) {
 	pc := cfg.Peers
 	store, err := tails.Open(filepath.Join(cfg.Dir, tailsDir), tails.Config{Limits: pc.Limits, MaxBytes: pc.MaxStoreBytes})
 	if err != nil {
 		return nil, fmt.Errorf("host: follower store: %w", err)
+	}
+	ident, err := openIdentity(ctx, cfg.Bucket, store, cfg.Logger)
+	if err != nil {
+		store.Close()
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", pc.Listen)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("host: follower transport: %w", err)
 	}
-	p := &peering{store: store, ln: ln, addr: ln.Addr().String()}
+	p := &peering{store: store, ln: ln, addr: ln.Addr().String(), identity: ident}
 	if pc.Advertise != "" {
 		p.addr = pc.Advertise
 	}
@@ -142,4 +152,20 @@ func (h *Host) watchHolder(lease fence.Lease) bool {
 		return false
 	}
 	return v.Suspected
+}
+
+// CutPeers closes the follower transport for good, leaving the rest of the
+// node running: it no longer reaches its actors' followers, nor answers as
+// one, nor hears or is heard by anyone (its peers suspect it). Its actors
+// go on acknowledging by the bucket until failure detection elsewhere takes
+// them (see Failover in the package doc), and its lease stays: it is a
+// partition of one node from its peers, for tests of one (actorhost
+// -fault-signals) and for an operator who must isolate a node's follower
+// store at once. It does nothing without Config.Peers or a second time.
+func (h *Host) CutPeers() {
+	if h.peers == nil {
+		return
+	}
+	h.peers.node.Close()
+	h.log.Warn("follower transport cut: this node neither reaches nor serves followers any more")
 }

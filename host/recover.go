@@ -31,6 +31,12 @@ func (h *Host) watchNode() {
 		if errors.Is(err, fence.ErrClosed) {
 			return
 		}
+		// A copy of the follower store that opened since fences this
+		// node's lease when it starts: registering again would fence the
+		// copy's in turn, for ever. Whoever holds the identity stays.
+		if h.peers != nil && h.identityTaken(h.ctx) {
+			return
+		}
 		h.mu.Lock()
 		if h.stopErr != nil {
 			h.mu.Unlock()

@@ -89,8 +89,14 @@ func (n *Node) Silence(id follow.FollowerID) Verdict {
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// A closed node hears nobody, so every peer's silence is its own: it
+	// has no opinion (Known false). Otherwise a node whose transport was
+	// closed while it serves (Host.CutPeers) suspected every holder it
+	// forwards to, and each request spent its whole timeout retrying a
+	// claim on suspicion that no follower can ever confirm through a
+	// closed transport, instead of being forwarded to the live holder.
 	h := n.hear[id]
-	if h == nil {
+	if h == nil || n.closed {
 		return Verdict{}
 	}
 	if p := n.peers[id]; p != nil {

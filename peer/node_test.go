@@ -330,7 +330,7 @@ func TestNodeSendRefused(t *testing.T) {
 		"no actor":           a.Send("b", "", fence(1)),
 		"actor of 121 bytes": a.Send("b", strings.Repeat("x", follow.MaxActorBytes+1), fence(1)),
 		"past the bound": a.Send("b", testActor, &follow.Append{Epoch: 1, Reset: true,
-			Entries: []follow.Entry{{Seq: 1, After: 1, Body: make([]byte, follow.DefaultMaxTailBytes+1)}}}),
+			Entries: []follow.Entry{{Seq: 1, After: 1, Body: make([]byte, follow.DefaultMaxTailBytes+4096)}}}),
 	} {
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v", name, err)

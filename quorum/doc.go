@@ -106,4 +106,19 @@
 // followers own.json names, one of which may have restarted at a new
 // address since. Record writes the set into own.json, conditional on the
 // claim (fence.Node.RecordFollowers).
+//
+// # Admitting a raise
+//
+// A follower's promise is for good: once it promised epoch E it refuses
+// every older one. So before this node's store takes a message that would
+// raise it (a Fence, or a reset: follow raises on nothing else) it reads
+// the actor's own.json (Directory.Claimed) and admits the message only if
+// the record is at E or newer, the message naming the actor as the bucket
+// does (follow.Fence.Actor), the same actor the transport delivered it
+// for. Otherwise it answers RefuseUnproven (Stats.Unproven), and the
+// owner counts the follower as failed; a read that fails drops the message,
+// which its sender sends again (Stats.ClaimReadErrors). A claimant writes
+// own.json before its first message, so a correct owner always passes, at
+// one GET per follower per takeover; a holder of the cluster key who is
+// no owner cannot make a follower refuse the actor's next owner (admit.go).
 package quorum

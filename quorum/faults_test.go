@@ -124,8 +124,14 @@ func TestPartitionedOwnerAcknowledgesNothing(t *testing.T) {
 	// store in-process, the others' over the faulty network.
 	next := byID(ns, own.Followers[0])
 	s := next.hub.Session(testActor)
-	prev := fence.Record{Epoch: own.Epoch, Node: ns[0].fn.ID(), Followers: own.Followers, Quorum: own.Quorum}
-	tail, err := s.Takeover(context.Background(), prev, own.Epoch+1, follow.Point{})
+	// It claims own.json first, as any new owner does (the followers
+	// check the claim before they promise: admit.go); the old owner is
+	// alive, so the claim is one on suspicion.
+	claim, err := next.fn.Claim(context.Background(), testActor, fence.ClaimOptions{
+		Suspect: func(context.Context, fence.Record, fence.Lease) error { return nil }})
+	require.NoError(t, err)
+	require.Equal(t, own.Epoch+1, claim.Epoch)
+	tail, err := s.Takeover(context.Background(), claim.Prev, claim.Epoch, follow.Point{})
 	require.NoError(t, err)
 	require.Equal(t, es[:10], tail, "the tail is what the old owner acknowledged, and no more")
 	require.Equal(t, frames.Seq(10), old.Stats().Acked)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/framectl/framectl/fence"
@@ -37,6 +38,10 @@ type Directory interface {
 	// (fence.Node.RecordFollowers), and returns the ownership to go on
 	// with.
 	Record(ctx context.Context, own fence.Ownership, set []follow.FollowerID, quorum int) (fence.Ownership, error)
+	// Claimed reads the epoch actor a's own.json holds (fence.ReadRecord;
+	// a missing record matches bucket.ErrNotFound): what this node, as a
+	// follower, checks before it promises a newer epoch (admit.go).
+	Claimed(ctx context.Context, a frames.Actor) (frames.Epoch, error)
 }
 
 // Defaults of Config.
@@ -86,6 +91,10 @@ type Config struct {
 type Hub struct {
 	cfg Config
 	log *slog.Logger
+
+	// stopped, once set, is why this node follows nobody any more
+	// (StopFollowing).
+	stopped atomic.Pointer[error]
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by actor name
@@ -161,7 +170,13 @@ func (h *Hub) Handle(from follow.FollowerID, actor string, m follow.Message) {
 // follow hands a message to this node's store, as the actor's follower,
 // and sends the reply it made durable.
 func (h *Hub) follow(from follow.FollowerID, actor string, m follow.Message) {
-	if h.cfg.Store == nil {
+	if h.cfg.Store == nil || h.stopped.Load() != nil {
+		return
+	}
+	if refusal, ok := h.admit(from, actor, m); !ok {
+		if refusal != nil {
+			h.send(from, actor, refusal)
+		}
 		return
 	}
 	reply, err := h.cfg.Store.Handle(actor, m)
@@ -172,6 +187,17 @@ func (h *Hub) follow(from follow.FollowerID, actor string, m follow.Message) {
 	h.promised(m, reply) // fences.go; before the reply leaves, so a takeover that got it sees it counted
 	if reply != nil {
 		h.send(from, actor, reply)
+	}
+}
+
+// StopFollowing makes this node's follower store take no message from now
+// on, for good: for a node whose store the bucket says was copied and
+// opened elsewhere under the same follower ID (host), where two stores
+// answering as one follower could each be counted for the other. Owners
+// see the follower as unreachable and replace it.
+func (h *Hub) StopFollowing(why error) {
+	if h.stopped.CompareAndSwap(nil, &why) {
+		h.log.Warn("follower store stopped", logattr.Err, why)
 	}
 }
 

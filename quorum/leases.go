@@ -9,6 +9,7 @@ import (
 
 	"github.com/framectl/framectl/fence"
 	"github.com/framectl/framectl/follow"
+	"github.com/framectl/framectl/frames"
 )
 
 // AddrSetter is the part of the transport a Directory fills in: where a
@@ -144,6 +145,15 @@ func (d *Leases) Locate(ctx context.Context, id follow.FollowerID) error {
 		return fmt.Errorf("quorum: no live node serves follower %s", id)
 	}
 	return d.tr.SetAddr(id, best.Peer)
+}
+
+// Claimed reads own.json's epoch (Directory.Claimed).
+func (d *Leases) Claimed(ctx context.Context, a frames.Actor) (frames.Epoch, error) {
+	d.mu.Lock()
+	node := d.node
+	d.mu.Unlock()
+	r, _, err := fence.ReadRecord(ctx, node.Bucket(), a)
+	return r.Epoch, err
 }
 
 // Record writes the set into own.json (fence.Node.RecordFollowers).

@@ -36,6 +36,7 @@ type node struct {
 	hub   *quorum.Hub
 	store *tails.Store
 	cfg   quorum.Config
+	key   []byte // the cluster's
 	once  sync.Once
 }
 
@@ -63,7 +64,7 @@ func startNodeWith(t testing.TB, b bucket.Bucket, key []byte, o nodeOptions) *no
 	opts.PeerAddress, opts.Follower, opts.Clock = ln.Addr().String(), store.ID(), o.clock
 	fn, err := fence.Register(ctx, b, "127.0.0.1:1", opts)
 	require.NoError(t, err)
-	n := &node{fn: fn, store: store}
+	n := &node{fn: fn, store: store, key: key}
 	self := follow.FollowerID(store.ID())
 	var h peer.Handler = func(from follow.FollowerID, actor string, m follow.Message) { n.hub.Handle(from, actor, m) }
 	if o.net != nil {

@@ -22,6 +22,9 @@ var ErrClosed = errors.New("quorum: session closed")
 type Session struct {
 	h     *Hub
 	actor string
+	// inBucket is the actor as the bucket names it (frames.Actor.String),
+	// on every Fence and reset: the followers check the claim by it.
+	inBucket string
 
 	mu      sync.Mutex
 	tk      *follow.Takeover
@@ -41,7 +44,7 @@ type Session struct {
 
 // Session returns a new session for actor a on this node.
 func (h *Hub) Session(a frames.Actor) *Session {
-	return &Session{h: h, actor: ActorName(a), changed: make(chan struct{}), repl: replacing{avoid: map[follow.FollowerID]time.Time{}}}
+	return &Session{h: h, actor: ActorName(a), inBucket: a.String(), changed: make(chan struct{}), repl: replacing{avoid: map[follow.FollowerID]time.Time{}}}
 }
 
 // Takeover fences the followers prev records, for epoch, and returns the
@@ -68,7 +71,7 @@ func (s *Session) Takeover(ctx context.Context, prev fence.Record, epoch frames.
 		}
 	}
 	tk, err := follow.NewTakeover(follow.TakeoverConfig{Epoch: epoch, Quorum: prev.Quorum, Followers: set, Bucket: b,
-		Wait: s.h.cfg.TakeoverWait, Retransmit: s.h.cfg.Retransmit}, time.Now())
+		Wait: s.h.cfg.TakeoverWait, Retransmit: s.h.cfg.Retransmit, Actor: s.inBucket}, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("quorum: takeover of %s: %w", s.actor, err)
 	}
@@ -129,7 +132,7 @@ func (s *Session) Start(ctx context.Context, own fence.Ownership, at follow.Poin
 		return own, nil
 	}
 	o, err := follow.NewOwner(follow.Recovery{Epoch: own.Epoch, Quorum: q, Followers: set, Base: at},
-		follow.OwnerConfig{Limits: s.h.cfg.Limits, Retransmit: s.h.cfg.Retransmit}, time.Now())
+		follow.OwnerConfig{Limits: s.h.cfg.Limits, Retransmit: s.h.cfg.Retransmit, Actor: s.inBucket}, time.Now())
 	if err != nil {
 		return own, fmt.Errorf("quorum: starting the owner of %s: %w", s.actor, err)
 	}

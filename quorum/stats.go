@@ -13,10 +13,16 @@ type Stats struct {
 	StoreErrors    int64 // follower store failures (a full disk: the owner replaces this follower)
 	Replaced       int64 // followers replaced while their session ran (own.json recorded the newcomer)
 	Fences         int64 // Fence messages this node's follower store answered with a Promise (fences.go)
+	// Unproven: Fences and resets this node's follower store refused
+	// because the bucket showed no owner of their epoch (admit.go), and
+	// ClaimReadErrors the reads of own.json for that check that failed
+	// (the message is dropped; its sender sends it again).
+	Unproven, ClaimReadErrors int64
 }
 
 type hubCounters struct {
 	takeovers, tailsRecovered, superseded, late, sendErrors, storeErrors, replaced, fences atomic.Int64
+	unproven, claimReadErrors                                                              atomic.Int64
 }
 
 // Stats returns the hub's counters.
@@ -27,5 +33,5 @@ func (h *Hub) Stats() Stats {
 	c := &h.stats
 	return Stats{Sessions: n, Takeovers: c.takeovers.Load(), TailsRecovered: c.tailsRecovered.Load(),
 		Superseded: c.superseded.Load(), Late: c.late.Load(), SendErrors: c.sendErrors.Load(), StoreErrors: c.storeErrors.Load(),
-		Replaced: c.replaced.Load(), Fences: c.fences.Load()}
+		Replaced: c.replaced.Load(), Fences: c.fences.Load(), Unproven: c.unproven.Load(), ClaimReadErrors: c.claimReadErrors.Load()}
 }

@@ -61,7 +61,8 @@ const minRewriteBytes = 1 << 20
 // one actor run one at a time.
 type Store struct {
 	dir        string
-	id         string // follower ID (id.go)
+	id         string // follower ID (id.go); under mu once open
+	gen        uint64 // identity generation (id.go); under mu
 	cfg        Config
 	log        *slog.Logger
 	unlock     func()
@@ -131,7 +132,12 @@ func Open(dir string, cfg Config) (*Store, error) {
 		unlock()
 		return nil, err
 	}
-	s := &Store{dir: dir, id: id, cfg: cfg, log: logger.With(logattr.Subsystem, logattr.SubsystemTails), unlock: unlock, rewriteMin: minRewriteBytes,
+	gen, err := loadGeneration(dir)
+	if err != nil {
+		unlock()
+		return nil, err
+	}
+	s := &Store{dir: dir, id: id, gen: gen, cfg: cfg, log: logger.With(logattr.Subsystem, logattr.SubsystemTails), unlock: unlock, rewriteMin: minRewriteBytes,
 		files: map[string]int64{}, actors: map[string]*tail{}}
 	s.idle = sync.NewCond(&s.mu)
 	if err := s.scan(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/framectl/framectl/follow"
@@ -285,5 +286,52 @@ func TestStoreID(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "not-an-id\n" {
 		t.Fatalf("damaged ID replaced by %q", b)
+	}
+}
+
+// The generation is the store's, durably: 0 at first, what SetGeneration
+// made it after a reopen; Reidentify draws a new ID, durably, at
+// generation 0, keeping the actors' files; a damaged generation is
+// refused, naming the file.
+func TestStoreGeneration(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Generation(); g != 0 {
+		t.Fatalf("a new store is at generation %d", g)
+	}
+	es := branchEntries(0, 3, 0, 16)
+	if _, err := s.Handle("a", &follow.Append{Epoch: 1, Reset: true, Entries: es}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetGeneration(7); err != nil {
+		t.Fatal(err)
+	}
+	id := s.ID()
+	s.Close()
+	if s, err = Open(dir, Config{}); err != nil || s.Generation() != 7 || s.ID() != id {
+		t.Fatalf("reopened: generation %d, ID %s (was %s), %v", s.Generation(), s.ID(), id, err)
+	}
+	old, err := s.Reidentify()
+	if err != nil || old != id || s.ID() == id || s.Generation() != 0 {
+		t.Fatalf("Reidentify: old %s, now %s at %d, %v", old, s.ID(), s.Generation(), err)
+	}
+	fresh := s.ID()
+	s.Close()
+	if s, err = Open(dir, Config{}); err != nil || s.ID() != fresh || s.Generation() != 0 {
+		t.Fatalf("reopened after Reidentify: %s at %d, %v", s.ID(), s.Generation(), err)
+	}
+	if st, err := s.Load("a"); err != nil || st.End() != es[2].Point() {
+		t.Fatalf("the actor's tail after Reidentify: %+v, %v", st, err)
+	}
+	s.Close()
+	path := filepath.Join(dir, genFile)
+	if err := os.WriteFile(path, []byte("07\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, Config{}); !errors.Is(err, frames.ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Open with a damaged generation: %v, want frames.ErrCorrupt naming %s", err, path)
 	}
 }

@@ -44,6 +44,7 @@ type config struct {
 	upload        time.Duration // session.Config.UploadInterval (0: the session.s default)
 	heartbeat     time.Duration // host.PeersConfig.Heartbeat
 	suspectAfter  time.Duration // host.PeersConfig.SuspectAfter
+	faultSignals  bool          // SIGUSR1 cuts the follower transport (host.Host.CutPeers)
 }
 
 const usageText = `actorhost: an HTTP server hosting actors, each one replicated SQLite
@@ -105,6 +106,7 @@ func parseConfig(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.quorum, "quorum", 0, "followers that must hold a write before it is acknowledged (0: a majority of -followers)")
 	fs.DurationVar(&c.heartbeat, "heartbeat", peer.DefaultHeartbeat, "with -peer-listen: how often a node beats on an idle connection with a peer")
 	fs.DurationVar(&c.suspectAfter, "suspect-after", peer.DefaultSuspectAfter, "with -peer-listen: an owner its followers and this node have not heard for this long is taken over without waiting for its lease (at least 2×-heartbeat)")
+	fs.BoolVar(&c.faultSignals, "fault-signals", false, "for tests of a partition: SIGUSR1 cuts this node's follower transport for good (its HTTP server and lease stay)")
 	fs.DurationVar(&c.upload, "upload-interval", 0, "shortest interval between uploads nobody waits for (0: the default, 10s with -peer-listen)")
 	var alarmNS string
 	fs.StringVar(&alarmNS, "alarm-namespaces", "", "comma-separated `namespaces` whose actors' alarms this node runs (give every node the same)")

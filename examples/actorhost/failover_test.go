@@ -253,7 +253,7 @@ func failoverOnce(b *testing.B, bk bucket.Bucket, timing []string, peers, stop b
 // nonFollower returns a node of ps, not the owner ps[0], that is not one
 // of the followers the actor's own.json records; it fails b unless that
 // records three.
-func nonFollower(b *testing.B, bk bucket.Bucket, ns, id string, ps []*proc) *proc {
+func nonFollower(b testing.TB, bk bucket.Bucket, ns, id string, ps []*proc) *proc {
 	b.Helper()
 	rec, _, err := fence.ReadRecord(b.Context(), bk, actorOf(ns, id))
 	require.NoError(b, err)

@@ -98,6 +98,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	if cfg.faultSignals {
+		cut := make(chan os.Signal, 1)
+		signal.Notify(cut, syscall.SIGUSR1)
+		defer signal.Stop(cut)
+		go func() {
+			if _, ok := <-cut; ok {
+				s.host.CutPeers()
+			}
+		}()
+	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	// One line on stdout for scripts and the tests: where, and who.
