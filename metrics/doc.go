@@ -98,6 +98,9 @@
 //	framectl_quorum_store_errors_total                counter    follower store failures (full: the owner stops
 //	                                                              sending to it)
 //	framectl_quorum_fences_promised_total             counter    fences the follower store answered with a promise
+//	framectl_quorum_unproven_total                    counter    fences and resets refused: own.json shows no owner
+//	                                                              of their epoch
+//	framectl_quorum_claim_read_errors_total           counter    failed reads of own.json for that check (dropped)
 //	framectl_quorum_followers_replaced_total          counter    followers replaced while their session ran (failed
 //	                                                              or no live node served them; own.json recorded it)
 //	framectl_quorum_actors_with_followers             gauge      open actors whose session has followers

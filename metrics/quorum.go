@@ -14,6 +14,7 @@ type quorumDescs struct {
 
 	sessions, takeovers, tailsRecovered, superseded *prometheus.Desc
 	late, sendErrors, storeErrors, fences, replaced *prometheus.Desc
+	unproven, claimReadErrors                       *prometheus.Desc
 
 	withFollowers, followers, belowQuorum *prometheus.Desc
 	lagSum, lagMax, storeBytes            *prometheus.Desc
@@ -25,15 +26,17 @@ func newQuorumDescs() *quorumDescs {
 		entries:      newDesc("framectl_quorum_entries_total", "Commits handed to the followers."),
 		backpressure: newDesc("framectl_quorum_backpressure_total", "Times a database waited for the bucket because its followers held their bound past the bucket's durable point."),
 
-		sessions:       newDesc("framectl_quorum_sessions", "Follower protocol sessions of this node's actors running now (an owner, or a takeover)."),
-		takeovers:      newDesc("framectl_quorum_takeovers_total", "Takeovers started: the followers of the previous owner fenced before an actor opened."),
-		tailsRecovered: newDesc("framectl_quorum_tails_recovered_total", "Takeovers that recovered commits from the followers that the bucket lacked."),
-		superseded:     newDesc("framectl_quorum_superseded_total", "Sessions a follower reported fenced by a newer epoch."),
-		late:           newDesc("framectl_quorum_late_replies_total", "Follower replies for an actor with no session on this node (dropped)."),
-		sendErrors:     newDesc("framectl_quorum_send_errors_total", "Messages to other nodes the transport refused (the protocol sends again)."),
-		storeErrors:    newDesc("framectl_quorum_store_errors_total", "Failures of this node's follower store (a full store or disk: the owner stops sending to it)."),
-		replaced:       newDesc("framectl_quorum_followers_replaced_total", "Followers replaced while their owner's session ran (failed, or no live node served them): own.json recorded the newcomer."),
-		fences:         newDesc("framectl_quorum_fences_promised_total", "Fence messages this node's follower store answered with a promise (to refuse older epochs), for new owners' takeovers."),
+		sessions:        newDesc("framectl_quorum_sessions", "Follower protocol sessions of this node's actors running now (an owner, or a takeover)."),
+		takeovers:       newDesc("framectl_quorum_takeovers_total", "Takeovers started: the followers of the previous owner fenced before an actor opened."),
+		tailsRecovered:  newDesc("framectl_quorum_tails_recovered_total", "Takeovers that recovered commits from the followers that the bucket lacked."),
+		superseded:      newDesc("framectl_quorum_superseded_total", "Sessions a follower reported fenced by a newer epoch."),
+		late:            newDesc("framectl_quorum_late_replies_total", "Follower replies for an actor with no session on this node (dropped)."),
+		sendErrors:      newDesc("framectl_quorum_send_errors_total", "Messages to other nodes the transport refused (the protocol sends again)."),
+		storeErrors:     newDesc("framectl_quorum_store_errors_total", "Failures of this node's follower store (a full store or disk: the owner stops sending to it)."),
+		replaced:        newDesc("framectl_quorum_followers_replaced_total", "Followers replaced while their owner's session ran (failed, or no live node served them): own.json recorded the newcomer."),
+		fences:          newDesc("framectl_quorum_fences_promised_total", "Fence messages this node's follower store answered with a promise (to refuse older epochs), for new owners' takeovers."),
+		unproven:        newDesc("framectl_quorum_unproven_total", "Fences and resets this node's follower store refused because the actor's own.json showed no owner of their epoch (a sender that is no owner)."),
+		claimReadErrors: newDesc("framectl_quorum_claim_read_errors_total", "Reads of own.json, to check a fence or reset before promising its epoch, that failed (the message was dropped; its sender sends it again)."),
 
 		withFollowers: newDesc("framectl_quorum_actors_with_followers", "Open actors whose session has followers."),
 		followers:     newDesc("framectl_quorum_followers", "Followers in the sets of the open actors, summed, by state (active: sent to, answering or not; failed: full or broken, no longer sent to).", "state"),
@@ -48,6 +51,7 @@ func (d *quorumDescs) describe(ch chan<- *prometheus.Desc) {
 	for _, desc := range []*prometheus.Desc{
 		d.acks, d.entries, d.backpressure,
 		d.sessions, d.takeovers, d.tailsRecovered, d.superseded, d.late, d.sendErrors, d.storeErrors, d.fences, d.replaced,
+		d.unproven, d.claimReadErrors,
 		d.withFollowers, d.followers, d.belowQuorum, d.lagSum, d.lagMax, d.storeBytes,
 	} {
 		ch <- desc
@@ -76,6 +80,8 @@ func (d *quorumDescs) collect(ch chan<- prometheus.Metric, p *host.PeerStats) {
 	counter(d.storeErrors, h.StoreErrors)
 	counter(d.fences, h.Fences)
 	counter(d.replaced, h.Replaced)
+	counter(d.unproven, h.Unproven)
+	counter(d.claimReadErrors, h.ClaimReadErrors)
 
 	gauge(d.withFollowers, float64(p.WithFollowers))
 	gauge(d.followers, float64(p.Followers-p.Failed), "active")

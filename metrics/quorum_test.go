@@ -37,13 +37,15 @@ func collectQuorum(t *testing.T, p *host.PeerStats) map[string]float64 {
 // Every field of host.PeerStats reaches its series.
 func TestPeerStatsExposed(t *testing.T) {
 	p := &host.PeerStats{
-		Hub:              quorum.Stats{Sessions: 1, Takeovers: 2, TailsRecovered: 3, Superseded: 4, Late: 5, SendErrors: 6, StoreErrors: 7, Fences: 8, Replaced: 19},
+		Hub:              quorum.Stats{Sessions: 1, Takeovers: 2, TailsRecovered: 3, Superseded: 4, Late: 5, SendErrors: 6, StoreErrors: 7, Fences: 8, Replaced: 19, Unproven: 20, ClaimReadErrors: 21},
 		AckedByFollowers: 9, AckedByBucket: 10, Entries: 11, Backpressure: 12,
 		WithFollowers: 13, Followers: 40, Failed: 14, BelowQuorum: 15,
 		LagSum: 16, LagMax: 17, StoreBytes: 18,
 	}
 	assert.Equal(t, map[string]float64{
 		"framectl_quorum_sessions":                 1,
+		"framectl_quorum_unproven_total":           20,
+		"framectl_quorum_claim_read_errors_total":  21,
 		"framectl_quorum_takeovers_total":          2,
 		"framectl_quorum_tails_recovered_total":    3,
 		"framectl_quorum_superseded_total":         4,
