@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/framectl/framectl/bucket"
 	"github.com/framectl/framectl/frames"
@@ -72,19 +73,10 @@ func ParseIdentity(key string, data []byte) (Identity, error) {
 		return fail(fmt.Sprintf("names follower %q, the key names %q", r.Follower, k.Node))
 	case r.Generation == 0:
 		return fail("generation 0")
-	case len(r.Open) != 32 || !isLowerHex(r.Open):
+	case len(r.Open) != 32 || strings.Trim(r.Open, "0123456789abcdef") != "":
 		return fail(fmt.Sprintf("open %q is not 32 lowercase hex digits", r.Open))
 	}
 	return r, nil
-}
-
-func isLowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // ReadIdentity reads and parses follower id's identity record; a missing
